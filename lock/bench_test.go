@@ -1,0 +1,118 @@
+package lock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// BenchmarkAcquireRelease interleaves, in one loop, an uncontended
+// AcquireLock+ReleaseLock pair and the baseline a user would write by hand:
+// a raw driver upsert+delete pair with the same write concern. It reports
+// the cost of each and their ratio (goal: ratio <= 1.10).
+func BenchmarkAcquireRelease(b *testing.B) {
+	db := mongotest.NewDatabase(b)
+	l, err := lock.New(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := db.Collection("raw", options.Collection().SetWriteConcern(lock.DefaultWriteConcern()))
+	ctx := context.Background()
+	mustAcquire(b, ctx, l, "warm", "k")
+	var lockTime, rawTime time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("id%d", i%64)
+
+		start := time.Now()
+		if _, err := raw.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "kid", Value: "k"}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "kid", Value: "k"}}}, {Key: "$currentDate", Value: bson.D{{Key: "ts", Value: true}}}},
+			options.UpdateOne().SetUpsert(true)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := raw.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "kid", Value: "k"}}); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		mustAcquire(b, ctx, l, id, "k")
+		if err := l.ReleaseLock(ctx, id, "k"); err != nil {
+			b.Fatal(err)
+		}
+		lockTime += time.Since(mid)
+		rawTime += mid.Sub(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(lockTime.Microseconds())/n, "lock-µs/pair")
+	b.ReportMetric(float64(rawTime.Microseconds())/n, "raw-µs/pair")
+	b.ReportMetric(float64(lockTime)/float64(rawTime), "lock/raw")
+}
+
+// BenchmarkRenew renews n held locks with one batched Renew, against the
+// baseline of one Renew call per lock, interleaved in the same loop.
+func BenchmarkRenew(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
+			db := mongotest.NewDatabase(b)
+			l, err := lock.New(db, lock.WithTTL(10*time.Minute))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			ids := make([]string, n)
+			docs := make([]any, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("lock-%05d", i)
+			}
+			// Acquire the first properly, insert the rest in bulk to save time.
+			mustAcquire(b, ctx, l, ids[0], "k")
+			var first bson.M
+			if err := l.Collection().FindOne(ctx, bson.D{{Key: "_id", Value: ids[0]}}).Decode(&first); err != nil {
+				b.Fatal(err)
+			}
+			for i := range docs[1:] {
+				d := bson.M{}
+				for k, v := range first {
+					d[k] = v
+				}
+				d["_id"] = ids[i+1]
+				docs[i+1] = d
+			}
+			if n > 1 {
+				if _, err := l.Collection().InsertMany(ctx, docs[1:]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var batched, single time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				r, err := l.Renew(ctx, "k", ids...)
+				if err != nil || len(r.Held) != n {
+					b.Fatalf("batched renew: %d held, %v", len(r.Held), err)
+				}
+				mid := time.Now()
+				for _, id := range ids {
+					if r, err := l.Renew(ctx, "k", id); err != nil || len(r.Held) != 1 {
+						b.Fatalf("single renew: %v %v", r, err)
+					}
+				}
+				single += time.Since(mid)
+				batched += mid.Sub(start)
+			}
+			per := float64(b.N) * float64(n)
+			b.ReportMetric(float64(batched.Nanoseconds())/per/1e3, "batched-µs/lock")
+			b.ReportMetric(float64(single.Nanoseconds())/per/1e3, "single-µs/lock")
+			b.ReportMetric(float64(single)/float64(batched), "single/batched")
+		})
+	}
+}
+
+var _ *mongo.Client

@@ -1,0 +1,89 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Holder describes a lock document. Times are the server's.
+type Holder struct {
+	LockID     string
+	KeeperID   string
+	Fence      uint64
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+	// Expired reports that the lease had lapsed by the server's clock when it
+	// was read; the document stays until it is taken over, purged or removed
+	// by the TTL monitor.
+	Expired bool
+}
+
+// Holder returns who holds lockID. A free or expired lock gives an error
+// wrapping ErrNotHeld.
+func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
+	if err := ValidateID("lockID", lockID); err != nil {
+		return Holder{}, err
+	}
+	if err := l.refreshClock(ctx); err != nil {
+		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, err)
+	}
+	var doc lockDoc
+	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, ErrNotHeld)
+	}
+	if err != nil {
+		return Holder{}, wrapErr(ctx, "holder of", lockID, err)
+	}
+	h := l.holderOf(doc)
+	if h.Expired {
+		return h, fmt.Errorf("holder of %q: lease of %q expired at %s: %w", lockID, h.KeeperID, h.ExpiresAt.Format(time.RFC3339Nano), ErrNotHeld)
+	}
+	return h, nil
+}
+
+// Locks lists every lock document, expired ones included, ordered by id.
+func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
+	if err := l.refreshClock(ctx); err != nil {
+		return nil, fmt.Errorf("list locks: %w", err)
+	}
+	cur, err := l.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+	if err != nil {
+		return nil, wrapErr(ctx, "list locks in", l.coll.Name(), err)
+	}
+	var docs []lockDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrapErr(ctx, "list locks in", l.coll.Name(), err)
+	}
+	out := make([]Holder, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, l.holderOf(d))
+	}
+	return out, nil
+}
+
+func (l *Locker) holderOf(d lockDoc) Holder {
+	ttl := time.Duration(d.TTL) * time.Millisecond
+	if d.TTL <= 0 {
+		ttl = l.cfg.ttl
+	}
+	h := Holder{
+		LockID:     d.ID,
+		KeeperID:   d.Keeper,
+		Fence:      fenceOf(d.Fence),
+		AcquiredAt: d.Acquired,
+		RenewedAt:  d.Renewed,
+		ExpiresAt:  d.Renewed.Add(ttl),
+	}
+	if lo, _, ok := l.clock.bounds(l.cfg.clock.Now()); ok {
+		h.Expired = h.ExpiresAt.Before(lo)
+	}
+	return h
+}

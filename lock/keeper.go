@@ -1,0 +1,24 @@
+package lock
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+)
+
+// NewKeeperID returns an id unique to this process run: hostname, pid and a
+// random part. The random part matters in containers, where every pid is 1
+// and hostnames repeat across restarts.
+func NewKeeperID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	if len(host) > 200 {
+		host = host[:200]
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,377 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Field names of a lock document.
+const (
+	fieldID       = "_id"
+	fieldKeeper   = "kid"
+	fieldRenewed  = "ts"    // server time of the last acquire or renew; the TTL index is on it
+	fieldAcquired = "at"    // server time the current term began
+	fieldFence    = "fence" // BSON timestamp issued by the server when the term began
+	fieldTTL      = "ttl"   // lease length in milliseconds of the keeper that wrote it
+	fieldNonce    = "rn"    // random tag of the last renewal
+)
+
+type lockDoc struct {
+	ID       string         `bson:"_id"`
+	Keeper   string         `bson:"kid"`
+	Renewed  time.Time      `bson:"ts"`
+	Acquired time.Time      `bson:"at"`
+	Fence    bson.Timestamp `bson:"fence"`
+	TTL      int64          `bson:"ttl"`
+}
+
+func fenceOf(ts bson.Timestamp) uint64 { return uint64(ts.T)<<32 | uint64(ts.I) }
+
+// Locker acquires, renews and releases leases stored in one collection.
+// It is safe for concurrent use.
+type Locker struct {
+	coll  *mongo.Collection
+	db    *mongo.Database
+	cfg   config
+	clock serverClock
+}
+
+// Lease is a successful acquisition.
+type Lease struct {
+	LockID   string
+	KeeperID string
+	// Fence strictly increases for a lock id with every acquisition, across
+	// releases and expiries. Pass it to the resource you protect and have it
+	// reject writes carrying a smaller one.
+	Fence uint64
+	// AcquiredAt is the server's time when this term began.
+	AcquiredAt time.Time
+	// Deadline is the instant, on the Locker's clock (WithClock), after which the holder
+	// must stop trusting the lease unless it renewed it: nobody can take the
+	// lock over before then.
+	Deadline time.Time
+}
+
+// Renewal is the outcome of Renew.
+type Renewal struct {
+	// Held lists the locks that were renewed; Lost those not held (any more)
+	// by the keeper. Every requested id is in exactly one of them.
+	Held, Lost []string
+	// Deadline is the new local deadline of every lock in Held.
+	Deadline time.Time
+}
+
+// New returns a Locker on collection DefaultCollection (or WithCollection) of db.
+func New(db *mongo.Database, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidOption)
+	}
+	cfg := config{
+		collection:   DefaultCollection,
+		ttl:          DefaultTTL,
+		wc:           DefaultWriteConcern(),
+		log:          zerolog.Nop(),
+		clock:        systemClock{},
+		clockRefresh: DefaultClockRefresh,
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	coll := db.Collection(cfg.collection, options.Collection().SetWriteConcern(cfg.wc))
+	return &Locker{coll: coll, db: db, cfg: cfg}, nil
+}
+
+// TTL returns the lease length.
+func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+
+// Collection returns the collection holding the lock documents.
+func (l *Locker) Collection() *mongo.Collection { return l.coll }
+
+// safety is how much earlier than TTL after sending a holder stops trusting
+// its lease: the server stores times in milliseconds, and clocks drift.
+func (l *Locker) safety() time.Duration {
+	return time.Millisecond + driftOf(l.cfg.ttl)
+}
+
+// AcquireLock tries to take lockID for keeperID in one round trip (plus a
+// hello, at most once per DefaultClockRefresh, to read the server's clock).
+//
+// It succeeds if the lock is free, already held by keeperID, or its lease has
+// expired by the server's clock; every success begins a new term with a new
+// fencing token, so a holder calling it again extends its lease and gets a
+// larger token. If another keeper holds a live lease it returns acquired=false
+// and a nil error. Any error means the lock was not acquired as far as the
+// caller may assume; the write may still have happened, in which case the
+// lock stays held by keeperID until it expires or is released.
+func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Lease, bool, error) {
+	if err := ValidateID("lockID", lockID); err != nil {
+		return Lease{}, false, err
+	}
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return Lease{}, false, err
+	}
+	if err := l.refreshClock(ctx); err != nil {
+		return Lease{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
+	}
+	sent := l.cfg.clock.Now()
+	lo, _, _ := l.clock.bounds(sent)
+	ttlMS := l.cfg.ttl.Milliseconds()
+	filter := bson.D{
+		{Key: fieldID, Value: lockID},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldKeeper, Value: keeperID}},
+			// Expired by the server's clock: lo is a lower bound of the
+			// server's time when it evaluates this filter. Only leases no
+			// longer than ours are taken over.
+			bson.D{
+				{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
+				{Key: "$or", Value: bson.A{
+					bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: ttlMS}}}},
+					bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
+				}},
+			},
+		}},
+	}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}}},
+		{Key: "$currentDate", Value: bson.D{
+			{Key: fieldRenewed, Value: true},
+			{Key: fieldAcquired, Value: true},
+			{Key: fieldFence, Value: bson.D{{Key: "$type", Value: "timestamp"}}},
+		}},
+	}
+	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
+	var doc lockDoc
+	err := l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
+	recv := l.cfg.clock.Now()
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Msg("held by another keeper")
+		return Lease{}, false, nil
+	case err != nil:
+		return Lease{}, false, wrapErr(ctx, "acquire", lockID, err)
+	case doc.Keeper != keeperID:
+		// Cannot happen on a server with document-level atomicity.
+		return Lease{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
+	}
+	l.clock.observe(doc.Renewed, sent, recv)
+	lease := Lease{
+		LockID:     lockID,
+		KeeperID:   keeperID,
+		Fence:      fenceOf(doc.Fence),
+		AcquiredAt: doc.Acquired,
+		Deadline:   sent.Add(l.cfg.ttl - l.safety()),
+	}
+	l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Uint64("fence", lease.Fence).
+		Dur("took", recv.Sub(sent)).Msg("acquired")
+	return lease, true, nil
+}
+
+// Renew extends the leases keeperID holds on lockIDs, in one round trip when
+// all are still held (two when some are not, to tell which). It never
+// re-creates a lease that has expired or been taken over: that needs
+// AcquireLock, which issues a new fencing token. Fencing tokens are unchanged.
+func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return Renewal{}, err
+	}
+	if err := validateIDs("lockIDs", lockIDs); err != nil {
+		return Renewal{}, err
+	}
+	ids := dedup(lockIDs)
+	if len(ids) == 0 {
+		return Renewal{}, nil
+	}
+	if err := l.refreshClock(ctx); err != nil {
+		return Renewal{}, fmt.Errorf("renew: %w", err)
+	}
+	nonce := newNonce()
+	sent := l.cfg.clock.Now()
+	_, hi, _ := l.clock.bounds(sent)
+	filter := bson.D{
+		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: fieldKeeper, Value: keeperID},
+		// hi is an upper bound of the server's time: refuse any lease that
+		// might have expired already, even if nobody took it.
+		{Key: fieldRenewed, Value: bson.D{{Key: "$gte", Value: hi.Add(-l.cfg.ttl)}}},
+	}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: fieldNonce, Value: nonce}, {Key: fieldTTL, Value: l.cfg.ttl.Milliseconds()}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
+	}
+	res, err := l.coll.UpdateMany(ctx, filter, update)
+	if err != nil {
+		return Renewal{}, wrapErr(ctx, "renew", fmt.Sprint(ids), err)
+	}
+	r := Renewal{Deadline: sent.Add(l.cfg.ttl - l.safety())}
+	if int(res.MatchedCount) == len(ids) {
+		r.Held = ids
+		return r, nil
+	}
+	// Some were not renewed: find out which by the nonce this call wrote.
+	cur, err := l.coll.Find(ctx, bson.D{
+		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: fieldKeeper, Value: keeperID},
+		{Key: fieldNonce, Value: nonce},
+	}, options.Find().SetProjection(bson.D{{Key: fieldID, Value: 1}}))
+	if err != nil {
+		return Renewal{}, wrapErr(ctx, "renew", fmt.Sprint(ids), err)
+	}
+	var held []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &held); err != nil {
+		return Renewal{}, wrapErr(ctx, "renew", fmt.Sprint(ids), err)
+	}
+	ok := make(map[string]bool, len(held))
+	for _, h := range held {
+		ok[h.ID] = true
+	}
+	for _, id := range ids {
+		if ok[id] {
+			r.Held = append(r.Held, id)
+		} else {
+			r.Lost = append(r.Lost, id)
+		}
+	}
+	l.cfg.log.Debug().Str("keeper", keeperID).Strs("lost", r.Lost).Msg("renewal found lost leases")
+	return r, nil
+}
+
+// ReleaseLock deletes lockID if keeperID holds it, in one round trip. It never
+// releases another keeper's lock; if keeperID did not hold it, it returns an
+// error wrapping ErrNotHeld.
+func (l *Locker) ReleaseLock(ctx context.Context, lockID, keeperID string) error {
+	if err := ValidateID("lockID", lockID); err != nil {
+		return err
+	}
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return err
+	}
+	res, err := l.coll.DeleteOne(ctx, bson.D{{Key: fieldID, Value: lockID}, {Key: fieldKeeper, Value: keeperID}})
+	if err != nil {
+		return wrapErr(ctx, "release", lockID, err)
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("release %q by %q: %w", lockID, keeperID, ErrNotHeld)
+	}
+	l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Msg("released")
+	return nil
+}
+
+// ReleaseAll deletes every lock keeperID holds, in one round trip, and
+// returns how many there were. Use it at shutdown.
+func (l *Locker) ReleaseAll(ctx context.Context, keeperID string) (int, error) {
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return 0, err
+	}
+	res, err := l.coll.DeleteMany(ctx, bson.D{{Key: fieldKeeper, Value: keeperID}})
+	if err != nil {
+		return 0, wrapErr(ctx, "release all of", keeperID, err)
+	}
+	return int(res.DeletedCount), nil
+}
+
+// ForceRelease deletes lockID whoever holds it. It is for operators
+// clearing a stuck lock; fencing tokens keep increasing afterwards. It
+// returns ErrNotHeld if there was no lock document.
+func (l *Locker) ForceRelease(ctx context.Context, lockID string) error {
+	if err := ValidateID("lockID", lockID); err != nil {
+		return err
+	}
+	res, err := l.coll.DeleteOne(ctx, bson.D{{Key: fieldID, Value: lockID}})
+	if err != nil {
+		return wrapErr(ctx, "force release", lockID, err)
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("force release %q: %w", lockID, ErrNotHeld)
+	}
+	l.cfg.log.Warn().Str("lock", lockID).Msg("force released")
+	return nil
+}
+
+// Purge deletes lock documents whose leases have expired by the server's
+// clock, for servers without TTL indexes. It returns how many it deleted.
+func (l *Locker) Purge(ctx context.Context) (int, error) {
+	if err := l.refreshClock(ctx); err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	lo, _, _ := l.clock.bounds(l.cfg.clock.Now())
+	res, err := l.coll.DeleteMany(ctx, bson.D{
+		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.cfg.ttl.Milliseconds()}}}},
+			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}},
+	})
+	if err != nil {
+		return 0, wrapErr(ctx, "purge", l.coll.Name(), err)
+	}
+	return int(res.DeletedCount), nil
+}
+
+// refreshClock reads the server's clock with a hello if the estimate is
+// missing or old.
+func (l *Locker) refreshClock(ctx context.Context) error {
+	if age, ok := l.clock.age(l.cfg.clock.Now()); ok && age < l.cfg.clockRefresh {
+		return nil
+	}
+	sent := l.cfg.clock.Now()
+	var res struct {
+		LocalTime time.Time `bson:"localTime"`
+	}
+	err := l.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&res)
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound: MongoDB before 4.4.2
+		err = l.db.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&res)
+	}
+	recv := l.cfg.clock.Now()
+	if err != nil {
+		return wrapErr(ctx, "read server clock", l.db.Name(), err)
+	}
+	if res.LocalTime.IsZero() {
+		return errors.New("read server clock: hello reply has no localTime")
+	}
+	l.clock.observe(res.LocalTime, sent, recv)
+	return nil
+}
+
+// wrapErr adds context, and surfaces the context's own error when it ended.
+func wrapErr(ctx context.Context, op, id string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s %q: %w (%v)", op, id, ctxErr, err)
+	}
+	return fmt.Errorf("%s %q: %w", op, id, err)
+}
+
+func dedup(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

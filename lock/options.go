@@ -1,0 +1,125 @@
+package lock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// Defaults used by New.
+const (
+	// DefaultCollection is the collection lock documents live in.
+	DefaultCollection = "locks"
+	// DefaultTTL is how long a lease lasts after its last acquire or renew.
+	DefaultTTL = 30 * time.Second
+	// MinTTL is the shortest TTL New accepts.
+	MinTTL = 100 * time.Millisecond
+	// DefaultClockRefresh is how old the estimate of the server's clock may
+	// grow before it is refreshed with a hello round trip. Acquisitions
+	// refresh it for free.
+	DefaultClockRefresh = time.Minute
+)
+
+// DefaultWriteConcern is majority with journal: an acquisition that is
+// acknowledged survives a primary failover.
+func DefaultWriteConcern() *writeconcern.WriteConcern {
+	j := true
+	return &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &j}
+}
+
+// Clock supplies the local time. Only differences between readings are used
+// (Go's monotonic clock), never the wall time, so a skewed clock is harmless.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+type config struct {
+	collection   string
+	ttl          time.Duration
+	wc           *writeconcern.WriteConcern
+	log          zerolog.Logger
+	clock        Clock
+	clockRefresh time.Duration
+}
+
+// Option configures a Locker.
+type Option func(*config) error
+
+// WithCollection sets the collection that holds lock documents.
+// Default: DefaultCollection ("locks").
+func WithCollection(name string) Option {
+	return func(c *config) error {
+		if name == "" || strings.ContainsAny(name, "$\x00") || strings.HasPrefix(name, "system.") {
+			return fmt.Errorf("%w: WithCollection: invalid collection name %q", ErrInvalidOption, name)
+		}
+		c.collection = name
+		return nil
+	}
+}
+
+// WithTTL sets the lease length. Every Locker on one collection should use
+// the same TTL: a lease is taken over only by a keeper whose TTL is at least
+// the holder's. Default: DefaultTTL (30s); at least MinTTL.
+func WithTTL(ttl time.Duration) Option {
+	return func(c *config) error {
+		if ttl < MinTTL {
+			return fmt.Errorf("%w: WithTTL: %v is shorter than the minimum %v", ErrInvalidOption, ttl, MinTTL)
+		}
+		c.ttl = ttl
+		return nil
+	}
+}
+
+// WithWriteConcern sets the write concern of every write. Default:
+// DefaultWriteConcern (majority, journaled). A weaker one can lose an
+// acknowledged lock in a failover and let two keepers hold it.
+func WithWriteConcern(wc *writeconcern.WriteConcern) Option {
+	return func(c *config) error {
+		if wc == nil {
+			return fmt.Errorf("%w: WithWriteConcern: nil write concern", ErrInvalidOption)
+		}
+		if !wc.Acknowledged() {
+			return fmt.Errorf("%w: WithWriteConcern: unacknowledged writes cannot tell whether a lock was acquired", ErrInvalidOption)
+		}
+		c.wc = wc
+		return nil
+	}
+}
+
+// WithLogger sets the logger. Default: zerolog.Nop().
+func WithLogger(l zerolog.Logger) Option {
+	return func(c *config) error {
+		c.log = l
+		return nil
+	}
+}
+
+// WithClock sets the local clock, for tests. Default: the system clock.
+func WithClock(clk Clock) Option {
+	return func(c *config) error {
+		if clk == nil {
+			return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidOption)
+		}
+		c.clock = clk
+		return nil
+	}
+}
+
+// WithClockRefresh sets how old the server clock estimate may grow before a
+// hello round trip refreshes it. Default: DefaultClockRefresh (1m).
+func WithClockRefresh(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithClockRefresh: %v is not positive", ErrInvalidOption, d)
+		}
+		c.clockRefresh = d
+		return nil
+	}
+}

@@ -1,0 +1,122 @@
+package lock_test
+
+import (
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// TestRoundTrips counts commands with the driver's command monitor: acquire,
+// renew-many, release and release-all take one each.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	client, counter := mongotest.CountingClient(t)
+	db := mongotest.Database(t, client, newDB(t))
+	l, err := lock.New(db, lock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	mustAcquire(t, ctx, l, "warm-up", "k") // the first call also reads the server's clock
+
+	steps := []struct {
+		name string
+		do   func() error
+		want map[string]int
+	}{
+		{"acquire", func() error { mustAcquire(t, ctx, l, "a", "k"); return nil }, map[string]int{"findAndModify": 1}},
+		{"acquire held by other", func() error { _, _, err := l.AcquireLock(ctx, "a", "other"); return err }, map[string]int{"findAndModify": 1}},
+		{"renew many", func() error {
+			for _, id := range []string{"b", "c", "d"} {
+				mustAcquire(t, ctx, l, id, "k")
+			}
+			counter.Reset()
+			r, err := l.Renew(ctx, "k", "a", "b", "c", "d")
+			if len(r.Held) != 4 {
+				t.Errorf("renewed %v", r.Held)
+			}
+			return err
+		}, map[string]int{"update": 1}},
+		{"release", func() error { return l.ReleaseLock(ctx, "a", "k") }, map[string]int{"delete": 1}},
+		{"release all", func() error { _, err := l.ReleaseAll(ctx, "k"); return err }, map[string]int{"delete": 1}},
+	}
+	for _, s := range steps {
+		counter.Reset()
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		total := 0
+		for cmd, n := range s.want {
+			if got := counter.Count(cmd); got != n {
+				t.Errorf("%s: %d %s commands, want %d", s.name, got, cmd, n)
+			}
+			total += n
+		}
+		if counter.Total() != total {
+			t.Errorf("%s: %d commands in all, want %d", s.name, counter.Total(), total)
+		}
+	}
+}
+
+func TestEnsureIndexes(t *testing.T) {
+	t.Parallel()
+	dbName := newDB(t)
+	ctx := testCtx(t, 30*time.Second)
+	l30 := onNewClient(t, dbName, lock.WithTTL(30*time.Second))
+	for range 2 { // idempotent
+		if err := l30.EnsureIndexes(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ttl := indexTTL(t, l30)
+	if mongotest.Backend() == "ferretdb" {
+		if ttl != nil {
+			t.Fatalf("FerretDB got a TTL index: %v", *ttl)
+		}
+	} else if ttl == nil || *ttl != 30 {
+		t.Fatalf("expireAfterSeconds %v, want 30", ttl)
+	}
+	l := onNewClient(t, dbName, lock.WithTTL(1500*time.Millisecond))
+	if err := l.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if mongotest.Backend() != "ferretdb" {
+		if ttl := indexTTL(t, l); ttl == nil || *ttl != 2 {
+			t.Fatalf("after TTL change expireAfterSeconds %v, want 2 (1.5s rounded up)", ttl)
+		}
+	}
+}
+
+// indexTTL returns the TTL index's expireAfterSeconds, failing if the
+// expected indexes are missing.
+func indexTTL(t *testing.T, l *lock.Locker) *int64 {
+	t.Helper()
+	cur, err := l.Collection().Indexes().List(testCtx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []struct {
+		Name string  `bson:"name"`
+		Key  bson.D  `bson:"key"`
+		TTL  *int64  `bson:"expireAfterSeconds"`
+	}
+	if err := cur.All(testCtx(t, 10*time.Second), &specs); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	var ttl *int64
+	for _, s := range specs {
+		found[s.Name] = true
+		if s.Name == lock.TTLIndexName {
+			ttl = s.TTL
+		}
+	}
+	if len(specs) != 3 || !found[lock.TTLIndexName] || !found[lock.KeeperIndexName] {
+		t.Fatalf("indexes %+v, want _id, %s and %s", specs, lock.TTLIndexName, lock.KeeperIndexName)
+	}
+	return ttl
+}
