@@ -1,0 +1,68 @@
+package mongotest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Counter counts the commands a client starts, by name, so tests can assert
+// round trips. Connection handshakes, authentication, monitoring and session
+// cleanup are not counted. It is safe for concurrent use.
+type Counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// uncounted are commands the driver sends on its own.
+var uncounted = map[string]bool{
+	"hello": true, "isMaster": true, "ismaster": true,
+	"saslStart": true, "saslContinue": true, "authenticate": true, "getnonce": true,
+	"ping": true, "buildInfo": true, "buildinfo": true, "endSessions": true,
+}
+
+// CountingClient returns a client (as NewClient) whose commands c counts.
+func CountingClient(tb testing.TB) (*mongo.Client, *Counter) {
+	tb.Helper()
+	c := &Counter{counts: make(map[string]int)}
+	client := NewClient(tb, options.Client().SetMonitor(&event.CommandMonitor{Started: c.started}))
+	return client, c
+}
+
+func (c *Counter) started(_ context.Context, e *event.CommandStartedEvent) {
+	if uncounted[e.CommandName] {
+		return
+	}
+	c.mu.Lock()
+	c.counts[e.CommandName]++
+	c.mu.Unlock()
+}
+
+// Reset sets every count to zero.
+func (c *Counter) Reset() {
+	c.mu.Lock()
+	clear(c.counts)
+	c.mu.Unlock()
+}
+
+// Count returns how many commands called name were started.
+func (c *Counter) Count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[name]
+}
+
+// Total returns how many counted commands were started.
+func (c *Counter) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
+}
