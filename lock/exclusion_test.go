@@ -165,4 +165,3 @@ func TestTakeoverAfterExpiry(t *testing.T) {
 		t.Fatalf("fence %d not above %d", got.Fence, lease.Fence)
 	}
 }
-

@@ -25,12 +25,12 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		"nul byte":     "a\x00b",
 	}
 	ops := map[string]func(lockID, keeperID string) error{
-		"AcquireLock": func(id, kid string) error { _, _, err := l.AcquireLock(ctx, id, kid); return err },
-		"ReleaseLock": func(id, kid string) error { return l.ReleaseLock(ctx, id, kid) },
-		"Renew":       func(id, kid string) error { _, err := l.Renew(ctx, kid, "ok", id); return err },
-		"Holder":      func(id, _ string) error { _, err := l.Holder(ctx, id); return err },
+		"AcquireLock":  func(id, kid string) error { _, _, err := l.AcquireLock(ctx, id, kid); return err },
+		"ReleaseLock":  func(id, kid string) error { return l.ReleaseLock(ctx, id, kid) },
+		"Renew":        func(id, kid string) error { _, err := l.Renew(ctx, kid, "ok", id); return err },
+		"Holder":       func(id, _ string) error { _, err := l.Holder(ctx, id); return err },
 		"ForceRelease": func(id, _ string) error { return l.ForceRelease(ctx, id) },
-		"ReleaseAll":  func(_, kid string) error { _, err := l.ReleaseAll(ctx, kid); return err },
+		"ReleaseAll":   func(_, kid string) error { _, err := l.ReleaseAll(ctx, kid); return err },
 	}
 	for opName, op := range ops {
 		for what, v := range bad {

@@ -215,7 +215,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	}
 	res, err := l.coll.UpdateMany(ctx, filter, update)
 	if err != nil {
-		return Renewal{}, wrapErr(ctx, "renew", fmt.Sprint(ids), err)
+		return Renewal{}, wrapErr(ctx, "renew", renewDesc(keeperID, ids), err)
 	}
 	r := Renewal{Deadline: sent.Add(l.cfg.ttl - l.safety())}
 	if int(res.MatchedCount) == len(ids) {
@@ -229,13 +229,13 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		{Key: fieldNonce, Value: nonce},
 	}, options.Find().SetProjection(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
-		return Renewal{}, wrapErr(ctx, "renew", fmt.Sprint(ids), err)
+		return Renewal{}, wrapErr(ctx, "renew", renewDesc(keeperID, ids), err)
 	}
 	var held []struct {
 		ID string `bson:"_id"`
 	}
 	if err := cur.All(ctx, &held); err != nil {
-		return Renewal{}, wrapErr(ctx, "renew", fmt.Sprint(ids), err)
+		return Renewal{}, wrapErr(ctx, "renew", renewDesc(keeperID, ids), err)
 	}
 	ok := make(map[string]bool, len(held))
 	for _, h := range held {
@@ -356,6 +356,14 @@ func wrapErr(ctx context.Context, op, id string, err error) error {
 		return fmt.Errorf("%s %q: %w (%v)", op, id, ctxErr, err)
 	}
 	return fmt.Errorf("%s %q: %w", op, id, err)
+}
+
+// renewDesc names a renewal in errors without listing thousands of ids.
+func renewDesc(keeperID string, ids []string) string {
+	if len(ids) == 1 {
+		return ids[0]
+	}
+	return fmt.Sprintf("%d locks of %s", len(ids), keeperID)
 }
 
 func dedup(ids []string) []string {

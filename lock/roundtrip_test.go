@@ -100,9 +100,9 @@ func indexTTL(t *testing.T, l *lock.Locker) *int64 {
 		t.Fatal(err)
 	}
 	var specs []struct {
-		Name string  `bson:"name"`
-		Key  bson.D  `bson:"key"`
-		TTL  *int64  `bson:"expireAfterSeconds"`
+		Name string `bson:"name"`
+		Key  bson.D `bson:"key"`
+		TTL  *int64 `bson:"expireAfterSeconds"`
 	}
 	if err := cur.All(testCtx(t, 10*time.Second), &specs); err != nil {
 		t.Fatal(err)
