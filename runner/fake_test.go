@@ -1,0 +1,257 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// Operation names a fakeLocker records.
+const (
+	opAcquire = "acquire"
+	opRenew   = "renew"
+	opRelease = "release"
+	opHolder  = "holder"
+)
+
+// call is one operation on a fakeLocker, recorded when it completes.
+type call struct {
+	op     string
+	keeper string
+	start  time.Time // fake clock when the call began
+	end    time.Time // fake clock when it returned
+	ok     bool      // acquired / renewed / released / found
+	err    error
+	fence  uint64
+}
+
+type fakeDoc struct {
+	keeper  string
+	fence   uint64
+	renewed time.Time
+}
+
+// fakeLocker is an in-memory runner.Locker on a fake clock, with faults
+// injected by a hook. Leases expire TTL after their last acquire or renew,
+// as with package lock; Deadline is the call's start plus TTL minus cut.
+type fakeLocker struct {
+	clock clockwork.Clock
+	ttl   time.Duration
+
+	mu    sync.Mutex
+	cut   time.Duration // Deadline = start + ttl - cut
+	docs  map[string]*fakeDoc
+	fence uint64
+	hook  func(ctx context.Context, op, keeper string) error
+	calls []call
+	seq   []string // ops and notes, in order
+
+	events map[string]chan call
+}
+
+func newFake(clk clockwork.Clock, ttl time.Duration) *fakeLocker {
+	f := &fakeLocker{
+		clock:  clk,
+		ttl:    ttl,
+		cut:    time.Millisecond,
+		docs:   make(map[string]*fakeDoc),
+		fence:  1000,
+		events: make(map[string]chan call),
+	}
+	for _, op := range []string{opAcquire, opRenew, opRelease, opHolder} {
+		f.events[op] = make(chan call, 1000)
+	}
+	return f
+}
+
+// setHook installs a function called before every operation. A non-nil error
+// is returned by the operation, which then does nothing.
+func (f *fakeLocker) setHook(h func(ctx context.Context, op, keeper string) error) {
+	f.mu.Lock()
+	f.hook = h
+	f.mu.Unlock()
+}
+
+// failOps makes every operation in ops fail with err.
+func (f *fakeLocker) failOps(err error, ops ...string) {
+	f.setHook(func(_ context.Context, op, _ string) error {
+		for _, o := range ops {
+			if o == op {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (f *fakeLocker) note(s string) {
+	f.mu.Lock()
+	f.seq = append(f.seq, s)
+	f.mu.Unlock()
+}
+
+func (f *fakeLocker) sequence() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seq...)
+}
+
+func (f *fakeLocker) count(op, keeper string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c.op == op && (keeper == "" || c.keeper == keeper) {
+			n++
+		}
+	}
+	return n
+}
+
+// steal gives lockID to keeper, as if it had taken over an expired lease.
+func (f *fakeLocker) steal(lockID, keeper string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fence++
+	f.docs[lockID] = &fakeDoc{keeper: keeper, fence: f.fence, renewed: f.clock.Now()}
+}
+
+func (f *fakeLocker) before(ctx context.Context, op, keeper string) (time.Time, error) {
+	start := f.clock.Now()
+	f.mu.Lock()
+	h := f.hook
+	f.mu.Unlock()
+	if h != nil {
+		return start, h(ctx, op, keeper)
+	}
+	return start, nil
+}
+
+// record must be called with f.mu held.
+func (f *fakeLocker) record(c call) {
+	c.end = f.clock.Now()
+	f.calls = append(f.calls, c)
+	f.seq = append(f.seq, c.op+":"+c.keeper)
+	f.events[c.op] <- c
+}
+
+func (f *fakeLocker) live(d *fakeDoc, now time.Time) bool {
+	return d != nil && now.Sub(d.renewed) < f.ttl
+}
+
+func (f *fakeLocker) TTL() time.Duration { return f.ttl }
+
+func (f *fakeLocker) AcquireLock(ctx context.Context, lockID, keeperID string) (lock.Lease, bool, error) {
+	start, err := f.before(ctx, opAcquire, keeperID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := call{op: opAcquire, keeper: keeperID, start: start, err: err}
+	defer func() { f.record(c) }()
+	if err != nil {
+		return lock.Lease{}, false, err
+	}
+	now := f.clock.Now()
+	d := f.docs[lockID]
+	if d != nil && d.keeper != keeperID && f.live(d, now) {
+		return lock.Lease{}, false, nil
+	}
+	f.fence++
+	f.docs[lockID] = &fakeDoc{keeper: keeperID, fence: f.fence, renewed: now}
+	c.ok, c.fence = true, f.fence
+	return lock.Lease{
+		LockID: lockID, KeeperID: keeperID, Fence: f.fence,
+		AcquiredAt: now, Deadline: start.Add(f.ttl - f.cut),
+	}, true, nil
+}
+
+func (f *fakeLocker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error) {
+	start, err := f.before(ctx, opRenew, keeperID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := call{op: opRenew, keeper: keeperID, start: start, err: err}
+	defer func() { f.record(c) }()
+	if err != nil {
+		return lock.Renewal{}, err
+	}
+	now := f.clock.Now()
+	r := lock.Renewal{Deadline: start.Add(f.ttl - f.cut)}
+	for _, id := range lockIDs {
+		d := f.docs[id]
+		if d != nil && d.keeper == keeperID && f.live(d, now) {
+			d.renewed = now
+			r.Held = append(r.Held, id)
+			c.fence = d.fence
+		} else {
+			r.Lost = append(r.Lost, id)
+		}
+	}
+	c.ok = len(r.Lost) == 0
+	return r, nil
+}
+
+func (f *fakeLocker) ReleaseLock(ctx context.Context, lockID, keeperID string) error {
+	start, err := f.before(ctx, opRelease, keeperID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := call{op: opRelease, keeper: keeperID, start: start, err: err}
+	defer func() { f.record(c) }()
+	if err != nil {
+		return err
+	}
+	d := f.docs[lockID]
+	if d == nil || d.keeper != keeperID {
+		c.err = fmt.Errorf("release %q by %q: %w", lockID, keeperID, lock.ErrNotHeld)
+		return c.err
+	}
+	delete(f.docs, lockID)
+	c.ok, c.fence = true, d.fence
+	return nil
+}
+
+func (f *fakeLocker) Holder(ctx context.Context, lockID string) (lock.Holder, error) {
+	start, err := f.before(ctx, opHolder, "")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := call{op: opHolder, start: start, err: err}
+	defer func() { f.record(c) }()
+	if err != nil {
+		return lock.Holder{}, err
+	}
+	d := f.docs[lockID]
+	now := f.clock.Now()
+	if !f.live(d, now) {
+		c.err = fmt.Errorf("holder %q: %w", lockID, lock.ErrNotHeld)
+		return lock.Holder{}, c.err
+	}
+	c.ok, c.keeper, c.fence = true, d.keeper, d.fence
+	return lock.Holder{LockID: lockID, KeeperID: d.keeper, Fence: d.fence, RenewedAt: d.renewed,
+		ExpiresAt: d.renewed.Add(f.ttl)}, nil
+}
+
+// next waits for the next completed call of op.
+func (f *fakeLocker) next(t testing.TB, op string) call {
+	t.Helper()
+	select {
+	case c := <-f.events[op]:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %s call within 5s (real time)", op)
+		return call{}
+	}
+}
+
+// none asserts that no call of op has completed so far (beyond those read).
+func (f *fakeLocker) none(t testing.TB, op string) {
+	t.Helper()
+	select {
+	case c := <-f.events[op]:
+		t.Fatalf("unexpected %s call: %+v", op, c)
+	default:
+	}
+}
