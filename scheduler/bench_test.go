@@ -1,0 +1,221 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// BenchmarkCluster runs n jobs "@every 1s" on three schedulers (and, as the
+// baseline, on one) against one server for a few seconds, and reports:
+//
+//   - once-%: share of the firings in the window (all instances up) that ran
+//     exactly once; doubles: firings that ran more than once (must be 0);
+//   - rt/firing: database commands per run, all instances together, and
+//     rt/s: commands per second (not counting hello);
+//   - lag-p50-ms, lag-p99-ms: from the scheduled time to the job's start;
+//   - cpu-%/instance: process CPU time over wall time, per instance. With the
+//     embedded FerretDB it includes the server's CPU, which runs in the test
+//     process.
+//
+// The "server" baseline reports the single-document upserts per second the
+// server sustains on its own.
+//
+// Each size takes about seven seconds whatever b.N is:
+//
+//	go test -run '^$' -bench Cluster -benchtime 1x ./scheduler
+func BenchmarkCluster(b *testing.B) {
+	// Baseline: what the server does alone, single-document upserts from 64
+	// goroutines for a second. A cluster needs about jobs × rt/firing of them
+	// per second.
+	b.Run("server", func(b *testing.B) {
+		for range b.N {
+			benchServer(b)
+		}
+	})
+	for _, jobs := range []int{10, 100, 1000} {
+		for _, instances := range []int{1, 3} {
+			b.Run(fmt.Sprintf("jobs=%d/instances=%d", jobs, instances), func(b *testing.B) {
+				for range b.N {
+					benchCluster(b, jobs, instances)
+				}
+			})
+		}
+	}
+}
+
+func benchCluster(b *testing.B, jobs, instances int) {
+	const (
+		window = 4 * time.Second
+		warmup = 1500 * time.Millisecond
+	)
+	b.StopTimer()
+	dbName := mongotest.NewDatabase(b).Name()
+	type run struct {
+		job   int
+		sched time.Time
+		start time.Time
+	}
+	var mu sync.Mutex
+	var runs []run
+	var counters []*mongotest.Counter
+	var scheds []*scheduler.Scheduler
+	for i := range instances {
+		client, counter := mongotest.CountingClient(b)
+		counters = append(counters, counter)
+		db := mongotest.Database(b, client, dbName)
+		lk, err := lock.New(db, lock.WithTTL(5*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := scheduler.New(db, lk, fmt.Sprintf("k%d", i), scheduler.WithLogger(benchLogger()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range jobs {
+			err := s.AddJob(fmt.Sprintf("job-%04d", j), "@every 1s", func(ctx context.Context) error {
+				r, _ := scheduler.RunFromContext(ctx)
+				now := time.Now()
+				mu.Lock()
+				runs = append(runs, run{j, r.Scheduled, now})
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		scheds = append(scheds, s)
+	}
+	for _, c := range counters {
+		c.Reset()
+	}
+	b.StartTimer()
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	for _, s := range scheds {
+		if err := s.Start(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-time.After(warmup + window + warmup)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range scheds {
+		wg.Go(func() {
+			if err := s.Stop(ctx); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+
+	mu.Lock()
+	defer mu.Unlock()
+	count := map[[2]int64]int{}
+	var lags []time.Duration
+	for _, r := range runs {
+		count[[2]int64{int64(r.job), r.sched.Unix()}]++
+		lags = append(lags, r.start.Sub(r.sched))
+	}
+	doubles := 0
+	for _, n := range count {
+		if n > 1 {
+			doubles++
+		}
+	}
+	from, to := t0.Add(warmup).Truncate(time.Second).Add(time.Second), t0.Add(warmup+window)
+	expected, once := 0, 0
+	for f := from; f.Before(to); f = f.Add(time.Second) {
+		for j := range jobs {
+			expected++
+			if count[[2]int64{int64(j), f.Unix()}] == 1 {
+				once++
+			}
+		}
+	}
+	b.Logf("%d runs; %d of the %d firings in the window ran exactly once", len(runs), once, expected)
+	total := 0
+	for _, c := range counters {
+		total += c.Total()
+	}
+	slices.Sort(lags)
+	pct := func(p float64) float64 {
+		if len(lags) == 0 {
+			return 0
+		}
+		return float64(lags[int(p*float64(len(lags)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(100*float64(once)/float64(expected), "once-%")
+	b.ReportMetric(float64(doubles), "doubles")
+	if len(runs) > 0 {
+		b.ReportMetric(float64(total)/float64(len(runs)), "rt/firing")
+	}
+	b.ReportMetric(float64(total)/wall.Seconds(), "rt/s")
+	b.ReportMetric(pct(0.5), "lag-p50-ms")
+	b.ReportMetric(pct(0.99), "lag-p99-ms")
+	b.ReportMetric(100*cpu.Seconds()/wall.Seconds()/float64(instances), "cpu-%/instance")
+	if doubles > 0 {
+		b.Errorf("%d firings ran more than once", doubles)
+	}
+}
+
+func benchServer(b *testing.B) {
+	coll := mongotest.NewDatabase(b).Collection("baseline")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var n atomic.Int64
+	stop := time.Now().Add(time.Second)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprint(g, "-", i%50)}},
+					bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: i}}}}, options.UpdateOne().SetUpsert(true))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(n.Load()), "writes/s")
+}
+
+// benchLogger shows warnings with -v.
+func benchLogger() zerolog.Logger {
+	if !testing.Verbose() {
+		return zerolog.Nop()
+	}
+	return zerolog.New(os.Stderr).Level(zerolog.WarnLevel)
+}
+
+// cpuTime is the CPU time (user and system) used by the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,544 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// skewClock is the real clock with its wall time shifted by off, as on a
+// machine whose clock is wrong. Its timers are real, so a Scheduler on it
+// fires when its wrong clock reaches a firing.
+type skewClock struct {
+	clockwork.Clock
+	off time.Duration
+}
+
+func newSkewClock(off time.Duration) skewClock { return skewClock{clockwork.NewRealClock(), off} }
+
+func (c skewClock) Now() time.Time                  { return time.Now().Add(c.off) }
+func (c skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c skewClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// instance is one process of a cluster: its own client, clock, Locker and
+// Scheduler.
+type instance struct {
+	keeper string
+	off    time.Duration
+	db     *mongo.Database
+	locker *lock.Locker
+	s      *scheduler.Scheduler
+	fault  *mongotest.Fault // nil unless proxied
+}
+
+type clusterConfig struct {
+	skews   []time.Duration
+	ttl     time.Duration
+	proxied bool
+	opts    []scheduler.Option
+}
+
+// newCluster makes one instance per skew on database dbName. Each is
+// stopped at the end of the test if the test did not stop it.
+func newCluster(t *testing.T, dbName string, cc clusterConfig) []*instance {
+	t.Helper()
+	out := make([]*instance, len(cc.skews))
+	for i, off := range cc.skews {
+		in := &instance{keeper: string(rune('A' + i)), off: off}
+		var client *mongo.Client
+		if cc.proxied {
+			client, in.fault = mongotest.NewProxiedClient(t)
+		} else {
+			client = mongotest.NewClient(t)
+		}
+		in.db = mongotest.Database(t, client, dbName)
+		clk := newSkewClock(off)
+		log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel).With().Str("instance", in.keeper).Logger()
+		var err error
+		in.locker, err = lock.New(in.db, lock.WithTTL(cc.ttl), lock.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := append([]scheduler.Option{scheduler.WithClock(clk), scheduler.WithLogger(log), scheduler.WithOpTimeout(time.Second)}, cc.opts...)
+		in.s, err = scheduler.New(in.db, in.locker, in.keeper, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stopAll(t, in) })
+		out[i] = in
+	}
+	return out
+}
+
+func startAll(t *testing.T, ins ...*instance) {
+	t.Helper()
+	for _, in := range ins {
+		if err := in.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// stopAll stops the instances concurrently and checks that Stop returned.
+func stopAll(t *testing.T, ins ...*instance) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, in := range ins {
+		wg.Go(func() {
+			if err := in.s.Stop(ctx); err != nil {
+				t.Errorf("stop %s: %v", in.keeper, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// assertNoLocks checks that no job lock is held by anyone.
+func assertNoLocks(t *testing.T, in *instance, jobs ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, j := range jobs {
+		h, err := in.locker.Holder(ctx, in.s.LockID(j))
+		if !errors.Is(err, lock.ErrNotHeld) && !h.Expired {
+			t.Errorf("lock of %q after Stop: %+v, %v", j, h, err)
+		}
+	}
+}
+
+// entry is a run as the job itself saw it, in real time.
+type entry struct {
+	job        string
+	scheduled  time.Time
+	keeper     string
+	fence      uint64
+	start, end time.Time
+	cause      error // of the job's context when it returned
+}
+
+// ledger records every run of every job in the test process.
+type ledger struct {
+	mu      sync.Mutex
+	entries []*entry
+}
+
+func (l *ledger) begin(ctx context.Context, job string) *entry {
+	run, _ := scheduler.RunFromContext(ctx)
+	e := &entry{job: job, scheduled: run.Scheduled, keeper: run.Keeper, fence: run.Fence, start: time.Now()}
+	l.mu.Lock()
+	l.entries = append(l.entries, e)
+	l.mu.Unlock()
+	return e
+}
+
+func (l *ledger) end(ctx context.Context, e *entry) {
+	l.mu.Lock()
+	e.end, e.cause = time.Now(), context.Cause(ctx)
+	l.mu.Unlock()
+}
+
+func (l *ledger) snapshot() []entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]entry, len(l.entries))
+	for i, e := range l.entries {
+		out[i] = *e
+	}
+	return out
+}
+
+func (l *ledger) find(pred func(entry) bool) (entry, bool) {
+	for _, e := range l.snapshot() {
+		if pred(e) {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// waitFor polls the ledger until pred matches an entry.
+func (l *ledger) waitFor(t *testing.T, within time.Duration, what string, pred func(entry) bool) entry {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if e, ok := l.find(pred); ok {
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s; runs: %v", within, what, l.snapshot())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e entry) String() string {
+	return fmt.Sprintf("%s@%s by %s [%s..%s] %v", e.job, e.scheduled.Format("15:04:05.000"), e.keeper,
+		e.start.Format("15:04:05.000"), e.end.Format("15:04:05.000"), e.cause)
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestClusterRunsEveryFiringOnce runs three instances whose clocks are
+// -400ms, 0 and +400ms off, with the same two jobs that take a millisecond.
+// Every firing while all were up must run exactly once, and none ever twice.
+func TestClusterRunsEveryFiringOnce(t *testing.T) {
+	t.Parallel()
+	dbName := mongotest.NewDatabase(t).Name()
+	ins := newCluster(t, dbName, clusterConfig{
+		skews: []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond},
+		ttl:   2 * time.Second,
+		opts:  []scheduler.Option{scheduler.WithSeconds()},
+	})
+	var led ledger
+	specs := map[string]string{"every": "@every 1s", "even": "*/2 * * * * *"}
+	for _, in := range ins {
+		for name, spec := range specs {
+			err := in.s.AddJob(name, spec, func(ctx context.Context) error {
+				e := led.begin(ctx, name)
+				time.Sleep(time.Millisecond) // the job's work
+				led.end(ctx, e)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	startAll(t, ins...)
+	allUp := time.Now()
+	<-time.After(9 * time.Second)
+	down := time.Now()
+	stopAll(t, ins...)
+
+	entries := led.snapshot()
+	seen := map[string]entry{}
+	perKeeper := map[string]int{}
+	for _, e := range entries {
+		key := e.job + "@" + e.scheduled.Format(time.RFC3339Nano)
+		if prev, dup := seen[key]; dup {
+			t.Errorf("firing ran twice: %v and %v", prev, e)
+		}
+		seen[key] = e
+		perKeeper[e.keeper]++
+		if e.cause != nil {
+			t.Errorf("run cancelled: %v", e)
+		}
+	}
+	// Firings every instance was up for, at every instance's (skewed) time.
+	from, to := allUp.Add(500*time.Millisecond), down.Add(-500*time.Millisecond)
+	expected := 0
+	for name, spec := range specs {
+		period := time.Second
+		if spec != "@every 1s" {
+			period = 2 * time.Second
+		}
+		for f := from.Truncate(period).Add(period); f.Before(to); f = f.Add(period) {
+			expected++
+			if _, ok := seen[name+"@"+f.Format(time.RFC3339Nano)]; !ok {
+				t.Errorf("firing %s@%s did not run", name, f.Format("15:04:05"))
+			}
+		}
+	}
+	if expected < 10 {
+		t.Fatalf("only %d firings in the window; the test ran too short", expected)
+	}
+	t.Logf("%d runs (%d firings in the full window), per keeper %v", len(entries), expected, perKeeper)
+
+	// MongoDB agrees with the ledger.
+	ctx := testCtx(t, 20*time.Second)
+	for name := range specs {
+		hist, err := ins[0].s.History(ctx, name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, h := range hist {
+			e, ok := seen[name+"@"+h.Scheduled.Format(time.RFC3339Nano)]
+			if !ok || e.keeper != h.Keeper || e.fence != h.Fence || h.Outcome != scheduler.OutcomeSucceeded {
+				t.Errorf("history %+v, ledger %v", h, e)
+			}
+			n++
+		}
+		var inLedger int
+		for _, e := range entries {
+			if e.job == name {
+				inLedger++
+			}
+		}
+		if n != inLedger {
+			t.Errorf("%s: %d runs in history, %d in the ledger", name, n, inLedger)
+		}
+	}
+	infos, err := ins[1].s.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.LastRun == nil || in.LastRun.Outcome != scheduler.OutcomeSucceeded || in.LastClaimed.Before(in.LastRun.Scheduled) {
+			t.Errorf("Jobs: %+v %+v", in, in.LastRun)
+		}
+	}
+	assertNoLocks(t, ins[0], "every", "even")
+}
+
+// TestLongJobRunsOnceAcrossCluster runs a job for three lease TTLs: it must
+// keep its lease, and no instance may start the job meanwhile.
+func TestLongJobRunsOnceAcrossCluster(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	dbName := mongotest.NewDatabase(t).Name()
+	ins := newCluster(t, dbName, clusterConfig{
+		skews: []time.Duration{-300 * time.Millisecond, 0, 300 * time.Millisecond},
+		ttl:   ttl,
+	})
+	var led ledger
+	var long atomic.Bool
+	for _, in := range ins {
+		err := in.s.AddJob("long", "@every 1s", func(ctx context.Context) error {
+			e := led.begin(ctx, "long")
+			defer led.end(ctx, e)
+			if long.CompareAndSwap(false, true) {
+				select {
+				case <-time.After(3 * ttl):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAll(t, ins...)
+	first := led.waitFor(t, 5*time.Second, "the long run", func(e entry) bool { return true })
+	byKeeper := map[string]*instance{}
+	for _, in := range ins {
+		byKeeper[in.keeper] = in
+	}
+	// While it runs, its lock stays with its keeper.
+	ctx := testCtx(t, 30*time.Second)
+	for time.Since(first.start) < 3*ttl-200*time.Millisecond {
+		h, err := ins[0].locker.Holder(ctx, ins[0].s.LockID("long"))
+		if err != nil || h.KeeperID != first.keeper || h.Fence != first.fence {
+			t.Fatalf("holder during the long run: %+v %v, want %s with fence %d", h, err, first.keeper, first.fence)
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+	longRun := led.waitFor(t, 5*time.Second, "the long run to end", func(e entry) bool {
+		return e.scheduled.Equal(first.scheduled) && !e.end.IsZero()
+	})
+	next := led.waitFor(t, 3*time.Second, "the run after", func(e entry) bool { return e.scheduled.After(first.scheduled) })
+	stopAll(t, ins...)
+
+	if longRun.cause != nil || longRun.end.Sub(longRun.start) < 3*ttl {
+		t.Fatalf("long run %v: cut short", longRun)
+	}
+	for _, e := range led.snapshot() {
+		if e.scheduled.Equal(longRun.scheduled) {
+			continue
+		}
+		if !e.start.After(longRun.end) {
+			t.Errorf("%v started during the long run %v", e, longRun)
+		}
+	}
+	// Firings during the run were skipped, the first one after it ran.
+	if next.scheduled.Before(longRun.end.Add(-time.Second)) || next.start.Sub(longRun.end) > 2500*time.Millisecond {
+		t.Errorf("next run %v after long run %v", next, longRun)
+	}
+	assertNoLocks(t, ins[0], "long")
+}
+
+// TestKilledInstanceFailsOver cuts the connection of the instance running a
+// job: its job is cancelled before its lease could expire, and a later
+// firing runs on another instance.
+func TestKilledInstanceFailsOver(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	dbName := mongotest.NewDatabase(t).Name()
+	ins := newCluster(t, dbName, clusterConfig{skews: []time.Duration{0, 0, 0}, ttl: ttl, proxied: true})
+	var led ledger
+	release := make(chan struct{})
+	for _, in := range ins {
+		err := in.s.AddJob("work", "@every 1s", func(ctx context.Context) error {
+			e := led.begin(ctx, "work")
+			defer led.end(ctx, e)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-release:
+				return nil
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAll(t, ins...)
+	first := led.waitFor(t, 5*time.Second, "a run", func(e entry) bool { return true })
+	var victim *instance
+	for _, in := range ins {
+		if in.keeper == first.keeper {
+			victim = in
+		}
+	}
+	cutAt := time.Now()
+	victim.fault.Cut()
+	next := led.waitFor(t, 6*time.Second, "a run elsewhere", func(e entry) bool { return e.keeper != victim.keeper })
+	cancelled := led.waitFor(t, time.Second, "the victim's run to end", func(e entry) bool {
+		return e.scheduled.Equal(first.scheduled) && !e.end.IsZero()
+	})
+	close(release)
+	stopAll(t, ins...)
+
+	if !errors.Is(cancelled.cause, lock.ErrLeaseLost) {
+		t.Errorf("victim's run %v: cause %v, want lock.ErrLeaseLost", cancelled, cancelled.cause)
+	}
+	// Its last renewal was sent before the cut: it is cancelled a margin
+	// before that renewal's deadline, and so before anyone may take over.
+	if !cancelled.end.Before(next.start) || cancelled.end.Sub(cutAt) > ttl+250*time.Millisecond {
+		t.Errorf("victim's run %v cancelled too late: cut at %s, next run %v", cancelled, cutAt.Format("15:04:05.000"), next)
+	}
+	for _, e := range led.snapshot() {
+		if e.keeper == victim.keeper && e.start.After(cutAt) {
+			t.Errorf("victim ran %v after it was cut", e)
+		}
+	}
+	if next.fence <= first.fence || !next.scheduled.After(first.scheduled) {
+		t.Errorf("next run %v (fence %d) after %v (fence %d)", next, next.fence, first, first.fence)
+	}
+	for _, in := range ins {
+		if in != victim {
+			assertNoLocks(t, in, "work")
+			break
+		}
+	}
+}
+
+// TestOutcomesPersisted checks what a panic, an error, a success and Stop
+// leave in MongoDB, and that the lock is released each time.
+func TestOutcomesPersisted(t *testing.T) {
+	t.Parallel()
+	dbName := mongotest.NewDatabase(t).Name()
+	in := newCluster(t, dbName, clusterConfig{skews: []time.Duration{0}, ttl: time.Second})[0]
+	var led ledger
+	var n atomic.Int32
+	err := in.s.AddJob("j", "@every 1s", func(ctx context.Context) error {
+		e := led.begin(ctx, "j")
+		defer led.end(ctx, e)
+		switch n.Add(1) {
+		case 1:
+			panic("kaboom")
+		case 2:
+			return errors.New("boom")
+		case 3:
+			return nil
+		}
+		<-ctx.Done() // until Stop
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	if err := in.s.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.s.EnsureIndexes(ctx); err != nil {
+		t.Fatalf("EnsureIndexes again: %v", err)
+	}
+	startAll(t, in)
+	led.waitFor(t, 8*time.Second, "the fourth run", func(e entry) bool { return len(led.snapshot()) == 4 })
+	stopAll(t, in)
+
+	hist, err := in.s.History(ctx, "j", 0)
+	if err != nil || len(hist) != 4 {
+		t.Fatalf("history: %+v %v", hist, err)
+	}
+	slices.Reverse(hist)
+	for i, want := range []struct {
+		outcome scheduler.Outcome
+		text    string
+	}{
+		{scheduler.OutcomeFailed, "kaboom"},
+		{scheduler.OutcomeFailed, "boom"},
+		{scheduler.OutcomeSucceeded, ""},
+		{scheduler.OutcomeFailed, scheduler.ErrStopped.Error()},
+	} {
+		h := hist[i]
+		if h.Outcome != want.outcome || !strings.Contains(h.Error, want.text) || (want.text == "" && h.Error != "") ||
+			h.Keeper != "A" || h.Start.IsZero() || h.End.Before(h.Start) {
+			t.Errorf("run %d: %+v, want %s %q", i+1, h, want.outcome, want.text)
+		}
+	}
+	recs, err := scheduler.LoadRecords(ctx, in.db.Collection(scheduler.DefaultJobsCollection))
+	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || *recs[0].LastRun != hist[3] && recs[0].LastRun.Scheduled != hist[3].Scheduled {
+		t.Fatalf("records %+v %v", recs, err)
+	}
+	if lr := recs[0].LastRun; lr.Outcome != scheduler.OutcomeFailed || !strings.Contains(lr.Error, "stopped") {
+		t.Errorf("last run %+v", lr)
+	}
+	assertNoLocks(t, in, "j")
+}
+
+// TestPurgeHistory keeps one second of history and purges it.
+func TestPurgeHistory(t *testing.T) {
+	t.Parallel()
+	dbName := mongotest.NewDatabase(t).Name()
+	in := newCluster(t, dbName, clusterConfig{skews: []time.Duration{0}, ttl: time.Second,
+		opts: []scheduler.Option{scheduler.WithHistory(time.Second)}})[0]
+	var led ledger
+	_ = in.s.AddJob("j", "@every 1s", func(ctx context.Context) error { led.end(ctx, led.begin(ctx, "j")); return nil })
+	startAll(t, in)
+	led.waitFor(t, 5*time.Second, "a run", func(entry) bool { return true })
+	stopAll(t, in)
+	ctx := testCtx(t, 20*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	total := 0
+	for {
+		n, err := in.s.PurgeHistory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		hist, err := in.s.History(ctx, "j", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history not purged: %+v", hist)
+		}
+		<-time.After(200 * time.Millisecond)
+	}
+	if total == 0 {
+		t.Fatal("nothing purged")
+	}
+	// The last run stays in the job document.
+	infos, err := in.s.Jobs(ctx)
+	if err != nil || infos[0].LastRun == nil {
+		t.Fatalf("Jobs after purge: %+v %v", infos, err)
+	}
+}

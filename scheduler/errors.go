@@ -1,0 +1,37 @@
+package scheduler
+
+import "errors"
+
+// Sentinel errors. Check them with errors.Is; returned errors wrap them with
+// context.
+var (
+	// ErrInvalidOption reports a bad option passed to New or AddJob.
+	ErrInvalidOption = errors.New("scheduler: invalid option")
+
+	// ErrInvalidJob reports a job AddJob cannot accept: an empty name, a
+	// name that makes no valid lock id, or a nil function.
+	ErrInvalidJob = errors.New("scheduler: invalid job")
+
+	// ErrDuplicateJob reports a job name that is already registered.
+	ErrDuplicateJob = errors.New("scheduler: duplicate job")
+
+	// ErrInvalidSpec reports a cron spec that does not parse or never fires.
+	ErrInvalidSpec = errors.New("scheduler: invalid spec")
+
+	// ErrUnknownJob reports a job name that is not registered.
+	ErrUnknownJob = errors.New("scheduler: unknown job")
+
+	// ErrStarted reports a second call to Start.
+	ErrStarted = errors.New("scheduler: already started")
+
+	// ErrStopped reports a call on a stopped Scheduler. It is also the cause
+	// given to the context of a job cancelled by Stop.
+	ErrStopped = errors.New("scheduler: stopped")
+
+	// ErrJobTimeout is the cause given to the context of a job that ran
+	// longer than its JobTimeout.
+	ErrJobTimeout = errors.New("scheduler: job timed out")
+
+	// ErrPanic is wrapped by the error recorded for a job that panicked.
+	ErrPanic = errors.New("scheduler: job panicked")
+)

@@ -1,0 +1,87 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Every instance of a service runs this; each firing of each job runs on
+// one of them only.
+func Example() {
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://localhost:27017"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	db := client.Database("myapp")
+	logger := zerolog.New(os.Stderr)
+
+	locker, err := lock.New(db, lock.WithTTL(30*time.Second), lock.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := scheduler.New(db, locker, lock.NewKeeperID(), scheduler.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := s.EnsureIndexes(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	// Every night at 02:00 in Paris, on one instance.
+	err = s.AddJob("nightly-report", "CRON_TZ=Europe/Paris 0 2 * * *", func(ctx context.Context) error {
+		run, _ := scheduler.RunFromContext(ctx)
+		// Pass run.Fence to anything that can reject stale writers.
+		return buildReport(ctx, run.Scheduled, run.Fence)
+	}, scheduler.JobTimeout(time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Every ten minutes, at :00, :10, ... whatever time each instance started.
+	if err := s.AddJob("sweep", "@every 10m", sweep); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		log.Fatal(err)
+	}
+
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		log.Print(err)
+	}
+}
+
+// Any instance, or a tool, can tell when each job runs next and how its
+// last run went, wherever it ran.
+func ExampleScheduler_Jobs() {
+	var s *scheduler.Scheduler // as in the package example
+	jobs, err := s.Jobs(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range jobs {
+		fmt.Printf("%s (%s): next %v", j.Name, j.Spec, j.Next)
+		if r := j.LastRun; r != nil {
+			fmt.Printf(", last run for %v on %s: %s %s", r.Scheduled, r.Keeper, r.Outcome, r.Error)
+		}
+		fmt.Println()
+	}
+}
+
+func buildReport(context.Context, time.Time, uint64) error { return nil }
+
+func sweep(context.Context) error { return nil }

@@ -1,0 +1,287 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// fakeLocker keeps leases in memory, timed by a fake clock, with the
+// semantics of lock.Locker.
+type fakeLocker struct {
+	clock clockwork.Clock
+	ttl   time.Duration
+
+	mu        sync.Mutex
+	leases    map[string]fakeLease
+	fence     uint64
+	renewErr  error // returned by Renew while set
+	renewals  int
+	releases  int
+	acquireOK int
+}
+
+type fakeLease struct {
+	keeper  string
+	expires time.Time
+}
+
+func newFakeLocker(clk clockwork.Clock, ttl time.Duration) *fakeLocker {
+	return &fakeLocker{clock: clk, ttl: ttl, leases: map[string]fakeLease{}}
+}
+
+func (l *fakeLocker) TTL() time.Duration { return l.ttl }
+
+func (l *fakeLocker) AcquireLock(_ context.Context, id, keeper string) (lock.Lease, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	if cur, ok := l.leases[id]; ok && cur.keeper != keeper && now.Before(cur.expires) {
+		return lock.Lease{}, false, nil
+	}
+	l.fence++
+	l.acquireOK++
+	l.leases[id] = fakeLease{keeper: keeper, expires: now.Add(l.ttl)}
+	return lock.Lease{LockID: id, KeeperID: keeper, Fence: l.fence, Deadline: now.Add(l.ttl)}, true, nil
+}
+
+func (l *fakeLocker) Renew(_ context.Context, keeper string, ids ...string) (lock.Renewal, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewals++
+	if l.renewErr != nil {
+		return lock.Renewal{}, l.renewErr
+	}
+	now := l.clock.Now()
+	r := lock.Renewal{Deadline: now.Add(l.ttl)}
+	for _, id := range ids {
+		if cur, ok := l.leases[id]; ok && cur.keeper == keeper && now.Before(cur.expires) {
+			l.leases[id] = fakeLease{keeper: keeper, expires: now.Add(l.ttl)}
+			r.Held = append(r.Held, id)
+		} else {
+			r.Lost = append(r.Lost, id)
+		}
+	}
+	return r, nil
+}
+
+func (l *fakeLocker) ReleaseLock(_ context.Context, id, keeper string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releases++
+	if cur, ok := l.leases[id]; !ok || cur.keeper != keeper {
+		return fmt.Errorf("release %q: %w", id, lock.ErrNotHeld)
+	}
+	delete(l.leases, id)
+	return nil
+}
+
+func (l *fakeLocker) setRenewErr(err error) {
+	l.mu.Lock()
+	l.renewErr = err
+	l.mu.Unlock()
+}
+
+// take makes keeper hold id, as another instance would.
+func (l *fakeLocker) take(id, keeper string) {
+	l.mu.Lock()
+	l.leases[id] = fakeLease{keeper: keeper, expires: l.clock.Now().Add(l.ttl)}
+	l.mu.Unlock()
+}
+
+func (l *fakeLocker) holder(id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.leases[id]; ok && l.clock.Now().Before(cur.expires) {
+		return cur.keeper
+	}
+	return ""
+}
+
+func (l *fakeLocker) counts() (acquired, renewals, releases int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acquireOK, l.renewals, l.releases
+}
+
+// fakeStore keeps claims and runs in memory, with the semantics of
+// mongoStore.
+type fakeStore struct {
+	mu      sync.Mutex
+	last    map[string]time.Time
+	by      map[string]string
+	run     map[string]*Run
+	hist    []Run
+	clock   clockwork.Clock
+	onClaim func(job string, f time.Time) // called after a successful claim
+}
+
+func newFakeStore(clk clockwork.Clock) *fakeStore {
+	return &fakeStore{last: map[string]time.Time{}, by: map[string]string{}, run: map[string]*Run{}, clock: clk}
+}
+
+func (s *fakeStore) claim(_ context.Context, job, _ string, f time.Time, keeper string) (bool, error) {
+	s.mu.Lock()
+	if last, ok := s.last[job]; ok && !last.Before(f) {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.last[job], s.by[job] = f, keeper
+	hook := s.onClaim
+	s.mu.Unlock()
+	if hook != nil {
+		hook(job, f)
+	}
+	return true, nil
+}
+
+func (s *fakeStore) start(_ context.Context, r Run) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.run[r.Job]; cur != nil && !cur.Scheduled.Before(r.Scheduled) {
+		return time.Time{}, false, nil
+	}
+	r.Start = s.clock.Now()
+	s.run[r.Job] = &r
+	return r.Start, true, nil
+}
+
+func (s *fakeStore) finish(_ context.Context, r Run) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.End = s.clock.Now()
+	if cur := s.run[r.Job]; cur != nil && cur.Scheduled.Equal(r.Scheduled) && cur.Keeper == r.Keeper {
+		s.run[r.Job] = &r
+	}
+	s.hist = append(s.hist, r)
+	return nil
+}
+
+func (s *fakeStore) records(_ context.Context, names []string) ([]Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Record
+	for _, n := range names {
+		if last, ok := s.last[n]; ok {
+			rec := Record{Name: n, LastClaimed: last, ClaimedBy: s.by[n]}
+			if r := s.run[n]; r != nil {
+				c := *r
+				rec.LastRun = &c
+			}
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) history(_ context.Context, job string, limit int) ([]Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Run
+	for _, r := range s.hist {
+		if r.Job == job {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Scheduled.After(out[k].Scheduled) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (s *fakeStore) runs() []Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Run(nil), s.hist...)
+}
+
+// rig is a Scheduler on fakes driven by a fake clock.
+type rig struct {
+	t      *testing.T
+	clock  *clockwork.FakeClock
+	locker *fakeLocker
+	store  *fakeStore
+	s      *Scheduler
+}
+
+// epoch is a whole minute, so that firings are easy to reason about.
+var epoch = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+
+func newRig(t *testing.T, ttl time.Duration, opts ...Option) *rig {
+	t.Helper()
+	clk := clockwork.NewFakeClockAt(epoch)
+	r := &rig{t: t, clock: clk, locker: newFakeLocker(clk, ttl), store: newFakeStore(clk)}
+	cfg, err := buildConfig(append([]Option{WithClock(clk)}, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s, err = newScheduler(r.store, r.locker, "me", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// settle waits until n timers are armed: with the scheduler's loop and
+// every run's supervisor parked, nothing moves until the clock does.
+func (r *rig) settle(n int) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.clock.BlockUntilContext(ctx, n); err != nil {
+		r.t.Fatalf("waiting for %d timers: %v", n, err)
+	}
+}
+
+// advanceTo settles n timers, then moves the clock to t.
+func (r *rig) advanceTo(n int, t time.Time) {
+	r.t.Helper()
+	r.settle(n)
+	if d := t.Sub(r.clock.Now()); d > 0 {
+		r.clock.Advance(d)
+	}
+}
+
+func (r *rig) stop() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.s.Stop(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// recv waits for a value from c.
+func recv[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var errBoom = errors.New("boom")

@@ -1,0 +1,468 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/robfig/cron/v3"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// Locker is what a Scheduler needs from lock.Locker.
+type Locker interface {
+	AcquireLock(ctx context.Context, lockID, keeperID string) (lock.Lease, bool, error)
+	Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error)
+	ReleaseLock(ctx context.Context, lockID, keeperID string) error
+	// TTL is the lease length; renewal timing defaults derive from it.
+	TTL() time.Duration
+}
+
+var _ Locker = (*lock.Locker)(nil)
+
+// Scheduler runs cron jobs, each on the instance holding the job's lock and
+// at most once per firing across every Scheduler sharing the database.
+// It is safe for concurrent use.
+type Scheduler struct {
+	locker     Locker
+	keeper     string
+	st         store
+	mst        *mongoStore // st, when it is MongoDB
+	cfg        config
+	parser     cron.Parser
+	renewEvery time.Duration
+	margin     time.Duration
+
+	mu       sync.Mutex
+	jobs     map[string]*job
+	order    []*job // registration order
+	queue    jobQueue
+	state    state
+	ctx      context.Context // the loop's; cancelled by Stop
+	cancel   context.CancelFunc
+	wake     chan struct{}
+	loopDone chan struct{}
+	done     chan struct{} // closed when the loop and every firing are gone
+	wg       sync.WaitGroup
+}
+
+type state int
+
+const (
+	stateNew state = iota
+	stateStarted
+	stateStopped
+)
+
+type job struct {
+	name, spec, lockID string
+	sched              cron.Schedule
+	fn                 func(context.Context) error
+	cfg                jobConfig
+
+	// Guarded by Scheduler.mu.
+	next   time.Time
+	index  int                     // in the queue; -1 when not queued
+	busy   bool                    // a firing is in progress on this instance
+	cancel context.CancelCauseFunc // the running job's, nil if none
+}
+
+// New returns a Scheduler that stores claims and runs in db (collections
+// DefaultJobsCollection and DefaultRunsCollection unless set by options) and
+// takes job locks from locker as keeperID. keeperID must be unique to this
+// process run (lock.NewKeeperID) and the same for locker and scheduler.
+func New(db *mongo.Database, locker Locker, keeperID string, opts ...Option) (*Scheduler, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidOption)
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	st := newMongoStore(db, cfg)
+	s, err := newScheduler(st, locker, keeperID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.mst = st
+	return s, nil
+}
+
+func buildConfig(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Scheduler, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("%w: nil locker", ErrInvalidOption)
+	}
+	if err := lock.ValidateID("keeperID", keeperID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	ttl := locker.TTL()
+	renewEvery, margin := cfg.renewInterval, cfg.leaseMargin
+	if renewEvery == 0 {
+		renewEvery = ttl / DefaultRenewDivisor
+	}
+	if margin == 0 {
+		margin = ttl / DefaultMarginDivisor
+	}
+	if renewEvery+margin >= ttl {
+		return nil, fmt.Errorf("%w: renew interval %v plus lease margin %v must be shorter than the lease TTL %v",
+			ErrInvalidOption, renewEvery, margin, ttl)
+	}
+	return &Scheduler{
+		locker:     locker,
+		keeper:     keeperID,
+		st:         st,
+		cfg:        cfg,
+		parser:     newParser(cfg.seconds),
+		renewEvery: renewEvery,
+		margin:     margin,
+		jobs:       make(map[string]*job),
+		wake:       make(chan struct{}, 1),
+	}, nil
+}
+
+// KeeperID returns the keeper id the Scheduler takes job locks as.
+func (s *Scheduler) KeeperID() string { return s.keeper }
+
+// LockID returns the lock id of the job called name.
+func (s *Scheduler) LockID(name string) string { return s.cfg.lockPrefix + name }
+
+// AddJob registers fn to run at every firing of spec, a robfig/cron spec:
+// five fields (six with WithSeconds), a descriptor such as @daily or
+// "@every 10m", optionally prefixed by CRON_TZ=Zone. Jobs can be added
+// before or after Start. name identifies the job across instances: every
+// instance must register it with the same spec.
+//
+// fn receives a context that is cancelled when its lease is lost (cause
+// lock.ErrLeaseLost), on Stop (ErrStopped) or after JobTimeout
+// (ErrJobTimeout); RunFromContext tells it which firing it serves and its
+// fencing token.
+func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error, opts ...JobOption) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidJob)
+	}
+	if err := lock.ValidateID("lock id of job "+fmt.Sprintf("%q", name), s.LockID(name)); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: %q: nil function", ErrInvalidJob, name)
+	}
+	sched, err := parseSpec(s.parser, spec)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	now := s.cfg.clock.Now()
+	if nextAfter(sched, s.cfg.location, now).IsZero() {
+		return fmt.Errorf("job %q: %w %q: no firing in the next five years", name, ErrInvalidSpec, spec)
+	}
+	var jc jobConfig
+	for _, o := range opts {
+		if o == nil {
+			return fmt.Errorf("job %q: %w: nil option", name, ErrInvalidOption)
+		}
+		if err := o(&jc); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
+	j := &job{name: name, spec: spec, lockID: s.LockID(name), sched: sched, fn: fn, cfg: jc, index: -1}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.state == stateStopped:
+		return fmt.Errorf("add job %q: %w", name, ErrStopped)
+	case s.jobs[name] != nil:
+		return fmt.Errorf("%w: %q", ErrDuplicateJob, name)
+	}
+	s.jobs[name] = j
+	s.order = append(s.order, j)
+	if s.state == stateStarted {
+		s.schedule(j, s.cfg.clock.Now())
+		s.poke()
+	}
+	return nil
+}
+
+// schedule queues j for its first firing after now. Called with s.mu held.
+func (s *Scheduler) schedule(j *job, now time.Time) {
+	j.next = nextAfter(j.sched, s.cfg.location, now)
+	if !j.next.IsZero() {
+		heap.Push(&s.queue, j)
+	}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start begins scheduling in a goroutine of its own. Firings before Start
+// are not run. It returns ErrStarted if called twice and ErrStopped after
+// Stop.
+func (s *Scheduler) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case stateStarted:
+		return ErrStarted
+	case stateStopped:
+		return ErrStopped
+	}
+	now := s.cfg.clock.Now()
+	for _, j := range s.order {
+		s.schedule(j, now)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.loopDone = make(chan struct{})
+	s.done = make(chan struct{})
+	s.state = stateStarted
+	go s.loop(s.ctx)
+	go func() {
+		<-s.loopDone
+		s.wg.Wait() // the loop, the only caller of wg.Add, is gone
+		close(s.done)
+	}()
+	s.cfg.log.Info().Str("keeper", s.keeper).Int("jobs", len(s.order)).Msg("scheduler started")
+	return nil
+}
+
+// Stop stops scheduling: no firing is claimed and no job started after it
+// begins. With StopCancel it cancels running jobs (cause ErrStopped); with
+// StopWait it lets them finish until ctx is done, then cancels them. Every
+// job's lease is released when the job returns. Stop returns nil once every
+// goroutine of the Scheduler is gone, or ctx's error (wrapped) if ctx ends
+// first, in which case the jobs have been cancelled and finish on their own;
+// calling Stop again waits for them. A Scheduler cannot be restarted.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.state == stateNew {
+		s.state = stateStopped
+		s.mu.Unlock()
+		return nil
+	}
+	if s.state == stateStarted {
+		s.state = stateStopped
+		s.cancel()
+		s.cfg.log.Info().Str("keeper", s.keeper).Stringer("mode", s.cfg.stopMode).Msg("scheduler stopping")
+	}
+	if s.cfg.stopMode == StopCancel {
+		s.cancelJobs(ErrStopped)
+	}
+	done := s.done
+	s.mu.Unlock()
+	if done == nil { // stopped before it started
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.cancelJobs(ErrStopped)
+		s.mu.Unlock()
+		return fmt.Errorf("scheduler: stop: %w", ctx.Err())
+	}
+}
+
+// cancelJobs cancels every running job. Called with s.mu held.
+func (s *Scheduler) cancelJobs(cause error) {
+	for _, j := range s.order {
+		if j.cancel != nil {
+			j.cancel(cause)
+		}
+	}
+}
+
+// loop fires jobs when they are due, until ctx is cancelled.
+func (s *Scheduler) loop(ctx context.Context) {
+	defer close(s.loopDone)
+	var timer clockwork.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var fired <-chan time.Time
+		wait, ok := s.dispatchDue()
+		switch {
+		case ok && timer == nil:
+			timer = s.cfg.clock.NewTimer(wait)
+		case ok:
+			timer.Reset(wait)
+		case timer != nil:
+			timer.Stop()
+		}
+		if ok {
+			fired = timer.Chan()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-fired:
+		}
+	}
+}
+
+// dispatchDue starts the firings that are due and returns how long to wait
+// for the next one.
+func (s *Scheduler) dispatchDue() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateStarted {
+		return 0, false
+	}
+	now := s.cfg.clock.Now()
+	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
+		j := s.queue[0]
+		// Only the latest due firing is tried: firings missed while this
+		// instance was not running (suspended, overloaded) are not replayed.
+		f, missed := j.next, 0
+		for {
+			n := nextAfter(j.sched, s.cfg.location, f)
+			if n.IsZero() || n.After(now) {
+				break
+			}
+			f, missed = n, missed+1
+		}
+		if missed > 0 {
+			s.cfg.log.Warn().Str("job", j.name).Time("firing", f).Int("missed", missed).
+				Msg("this instance fell behind; missed firings not tried here")
+		}
+		s.dispatch(j, f)
+		j.next = nextAfter(j.sched, s.cfg.location, f)
+		if j.next.IsZero() {
+			heap.Remove(&s.queue, j.index)
+		} else {
+			heap.Fix(&s.queue, j.index)
+		}
+	}
+	if len(s.queue) == 0 {
+		return 0, false
+	}
+	return s.queue[0].next.Sub(now), true
+}
+
+// dispatch starts firing f of j unless a firing of j is still in progress
+// here. Called with s.mu held.
+func (s *Scheduler) dispatch(j *job, f time.Time) {
+	if j.busy {
+		ev := s.cfg.log.Debug()
+		if j.cancel != nil {
+			ev = s.cfg.log.Info()
+		}
+		ev.Str("job", j.name).Time("firing", f).Str("keeper", s.keeper).
+			Msg("firing skipped: previous run still going on this instance")
+		return
+	}
+	j.busy = true
+	s.wg.Add(1)
+	go s.fire(j, f)
+}
+
+// Jobs describes every registered job, in registration order, with what
+// MongoDB knows of its claims and runs (one query).
+func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
+	s.mu.Lock()
+	now := s.cfg.clock.Now()
+	out := make([]JobInfo, len(s.order))
+	names := make([]string, len(s.order))
+	for i, j := range s.order {
+		next := j.next
+		if s.state != stateStarted {
+			next = nextAfter(j.sched, s.cfg.location, now)
+		}
+		out[i] = JobInfo{Name: j.name, Spec: j.spec, LockID: j.lockID, Next: next}
+		names[i] = j.name
+	}
+	s.mu.Unlock()
+	if len(names) == 0 {
+		return out, nil
+	}
+	recs, err := s.st.records(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]Record, len(recs))
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	for i := range out {
+		if r, ok := byName[out[i].Name]; ok {
+			out[i].LastClaimed, out[i].ClaimedBy, out[i].LastRun = r.LastClaimed, r.ClaimedBy, r.LastRun
+		}
+	}
+	return out, nil
+}
+
+// History returns the last limit runs of job name, newest first, whichever
+// instance ran them (all of them if limit <= 0).
+func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]Run, error) {
+	return s.st.history(ctx, name, limit)
+}
+
+// EnsureIndexes creates the indexes of the run history: one to read a job's
+// runs, and a TTL index on their end time that keeps them for the history
+// retention. It is idempotent. If the server does not implement TTL indexes
+// (FerretDB) it logs a warning and creates a plain index; use PurgeHistory.
+func (s *Scheduler) EnsureIndexes(ctx context.Context) error {
+	if s.mst == nil {
+		return nil
+	}
+	return s.mst.ensureIndexes(ctx, s.cfg.retention, func(msg string) {
+		s.cfg.log.Warn().Str("collection", s.mst.runs.Name()).Msg(msg)
+	})
+}
+
+// PurgeHistory deletes runs that ended longer ago than the history retention
+// by the server's clock, for servers without TTL indexes. It returns how
+// many it deleted.
+func (s *Scheduler) PurgeHistory(ctx context.Context) (int, error) {
+	if s.mst == nil || s.cfg.retention <= 0 {
+		return 0, nil
+	}
+	return s.mst.purge(ctx, s.cfg.retention)
+}
+
+// jobQueue is a min-heap of jobs by next firing.
+type jobQueue []*job
+
+func (q jobQueue) Len() int           { return len(q) }
+func (q jobQueue) Less(i, k int) bool { return q[i].next.Before(q[k].next) }
+func (q jobQueue) Swap(i, k int) {
+	q[i], q[k] = q[k], q[i]
+	q[i].index, q[k].index = i, k
+}
+func (q *jobQueue) Push(x any) {
+	j := x.(*job)
+	j.index = len(*q)
+	*q = append(*q, j)
+}
+func (q *jobQueue) Pop() any {
+	old := *q
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	j.index = -1
+	*q = old[:len(old)-1]
+	return j
+}

@@ -1,0 +1,383 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// store persists claims and runs. mongoStore is the real one; tests of the
+// timing logic use a fake.
+type store interface {
+	// claim records that keeper claimed firing f of job, unless a firing at
+	// or after f was claimed before; it reports whether it did.
+	claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error)
+	// start records r as the job's running run unless a run of a later
+	// firing started before, and returns the server's start time.
+	start(ctx context.Context, r Run) (time.Time, bool, error)
+	// finish records how r ended, in the job document and the history.
+	finish(ctx context.Context, r Run) error
+	records(ctx context.Context, names []string) ([]Record, error)
+	history(ctx context.Context, job string, limit int) ([]Run, error)
+}
+
+// Field names of a job document {_id: name, last, spec, by, at, keeper,
+// scheduled, start, end, fence, outcome, error} (the last claim, then the last
+// run, flat because FerretDB has no $currentDate on dotted paths) and of a
+// history document {_id, job, keeper, scheduled, start, end, ...}.
+const (
+	fieldID        = "_id"
+	fieldLast      = "last" // scheduled time of the last claimed firing
+	fieldSpec      = "spec"
+	fieldBy        = "by" // keeper of the last claim
+	fieldAt        = "at" // server time of the last claim
+	fieldJob       = "job"
+	fieldKeeper    = "keeper"
+	fieldScheduled = "scheduled"
+	fieldStart     = "start"
+	fieldEnd       = "end"
+	fieldFence     = "fence"
+	fieldOutcome   = "outcome"
+	fieldError     = "error"
+)
+
+// Index names EnsureIndexes creates on the runs collection.
+const (
+	HistoryIndexName    = "job_scheduled"
+	HistoryTTLIndexName = "end_ttl"
+)
+
+const (
+	codeNamespaceNotFound = 26
+	codeNotImplemented    = 238
+)
+
+type jobDoc struct {
+	ID   string    `bson:"_id"`
+	Last time.Time `bson:"last"`
+	Spec string    `bson:"spec"`
+	By   string    `bson:"by"`
+	Run  runDoc    `bson:",inline"`
+}
+
+type runDoc struct {
+	Job       string         `bson:"job,omitempty"`
+	Keeper    string         `bson:"keeper"`
+	Scheduled time.Time      `bson:"scheduled"`
+	Start     time.Time      `bson:"start"`
+	End       time.Time      `bson:"end,omitempty"`
+	Fence     bson.Timestamp `bson:"fence"`
+	Outcome   string         `bson:"outcome"`
+	Error     string         `bson:"error,omitempty"`
+}
+
+func (d *runDoc) run(job string) *Run {
+	if d.Scheduled.IsZero() {
+		return nil // never ran
+	}
+	return &Run{
+		Job:       job,
+		Keeper:    d.Keeper,
+		Scheduled: d.Scheduled,
+		Start:     d.Start,
+		End:       d.End,
+		Fence:     uint64(d.Fence.T)<<32 | uint64(d.Fence.I),
+		Outcome:   Outcome(d.Outcome),
+		Error:     d.Error,
+	}
+}
+
+func fenceTS(f uint64) bson.Timestamp { return bson.Timestamp{T: uint32(f >> 32), I: uint32(f)} }
+
+// historyID is the _id of a run in the history: a firing runs at most once,
+// so the job and the firing identify it, and recording it twice is harmless.
+func historyID(job string, scheduled time.Time) string {
+	return job + "@" + scheduled.UTC().Format(time.RFC3339Nano)
+}
+
+type mongoStore struct {
+	jobs, runs  *mongo.Collection
+	keepHistory bool
+}
+
+func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
+	wc := majority()
+	return &mongoStore{
+		jobs:        db.Collection(cfg.jobsColl, options.Collection().SetWriteConcern(wc)),
+		runs:        db.Collection(cfg.runsColl, options.Collection().SetWriteConcern(wc)),
+		keepHistory: cfg.retention > 0,
+	}
+}
+
+// majority is the write concern of every write: a claim acknowledged by a
+// primary that then fails over must not be lost, or a firing could run twice.
+func majority() *writeconcern.WriteConcern {
+	j := true
+	return &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &j}
+}
+
+func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error) {
+	// Matches only if every claim so far is for an earlier firing. If the
+	// document exists with last >= f, the upsert tries to insert a second
+	// document with the same _id and fails with a duplicate key error: the
+	// claim was lost. If it does not exist, this is the job's first claim.
+	//
+	// One statement per command: FerretDB 1.24 stops an unordered bulk
+	// update at its first error without saying so, and can deadlock on one.
+	filter := bson.D{{Key: fieldID, Value: job}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldSpec, Value: spec}, {Key: fieldBy, Value: keeper}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
+	}
+	res, err := s.jobs.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		return false, nil
+	case err != nil:
+		return false, wrapErr(ctx, "claim", job, err)
+	}
+	return res.MatchedCount+res.UpsertedCount == 1, nil
+}
+
+func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) {
+	// Runs start in firing order: not after a run of a later firing. Not
+	// "unless a later firing was claimed": under load, claims of later
+	// firings would then keep overtaking every claimant, and nothing would
+	// run.
+	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$lt", Value: r.Scheduled}}}},
+		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$exists", Value: false}}}},
+	}}}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: fieldKeeper, Value: r.Keeper},
+			{Key: fieldScheduled, Value: r.Scheduled},
+			{Key: fieldFence, Value: fenceTS(r.Fence)},
+			{Key: fieldOutcome, Value: string(OutcomeRunning)},
+		}},
+		{Key: "$unset", Value: bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldStart, Value: true}}},
+	}
+	// No projection: FerretDB does not implement it in findAndModify.
+	opts := options.FindOneAndUpdate().SetReturnDocument(options.After)
+	var doc jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return time.Time{}, false, nil
+	case err != nil:
+		return time.Time{}, false, wrapErr(ctx, "record start of", r.Job, err)
+	case doc.Run.Start.IsZero():
+		return time.Time{}, false, fmt.Errorf("record start of %q: server returned no start time", r.Job)
+	}
+	return doc.Run.Start, true, nil
+}
+
+func (s *mongoStore) finish(ctx context.Context, r Run) error {
+	set := bson.D{{Key: fieldOutcome, Value: string(r.Outcome)}}
+	if r.Error != "" {
+		set = append(set, bson.E{Key: fieldError, Value: r.Error})
+	}
+	_, err := s.jobs.UpdateOne(ctx,
+		// Only this run's record: if a later run started meanwhile (this
+		// one lost its lease), its record stays.
+		bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper}},
+		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}})
+	if err != nil {
+		return wrapErr(ctx, "record end of", r.Job, err)
+	}
+	if !s.keepHistory {
+		return nil
+	}
+	doc := bson.D{
+		{Key: fieldJob, Value: r.Job},
+		{Key: fieldKeeper, Value: r.Keeper},
+		{Key: fieldScheduled, Value: r.Scheduled},
+		{Key: fieldStart, Value: r.Start},
+		{Key: fieldFence, Value: fenceTS(r.Fence)},
+		{Key: fieldOutcome, Value: string(r.Outcome)},
+	}
+	if r.Error != "" {
+		doc = append(doc, bson.E{Key: fieldError, Value: r.Error})
+	}
+	_, err = s.runs.UpdateOne(ctx, bson.D{{Key: fieldID, Value: historyID(r.Job, r.Scheduled)}},
+		bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return wrapErr(ctx, "record history of", r.Job, err)
+	}
+	return nil
+}
+
+func (s *mongoStore) records(ctx context.Context, names []string) ([]Record, error) {
+	return LoadRecords(ctx, s.jobs, names...)
+}
+
+func (s *mongoStore) history(ctx context.Context, job string, limit int) ([]Run, error) {
+	return LoadHistory(ctx, s.runs, job, limit)
+}
+
+// LoadRecords reads the job documents in coll (the jobs collection,
+// DefaultJobsCollection unless WithJobsCollection) for names, or for every
+// job if names is empty, sorted by name. It needs no Scheduler, for tools
+// such as the CLI.
+func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) ([]Record, error) {
+	filter := bson.D{}
+	if len(names) > 0 {
+		filter = bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}}
+	}
+	cur, err := coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+	if err != nil {
+		return nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
+	}
+	var docs []jobDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
+	}
+	out := make([]Record, len(docs))
+	for i, d := range docs {
+		out[i] = Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID)}
+	}
+	return out, nil
+}
+
+// LoadHistory reads the last limit runs of job from coll (the runs
+// collection, DefaultRunsCollection unless WithRunsCollection), newest
+// first. limit <= 0 reads all of them.
+func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) ([]Run, error) {
+	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	cur, err := coll.Find(ctx, bson.D{{Key: fieldJob, Value: job}}, opts)
+	if err != nil {
+		return nil, wrapErr(ctx, "read history of", job, err)
+	}
+	var docs []runDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrapErr(ctx, "read history of", job, err)
+	}
+	out := make([]Run, len(docs))
+	for i := range docs {
+		out[i] = *docs[i].run(job)
+	}
+	return out, nil
+}
+
+// ensureIndexes creates the history indexes: one to read a job's runs by
+// firing, and a TTL index on the end time if history is kept.
+func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration, warn func(string)) error {
+	existing, err := listIndexes(ctx, s.runs)
+	if err != nil {
+		return err
+	}
+	if _, ok := existing[HistoryIndexName]; !ok {
+		_, err := s.runs.Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys:    bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}},
+			Options: options.Index().SetName(HistoryIndexName),
+		})
+		if err != nil {
+			return wrapErr(ctx, "create index", HistoryIndexName, err)
+		}
+	}
+	if retention <= 0 {
+		return nil
+	}
+	want := int64(math.Ceil(retention.Seconds()))
+	ix, ok := existing[HistoryTTLIndexName]
+	switch {
+	case ok && ix.ExpireAfterSeconds == nil:
+		// A plain index made where TTL indexes are unsupported.
+		return nil
+	case ok && *ix.ExpireAfterSeconds != want:
+		err := s.runs.Database().RunCommand(ctx, bson.D{
+			{Key: "collMod", Value: s.runs.Name()},
+			{Key: "index", Value: bson.D{{Key: "name", Value: HistoryTTLIndexName}, {Key: "expireAfterSeconds", Value: want}}},
+		}).Err()
+		if err != nil {
+			return wrapErr(ctx, "change expireAfterSeconds of index", HistoryTTLIndexName, err)
+		}
+		return nil
+	case ok:
+		return nil
+	}
+	m := mongo.IndexModel{
+		Keys:    bson.D{{Key: fieldEnd, Value: 1}},
+		Options: options.Index().SetName(HistoryTTLIndexName).SetExpireAfterSeconds(int32(min(want, math.MaxInt32))),
+	}
+	_, err = s.runs.Indexes().CreateOne(ctx, m)
+	var se mongo.ServerError
+	if errors.As(err, &se) && se.HasErrorCode(codeNotImplemented) {
+		warn(fmt.Sprintf("server does not implement TTL indexes; run history is kept until PurgeHistory: %v", err))
+		m.Options = options.Index().SetName(HistoryTTLIndexName)
+		_, err = s.runs.Indexes().CreateOne(ctx, m)
+	}
+	if err != nil {
+		return wrapErr(ctx, "create index", HistoryTTLIndexName, err)
+	}
+	return nil
+}
+
+// purge deletes history that ended more than retention ago by the server's
+// clock.
+func (s *mongoStore) purge(ctx context.Context, retention time.Duration) (int, error) {
+	var hello struct {
+		LocalTime time.Time `bson:"localTime"`
+	}
+	err := s.runs.Database().RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound: MongoDB before 4.4.2
+		err = s.runs.Database().RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&hello)
+	}
+	if err != nil {
+		return 0, wrapErr(ctx, "read server clock for", s.runs.Name(), err)
+	}
+	if hello.LocalTime.IsZero() {
+		return 0, errors.New("purge history: hello reply has no localTime")
+	}
+	res, err := s.runs.DeleteMany(ctx, bson.D{{Key: fieldEnd, Value: bson.D{{Key: "$lt", Value: hello.LocalTime.Add(-retention)}}}})
+	if err != nil {
+		return 0, wrapErr(ctx, "purge", s.runs.Name(), err)
+	}
+	return int(res.DeletedCount), nil
+}
+
+type indexSpec struct {
+	Name               string `bson:"name"`
+	ExpireAfterSeconds *int64 `bson:"expireAfterSeconds"`
+}
+
+func listIndexes(ctx context.Context, coll *mongo.Collection) (map[string]indexSpec, error) {
+	cur, err := coll.Indexes().List(ctx)
+	var se mongo.ServerError
+	if errors.As(err, &se) && se.HasErrorCode(codeNamespaceNotFound) {
+		return map[string]indexSpec{}, nil
+	}
+	if err != nil {
+		return nil, wrapErr(ctx, "list indexes of", coll.Name(), err)
+	}
+	var specs []indexSpec
+	if err := cur.All(ctx, &specs); err != nil {
+		return nil, wrapErr(ctx, "list indexes of", coll.Name(), err)
+	}
+	out := make(map[string]indexSpec, len(specs))
+	for _, s := range specs {
+		out[s.Name] = s
+	}
+	return out, nil
+}
+
+// wrapErr adds context, and surfaces the context's own error when it ended.
+func wrapErr(ctx context.Context, op, id string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s %q: %w (%v)", op, id, ctxErr, err)
+	}
+	return fmt.Errorf("%s %q: %w", op, id, err)
+}

@@ -1,0 +1,142 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+)
+
+// TestClaimOncePerFiring checks the claim against the server: a firing is
+// claimed once, an earlier one never after a later one, also when three
+// clients race for every firing.
+func TestClaimOncePerFiring(t *testing.T) {
+	t.Parallel()
+	db := mongotest.NewDatabase(t)
+	stores := make([]*mongoStore, 3)
+	cfg := defaultConfig()
+	for i := range stores {
+		stores[i] = newMongoStore(mongotest.Database(t, mongotest.NewClient(t), db.Name()), cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	claim := func(s *mongoStore, f time.Time, keeper string) bool {
+		t.Helper()
+		ok, err := s.claim(ctx, "j", "@every 1s", f, keeper)
+		if err != nil {
+			t.Fatalf("claim %v by %s: %v", f, keeper, err)
+		}
+		return ok
+	}
+	a, b := stores[0], stores[1]
+	if !claim(a, base, "A") {
+		t.Fatal("first claim of a new job lost")
+	}
+	if claim(b, base, "B") || claim(a, base, "A") {
+		t.Fatal("a firing was claimed twice")
+	}
+	if claim(b, base.Add(-time.Second), "B") {
+		t.Fatal("an earlier firing was claimed after a later one")
+	}
+	// Runs start in firing order: a claim of a later firing does not stop
+	// the claimant of an earlier one, a started run of a later firing does.
+	start := func(s *mongoStore, f time.Time, keeper string) bool {
+		t.Helper()
+		_, ok, err := s.start(ctx, Run{Job: "j", Keeper: keeper, Scheduled: f, Fence: 7})
+		if err != nil {
+			t.Fatalf("start %v by %s: %v", f, keeper, err)
+		}
+		return ok
+	}
+	if !claim(b, base.Add(time.Second), "B") {
+		t.Fatal("the next firing was not claimable")
+	}
+	if !start(a, base, "A") {
+		t.Fatal("a claimed firing could not start after a later firing was claimed")
+	}
+	if !start(b, base.Add(time.Second), "B") {
+		t.Fatal("the later firing could not start")
+	}
+	if start(a, base, "A") {
+		t.Fatal("a firing started after a run of a later firing")
+	}
+
+	// Three clients race for each of 30 firings of a fresh job.
+	const firings = 30
+	wins := make([][]string, firings)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range firings {
+				ok, err := s.claim(ctx, "race", "@every 1s", base.Add(time.Duration(k)*time.Second), string(rune('A'+i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					wins[k] = append(wins[k], string(rune('A'+i)))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k, w := range wins {
+		if len(w) != 1 {
+			t.Errorf("firing %d claimed by %v, want exactly one", k, w)
+		}
+	}
+}
+
+// TestRecordsRoundTrip writes a run and reads it back through the exported
+// readers.
+func TestRecordsRoundTrip(t *testing.T) {
+	t.Parallel()
+	db := mongotest.NewDatabase(t)
+	s := newMongoStore(db, defaultConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, err := s.claim(ctx, "j", "@daily", f, "K"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	r := Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1<<32 | 5}
+	start, ok, err := s.start(ctx, r)
+	if err != nil || !ok || start.IsZero() {
+		t.Fatalf("start: %v %v %v", start, ok, err)
+	}
+	recs, err := LoadRecords(ctx, s.jobs)
+	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Outcome != OutcomeRunning {
+		t.Fatalf("records while running: %+v %v", recs, err)
+	}
+	r.Start, r.Outcome, r.Error = start, OutcomeFailed, "boom"
+	if err := s.finish(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.finish(ctx, r); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	recs, err = LoadRecords(ctx, s.jobs, "j", "absent")
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records: %+v %v", recs, err)
+	}
+	got := recs[0]
+	lr := got.LastRun
+	if got.Spec != "@daily" || got.ClaimedBy != "K" || !got.LastClaimed.Equal(f) || lr == nil ||
+		lr.Keeper != "K" || !lr.Scheduled.Equal(f) || lr.Fence != r.Fence || lr.Outcome != OutcomeFailed ||
+		lr.Error != "boom" || lr.End.Before(lr.Start) || lr.Start.IsZero() {
+		t.Fatalf("record %+v, last run %+v", got, lr)
+	}
+	hist, err := LoadHistory(ctx, s.runs, "j", 10)
+	if err != nil || len(hist) != 1 || hist[0].Keeper != "K" || !hist[0].Scheduled.Equal(f) || hist[0].Fence != r.Fence ||
+		hist[0].Outcome != OutcomeFailed || hist[0].Error != "boom" || !hist[0].Start.Equal(start) || hist[0].End.Before(start) {
+		t.Fatalf("history %+v %v", hist, err)
+	}
+}
