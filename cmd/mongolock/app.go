@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// Defaults of the global flags.
+const (
+	envURI         = "MONGODB_URI"
+	defaultDB      = "mongolock"
+	defaultTimeout = 5 * time.Second
+)
+
+// usageError is bad input from the operator: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// app is one invocation. Everything it touches outside the process is
+// injected, so tests run it in-process.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	isTerminal     func(any) bool
+
+	g   globals
+	red redactor // set once the URI is known
+}
+
+// globals are the flags every command accepts, before or after its name.
+type globals struct {
+	uri        string
+	db         string
+	collection string
+	ttl        time.Duration
+	timeout    time.Duration
+	logLevel   string
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.uri, "uri", g.uri, "MongoDB connection string (default: $"+envURI+")")
+	fs.StringVar(&g.db, "db", g.db, "database")
+	fs.StringVar(&g.collection, "collection", g.collection, "lock collection")
+	fs.DurationVar(&g.ttl, "ttl", g.ttl, "lease TTL of your lockers (sets the lock collection's TTL index)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to look for a reachable server")
+	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "log level: debug, info, warn, error")
+}
+
+// command is one entry of the command table. A command has either run or
+// subcommands.
+type command struct {
+	name    string
+	args    string
+	summary string
+	run     func(a *app, ctx context.Context, args []string) error
+	sub     []command
+}
+
+// commands is the command table. Adding a command, such as the demo, is
+// adding an entry.
+func commands() []command {
+	return []command{
+		{name: "migrate", summary: "apply mongolock's migrations: the deploy step", sub: []command{
+			{name: "up", args: "[--wait D] [flags]", summary: "apply pending migrations, waiting for another migrator", run: (*app).migrateUp},
+			{name: "status", args: "[--json] [flags]", summary: "applied, pending and failed migrations", run: (*app).migrateStatus},
+			{name: "plan", args: "[flags]", summary: "what up would do, without doing it", run: (*app).migratePlan},
+		}},
+		{name: "locks", summary: "look at and release locks", sub: []command{
+			{name: "list", args: "[--json]", summary: "every lock document, expired ones included", run: (*app).locksList},
+			{name: "show", args: "ID [--json]", summary: "one lock", run: (*app).locksShow},
+			{name: "release", args: "ID (--keeper K | --force [--yes])", summary: "release a lock as its keeper, or force it", run: (*app).locksRelease},
+		}},
+		{name: "jobs", args: "[JOB...] [--json] [--history N] [flags]", summary: "the scheduler's jobs and their last runs", run: (*app).jobs},
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{
+		stdin:      stdin,
+		stdout:     stdout,
+		stderr:     stderr,
+		getenv:     os.Getenv,
+		isTerminal: isTerminal,
+	}
+	return a.main(ctx, args)
+}
+
+func (a *app) main(ctx context.Context, args []string) int {
+	a.g = globals{db: defaultDB, collection: lock.DefaultCollection, ttl: lock.DefaultTTL, timeout: defaultTimeout, logLevel: "info"}
+	err := a.dispatch(ctx, args)
+	if a.red.raw == "" {
+		uri := a.g.uri
+		if uri == "" {
+			uri = a.getenv(envURI)
+		}
+		a.red = newRedactor(uri)
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "mongolock: %s (see mongolock -h)\n", a.red.oneLine(err.Error()))
+		return exitUsage
+	default:
+		fmt.Fprintf(a.stderr, "mongolock: %s\n", a.red.oneLine(err.Error()))
+		return exitFailure
+	}
+}
+
+func (a *app) dispatch(ctx context.Context, args []string) error {
+	fs := a.flagSet("mongolock")
+	if err := fs.Parse(args); err != nil {
+		return a.flagErr(err, nil)
+	}
+	args = fs.Args()
+	table := commands()
+	if len(args) == 0 {
+		return usagef("no command: want one of %s", names(table))
+	}
+	if args[0] == "help" {
+		a.usage(a.stdout, nil)
+		return nil
+	}
+	cmd, ok := find(table, args[0])
+	if !ok {
+		return usagef("unknown command %q", args[0])
+	}
+	args = args[1:]
+	if cmd.sub != nil {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			if len(args) == 0 {
+				return usagef("%s needs a subcommand: %s", cmd.name, names(cmd.sub))
+			}
+			a.usage(a.stdout, &cmd)
+			return nil
+		}
+		sub, ok := find(cmd.sub, args[0])
+		if !ok {
+			return usagef("unknown command %q %q: want one of %s", cmd.name, args[0], names(cmd.sub))
+		}
+		return sub.run(a, ctx, args[1:])
+	}
+	return cmd.run(a, ctx, args)
+}
+
+func find(cmds []command, name string) (command, bool) {
+	for _, c := range cmds {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func names(cmds []command) string {
+	var out []string
+	for _, c := range cmds {
+		out = append(out, c.name)
+	}
+	return strings.Join(out, ", ")
+}
+
+func (a *app) usage(w io.Writer, only *command) {
+	fmt.Fprintln(w, "Usage: mongolock [global flags] COMMAND [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, c := range commands() {
+		if only != nil && c.name != only.name {
+			continue
+		}
+		if c.sub == nil {
+			fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.summary)
+		}
+		for _, s := range c.sub {
+			fmt.Fprintf(tw, "  %s %s %s\t%s\n", c.name, s.name, s.args, s.summary)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nmongolock COMMAND -h lists the flags of a command.")
+	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
+	fs := flag.NewFlagSet("mongolock", flag.ContinueOnError)
+	g := a.g
+	g.register(fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// flagSet returns a flag set with the global flags; it prints nothing.
+func (a *app) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.g.register(fs)
+	return fs
+}
+
+// flagErr turns a flag package error into a usage error; -h prints help.
+func (a *app) flagErr(err error, fs *flag.FlagSet) error {
+	if errors.Is(err, flag.ErrHelp) {
+		if fs == nil {
+			a.usage(a.stdout, nil)
+		} else {
+			fmt.Fprintf(a.stdout, "Usage of mongolock %s:\n", fs.Name())
+			fs.SetOutput(a.stdout)
+			fs.PrintDefaults()
+		}
+		return err
+	}
+	return usageError{err.Error()}
+}
+
+// parse parses flags anywhere among args and returns the other arguments.
+func (a *app) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, a.flagErr(err, fs)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// "--" ends the flags.
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// logger returns the logger: console output on a terminal, JSON otherwise.
+func (a *app) logger() (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(a.g.logLevel)
+	if err != nil || a.g.logLevel == "" {
+		return zerolog.Nop(), usagef("invalid --log-level %q", a.g.logLevel)
+	}
+	var w io.Writer = a.stderr
+	if a.isTerminal(a.stderr) {
+		w = zerolog.ConsoleWriter{Out: a.stderr, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// connect returns the database, checking that the server answers within
+// the timeout. disconnect must be called.
+func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(), err error) {
+	uri := a.g.uri
+	if uri == "" {
+		uri = a.getenv(envURI)
+	}
+	if uri == "" {
+		return nil, nil, usagef("no server: set --uri or %s", envURI)
+	}
+	a.red = newRedactor(uri)
+	if a.g.db == "" {
+		return nil, nil, usagef("--db is empty")
+	}
+	if a.g.timeout <= 0 {
+		return nil, nil, usagef("--timeout must be positive")
+	}
+	opts := options.Client().ApplyURI(uri).
+		SetAppName("mongolock-cli").
+		SetServerSelectionTimeout(a.g.timeout).
+		SetConnectTimeout(a.g.timeout)
+	if err := opts.Validate(); err != nil {
+		return nil, nil, usagef("invalid URI %s: %v", a.red.uri(), err)
+	}
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", a.red.uri(), err)
+	}
+	disconnect = func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.g.timeout)
+		defer cancel()
+		_ = client.Disconnect(dctx)
+	}
+	pctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+	defer cancel()
+	if err := client.Ping(pctx, nil); err != nil {
+		disconnect()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, fmt.Errorf("cannot reach %s within %v: %w", a.red.uri(), a.g.timeout, err)
+	}
+	return client.Database(a.g.db), disconnect, nil
+}
+
+// locker is a lock.Locker on the lock collection.
+func (a *app) locker(db *mongo.Database, log zerolog.Logger) (*lock.Locker, error) {
+	l, err := lock.New(db, lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log))
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return l, nil
+}
+
+// serverNow reads the server's clock, for "expires in".
+func serverNow(ctx context.Context, db *mongo.Database) (time.Time, error) {
+	var res struct {
+		LocalTime time.Time `bson:"localTime"`
+	}
+	err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&res)
+	if err != nil || res.LocalTime.IsZero() {
+		err = db.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&res)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the server's clock: %w", err)
+	}
+	return res.LocalTime, nil
+}
+
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// Formatting shared by the commands.
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(timeFormat)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 2, 4, 2, ' ', 0) }

@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/migrations"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// result is what one invocation printed and returned.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return "exit " + strconv.Itoa(r.code) + "\nstdout:\n" + r.stdout + "\nstderr:\n" + r.stderr
+}
+
+// invocation describes how to run the command in-process.
+type invocation struct {
+	stdin    string
+	env      map[string]string
+	terminal bool // stdin and stderr are terminals
+}
+
+func (inv invocation) run(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	a := &app{
+		stdin:      strings.NewReader(inv.stdin),
+		stdout:     &out,
+		stderr:     &errb,
+		getenv:     func(k string) string { return inv.env[k] },
+		isTerminal: func(any) bool { return inv.terminal },
+	}
+	code := a.main(ctx, args)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// cli runs the command with no stdin, no environment and no terminal.
+func cli(t *testing.T, args ...string) result {
+	t.Helper()
+	return invocation{}.run(t, args...)
+}
+
+// on returns the global flags for a fresh test database.
+func on(t *testing.T) (*mongo.Database, []string) {
+	t.Helper()
+	db := mongotest.NewDatabase(t)
+	return db, []string{"--uri", mongotest.URI(), "--db", db.Name(), "--ttl", "2s"}
+}
+
+func args(globals []string, rest ...string) []string {
+	return append(append([]string{}, globals...), rest...)
+}
+
+// wantOK fails unless r exited 0 and stderr holds only JSON log lines.
+func wantOK(t *testing.T, r result) {
+	t.Helper()
+	if r.code != exitOK {
+		t.Fatalf("want exit 0, got %v", r)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if line != "" && !json.Valid([]byte(line)) {
+			t.Errorf("stderr line is not a JSON log: %q", line)
+		}
+	}
+}
+
+// wantErr fails unless r exited with code and printed one line on stderr
+// containing every want.
+func wantErr(t *testing.T, r result, code int, want ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d, got %v", code, r)
+	}
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "mongolock: ") {
+		t.Errorf("last stderr line %q is not the error", last)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("stderr has more than one error line: %q", r.stderr)
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(last, w) {
+			t.Errorf("error %q does not contain %q", last, w)
+		}
+	}
+	for _, bad := range []string{"goroutine ", "panic", ".go:"} {
+		if strings.Contains(r.stderr, bad) {
+			t.Errorf("stderr has %q: %s", bad, r.stderr)
+		}
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	db, g := on(t)
+
+	r := cli(t, args(g, "migrate", "plan")...)
+	wantOK(t, r)
+	for _, w := range []string{"-1000", `create index "ts_ttl"`, `create index "kid"`, "-990", `create index "job_scheduled"`} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("plan output lacks %q:\n%s", w, r.stdout)
+		}
+	}
+
+	r = cli(t, args(g, "migrate", "up")...)
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "applied -1000") || !strings.Contains(r.stdout, "applied -990") {
+		t.Errorf("up output:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, `"message":"migration done"`) {
+		t.Errorf("no JSON log of the migrations:\n%s", r.stderr)
+	}
+	names := indexNames(t, db.Collection(lock.DefaultCollection))
+	if !strings.Contains(names, lock.TTLIndexName) || !strings.Contains(names, lock.KeeperIndexName) {
+		t.Errorf("lock collection indexes %s", names)
+	}
+
+	// Globals after the command work too.
+	r = cli(t, "migrate", "up", "--uri", mongotest.URI(), "--db", db.Name(), "--ttl", "2s")
+	wantOK(t, r)
+	if strings.TrimSpace(r.stdout) != "nothing to apply" {
+		t.Errorf("second up:\n%s", r.stdout)
+	}
+
+	r = cli(t, args(g, "migrate", "status")...)
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "VERSION") || strings.Count(r.stdout, "applied") != 2 {
+		t.Errorf("status:\n%s", r.stdout)
+	}
+	r = cli(t, args(g, "migrate", "status", "--json")...)
+	wantOK(t, r)
+	var st []statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	if len(st) != 2 || st[0].State != "applied" || st[0].Keeper == "" || st[0].AppliedAt == "" {
+		t.Errorf("status --json: %+v", st)
+	}
+
+	r = cli(t, args(g, "migrate", "plan")...)
+	wantOK(t, r)
+	if strings.TrimSpace(r.stdout) != "nothing to do" {
+		t.Errorf("plan after up:\n%s", r.stdout)
+	}
+
+	// A TTL change re-applies the lock indexes.
+	r = cli(t, args(g, "--ttl", "5s", "migrate", "up")...)
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "applied -1000") || strings.Contains(r.stdout, "applied -990") {
+		t.Errorf("up after a TTL change:\n%s", r.stdout)
+	}
+}
+
+func TestMigrateUpWaitsThenFails(t *testing.T) {
+	t.Parallel()
+	db, g := on(t)
+	other, err := lock.New(db, lock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := other.AcquireLock(context.Background(), migrations.DefaultLockID, "other-deploy"); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	r := cli(t, args(g, "--ttl", "1m", "migrate", "up", "--wait", "300ms")...)
+	wantErr(t, r, exitFailure, "timed out waiting for another migrator")
+	if !strings.Contains(r.stderr, "another migrator is running") {
+		t.Errorf("no log that it waited:\n%s", r.stderr)
+	}
+}
+
+func indexNames(t *testing.T, coll *mongo.Collection) string {
+	t.Helper()
+	names, err := coll.Indexes().ListSpecifications(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		out = append(out, n.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, g := on(t)
+	l, err := lock.New(db, lock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseA, _, errA := l.AcquireLock(ctx, "orders/sweeper", "keeper-1")
+	leaseB, _, errB := l.AcquireLock(ctx, "reports", "keeper-2")
+	if err := errors.Join(errA, errB); err != nil {
+		t.Fatal(err)
+	}
+	g = args(g, "--ttl", "1m")
+
+	r := cli(t, args(g, "locks", "list")...)
+	wantOK(t, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "LOCK") || !strings.Contains(lines[0], "EXPIRES IN") || !strings.Contains(lines[0], "FENCE") {
+		t.Fatalf("list:\n%s", r.stdout)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "orders/sweeper" || f[1] != "keeper-1" || f[len(f)-1] != strconv.FormatUint(leaseA.Fence, 10) {
+		t.Errorf("row %q", lines[1])
+	}
+
+	r = cli(t, args(g, "locks", "list", "--json")...)
+	wantOK(t, r)
+	var list []lockJSON
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, r.stdout)
+	}
+	if len(list) != 2 || list[1].Lock != "reports" || list[1].Keeper != "keeper-2" || list[1].Fence != strconv.FormatUint(leaseB.Fence, 10) ||
+		list[1].Expired || list[1].ExpiresInMS <= 0 || list[1].ExpiresInMS > time.Minute.Milliseconds() {
+		t.Errorf("list --json: %+v", list)
+	}
+
+	r = cli(t, args(g, "locks", "show", "reports")...)
+	wantOK(t, r)
+	for _, w := range []string{"keeper-2", "held, expires in", strconv.FormatUint(leaseB.Fence, 10)} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("show lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	wantErr(t, cli(t, args(g, "locks", "show", "nope")...), exitFailure, `lock "nope": there is no such lock`)
+	wantErr(t, cli(t, args(g, "locks", "show")...), exitUsage, "needs one lock id")
+
+	// Release as a keeper: only the holder can.
+	wantErr(t, cli(t, args(g, "locks", "release", "orders/sweeper", "--keeper", "keeper-2")...), exitFailure, `not held by "keeper-2"`)
+	wantOK(t, cli(t, args(g, "locks", "release", "orders/sweeper", "--keeper", "keeper-1")...))
+	if _, err := l.Holder(ctx, "orders/sweeper"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("after release: %v", err)
+	}
+
+	// Forced: refused without confirmation when stdin is no terminal.
+	wantErr(t, cli(t, args(g, "locks", "release", "reports", "--force")...), exitUsage, "stdin is not a terminal", "--yes")
+	// Asked on a terminal; anything but yes keeps the lock.
+	r = invocation{stdin: "no\n", terminal: true}.run(t, args(g, "locks", "release", "reports", "--force")...)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "mongolock: not confirmed; nothing released") {
+		t.Errorf("refused confirmation: %v", r)
+	}
+	if !strings.Contains(r.stderr, `held by "keeper-2"`) {
+		t.Errorf("the question does not say who holds it:\n%s", r.stderr)
+	}
+	if _, err := l.Holder(ctx, "reports"); err != nil {
+		t.Fatalf("lock gone after a refusal: %v", err)
+	}
+	r = invocation{stdin: "yes\n", terminal: true}.run(t, args(g, "locks", "release", "reports", "--force")...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "force-released") {
+		t.Fatalf("confirmed forced release: %v", r)
+	}
+	if _, err := l.Holder(ctx, "reports"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("after forced release: %v", err)
+	}
+
+	// --yes, and fencing tokens keep increasing across a forced release.
+	lease2, ok, err := l.AcquireLock(ctx, "reports", "keeper-3")
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	wantOK(t, cli(t, args(g, "locks", "release", "reports", "--force", "--yes")...))
+	lease3, ok, err := l.AcquireLock(ctx, "reports", "keeper-4")
+	if err != nil || !ok {
+		t.Fatalf("acquire after the forced release: %v %v", ok, err)
+	}
+	if !(leaseB.Fence < lease2.Fence && lease2.Fence < lease3.Fence) {
+		t.Errorf("fences %d, %d, %d do not increase across forced releases", leaseB.Fence, lease2.Fence, lease3.Fence)
+	}
+
+	wantOK(t, cli(t, args(g, "locks", "release", "reports", "--keeper", "keeper-4")...))
+	wantErr(t, cli(t, args(g, "locks", "release", "reports", "--force", "--yes")...), exitFailure, "no such lock")
+	r = cli(t, args(g, "locks", "list")...)
+	wantOK(t, r)
+	if !strings.HasPrefix(r.stdout, "no locks in") {
+		t.Errorf("empty list:\n%s", r.stdout)
+	}
+}
+
+func TestLocksShowExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, g := on(t)
+	l, err := lock.New(db, lock.WithTTL(lock.MinTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.AcquireLock(ctx, "brief", "k"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := l.Holder(ctx, "brief"); errors.Is(err, lock.ErrNotHeld) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease did not expire")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := cli(t, args(g, "--ttl", "100ms", "locks", "show", "brief")...)
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "expired") {
+		t.Errorf("show of an expired lease:\n%s", r.stdout)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, g := on(t)
+	r := cli(t, args(g, "jobs")...)
+	wantOK(t, r)
+	if !strings.HasPrefix(r.stdout, "no jobs in") {
+		t.Errorf("jobs on an empty database:\n%s", r.stdout)
+	}
+
+	l, err := lock.New(db, lock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduler.New(db, l, "cron-instance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	ran := make(chan struct{}, 10)
+	err = s.AddJob("nightly", "@every 1s", func(context.Context) error {
+		defer func() { ran <- struct{}{} }()
+		if n.Add(1) == 1 {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-ran:
+		case <-time.After(20 * time.Second):
+			t.Fatal("job did not run")
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+
+	r = cli(t, args(g, "jobs", "--history", "5")...)
+	wantOK(t, r)
+	for _, w := range []string{"JOB", "nightly", "@every 1s", "cron-instance", "succeeded", "failed", "disk full"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("jobs output lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	r = cli(t, args(g, "jobs", "--json", "--history", "5")...)
+	wantOK(t, r)
+	var jobs []jobJSON
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
+		t.Fatalf("jobs --json: %v\n%s", err, r.stdout)
+	}
+	if len(jobs) != 1 || jobs[0].Job != "nightly" || jobs[0].LastRun == nil || len(jobs[0].History) < 2 {
+		t.Errorf("jobs --json: %+v", jobs)
+	}
+}
+
+// closedPort returns a localhost port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	dead := "mongodb://alice:hunter2@127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/"
+	tests := []struct {
+		name string
+		inv  invocation
+		args []string
+		code int
+		want []string
+	}{
+		{"no command", invocation{}, nil, exitUsage, []string{"no command"}},
+		{"unknown command", invocation{}, []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`}},
+		{"unknown subcommand", invocation{}, []string{"locks", "frob"}, exitUsage, []string{`unknown command "locks" "frob"`}},
+		{"missing subcommand", invocation{}, []string{"migrate"}, exitUsage, []string{"migrate needs a subcommand: up, status, plan"}},
+		{"unknown global flag", invocation{}, []string{"--bogus", "locks", "list"}, exitUsage, []string{"flag provided but not defined: -bogus"}},
+		{"unknown command flag", invocation{}, []string{"locks", "list", "--bogus"}, exitUsage, []string{"-bogus"}},
+		{"bad duration", invocation{}, []string{"--ttl", "soon", "locks", "list"}, exitUsage, []string{"invalid value"}},
+		{"no server", invocation{}, []string{"locks", "list"}, exitUsage, []string{"no server: set --uri or MONGODB_URI"}},
+		{"bad uri", invocation{}, []string{"--uri", "mongodb://alice:hunter2@host:notaport/", "locks", "list"}, exitUsage, []string{"invalid URI mongodb://xxxxx@host:notaport/"}},
+		{"bad uri escape", invocation{}, []string{"--uri", "mongodb://alice:hun%zzter2@host/", "locks", "list"}, exitUsage, []string{"invalid URI"}},
+		{"not a uri", invocation{}, []string{"--uri", "hunter2", "locks", "list"}, exitUsage, []string{"invalid URI"}},
+		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, exitUsage, []string{"invalid URI"}},
+		{"unreachable", invocation{}, []string{"--uri", dead, "--timeout", "300ms", "locks", "list"}, exitFailure, []string{"cannot reach mongodb://xxxxx@127.0.0.1:", "within 300ms"}},
+		{"unreachable migrate", invocation{env: map[string]string{envURI: dead}}, []string{"migrate", "up", "--timeout", "300ms"}, exitFailure, []string{"cannot reach"}},
+		{"bad log level", invocation{}, []string{"--uri", dead, "--log-level", "loud", "locks", "list"}, exitUsage, []string{"invalid --log-level"}},
+		{"bad timeout", invocation{}, []string{"--uri", dead, "--timeout", "0s", "locks", "list"}, exitUsage, []string{"--timeout must be positive"}},
+		{"release without mode", invocation{}, []string{"--uri", dead, "locks", "release", "x"}, exitUsage, []string{"needs --keeper K", "or --force"}},
+		{"release with both", invocation{}, []string{"--uri", dead, "locks", "release", "x", "--keeper", "k", "--force"}, exitUsage, []string{"not both"}},
+		{"release without id", invocation{}, []string{"--uri", dead, "locks", "release", "--keeper", "k"}, exitUsage, []string{"needs one lock id"}},
+		{"yes without force", invocation{}, []string{"--uri", dead, "locks", "release", "x", "--keeper", "k", "--yes"}, exitUsage, []string{"--yes goes with --force"}},
+		{"forced without tty", invocation{stdin: "yes\n"}, []string{"--uri", dead, "locks", "release", "x", "--force"}, exitUsage, []string{"stdin is not a terminal"}},
+		{"status argument", invocation{}, []string{"--uri", dead, "migrate", "status", "extra"}, exitUsage, []string{"takes no arguments"}},
+		{"jobs negative history", invocation{}, []string{"--uri", dead, "jobs", "--history", "-1"}, exitUsage, []string{"--history"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := tt.inv.run(t, tt.args...)
+			wantErr(t, r, tt.code, tt.want...)
+			if strings.Contains(r.stderr, "hunter2") || strings.Contains(r.stdout, "hunter2") {
+				t.Errorf("password printed: %s", r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout not empty on error: %q", r.stdout)
+			}
+		})
+	}
+}
+
+func TestRunWiring(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"frobnicate"}, strings.NewReader(""), &out, &errb); code != exitUsage {
+		t.Errorf("exit %d", code)
+	}
+	if got := strings.TrimSpace(errb.String()); !strings.HasPrefix(got, "mongolock: unknown command") || strings.Contains(got, "\n") {
+		t.Errorf("stderr %q", got)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-h"}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(out.String(), "locks release ID") {
+		t.Errorf("help: exit %d\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"locks", "release", "-h"}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(out.String(), "-force") {
+		t.Errorf("release help: exit %d\n%s", code, out.String())
+	}
+}
+
+func TestURIFromEnvironment(t *testing.T) {
+	t.Parallel()
+	db, _ := on(t)
+	r := invocation{env: map[string]string{envURI: mongotest.URI()}}.run(t, "--db", db.Name(), "locks", "list")
+	wantOK(t, r)
+	if !strings.HasPrefix(r.stdout, "no locks in "+db.Name()+".locks") {
+		t.Errorf("list:\n%s", r.stdout)
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		uri, safe string
+		secrets   []string
+	}{
+		{"mongodb://u:p%40ss@h1:27017,h2/db?replicaSet=rs", "mongodb://xxxxx@h1:27017,h2/db?replicaSet=rs", []string{"p%40ss", "p@ss"}},
+		{"mongodb+srv://u:pw@cluster.example.com/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:tok123",
+			"mongodb+srv://xxxxx@cluster.example.com/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx", []string{"pw", "tok123"}},
+		{"mongodb://h/?tlsCertificateKeyFilePassword=kfp", "mongodb://h/?tlsCertificateKeyFilePassword=xxxxx", []string{"kfp"}},
+		{"mongodb://localhost:27017", "mongodb://localhost:27017", nil},
+		{"garbage-with-secret", "<the given URI>", []string{"garbage-with-secret"}},
+	}
+	for _, tt := range tests {
+		r := newRedactor(tt.uri)
+		if r.uri() != tt.safe {
+			t.Errorf("uri(%q) = %q, want %q", tt.uri, r.uri(), tt.safe)
+		}
+		for _, s := range tt.secrets {
+			msg := r.oneLine("failed: " + tt.uri + " with " + s + "\nsecond line")
+			if strings.Contains(msg, s) || strings.Contains(msg, "\n") {
+				t.Errorf("oneLine kept %q or a newline: %q", s, msg)
+			}
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// lockJSON is one lock in `locks list --json` and `locks show --json`. The
+// fence is a string: it does not fit the integers JSON readers handle.
+type lockJSON struct {
+	Lock        string `json:"lock"`
+	Keeper      string `json:"keeper"`
+	AcquiredAt  string `json:"acquiredAt"`
+	RenewedAt   string `json:"renewedAt"`
+	ExpiresAt   string `json:"expiresAt"`
+	ExpiresInMS int64  `json:"expiresInMs"`
+	Expired     bool   `json:"expired"`
+	Fence       string `json:"fence"`
+}
+
+func toJSON(h lock.Holder, now time.Time) lockJSON {
+	return lockJSON{
+		Lock:        h.LockID,
+		Keeper:      h.KeeperID,
+		AcquiredAt:  jsonTime(h.AcquiredAt),
+		RenewedAt:   jsonTime(h.RenewedAt),
+		ExpiresAt:   jsonTime(h.ExpiresAt),
+		ExpiresInMS: max(h.ExpiresAt.Sub(now), 0).Milliseconds(),
+		Expired:     h.Expired,
+		Fence:       strconv.FormatUint(h.Fence, 10),
+	}
+}
+
+// expiresIn says when a lease ends, by the server's clock at now.
+func expiresIn(h lock.Holder, now time.Time) string {
+	left := h.ExpiresAt.Sub(now)
+	if h.Expired || left <= 0 {
+		return fmt.Sprintf("expired %s ago", fmtDur(max(-left, 0)))
+	}
+	return fmtDur(left)
+}
+
+// openLocker connects and returns a Locker on the lock collection.
+func (a *app) openLocker(ctx context.Context) (*lock.Locker, func(), error) {
+	log, err := a.logger()
+	if err != nil {
+		return nil, nil, err
+	}
+	db, disconnect, err := a.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := a.locker(db, log)
+	if err != nil {
+		disconnect()
+		return nil, nil, err
+	}
+	return l, disconnect, nil
+}
+
+// lockSession parses flags and opens a Locker.
+func (a *app) lockSession(ctx context.Context, fs *flag.FlagSet, args []string) ([]string, *lock.Locker, func(), error) {
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, done, err := a.openLocker(ctx)
+	return pos, l, done, err
+}
+
+func (a *app) locksList(ctx context.Context, args []string) error {
+	fs := a.flagSet("locks list")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, l, done, err := a.lockSession(ctx, fs, args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(pos) > 0 {
+		return usagef("locks list takes no arguments, got %q", pos[0])
+	}
+	holders, err := l.Locks(ctx)
+	if err != nil {
+		return err
+	}
+	now, err := serverNow(ctx, l.Collection().Database())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := make([]lockJSON, 0, len(holders))
+		for _, h := range holders {
+			out = append(out, toJSON(h, now))
+		}
+		return a.printJSON(out)
+	}
+	if len(holders) == 0 {
+		fmt.Fprintf(a.stdout, "no locks in %s.%s\n", a.g.db, a.g.collection)
+		return nil
+	}
+	tw := table(a.stdout)
+	fmt.Fprintln(tw, "LOCK\tKEEPER\tACQUIRED\tRENEWED\tEXPIRES IN\tFENCE")
+	for _, h := range holders {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", h.LockID, orDash(h.KeeperID), fmtTime(h.AcquiredAt), fmtTime(h.RenewedAt), expiresIn(h, now), h.Fence)
+	}
+	return tw.Flush()
+}
+
+// holder returns the lock document of id, expired or not.
+func holder(ctx context.Context, l *lock.Locker, id string) (lock.Holder, error) {
+	h, err := l.Holder(ctx, id)
+	switch {
+	case errors.Is(err, lock.ErrInvalidArgument):
+		return h, usagef("%v", err)
+	case errors.Is(err, lock.ErrNotHeld) && h.LockID == "":
+		return h, fmt.Errorf("lock %q: there is no such lock in %s", id, l.Collection().Name())
+	case err != nil && !errors.Is(err, lock.ErrNotHeld):
+		return h, err
+	}
+	return h, nil
+}
+
+func (a *app) locksShow(ctx context.Context, args []string) error {
+	fs := a.flagSet("locks show")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, l, done, err := a.lockSession(ctx, fs, args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(pos) != 1 {
+		return usagef("locks show needs one lock id")
+	}
+	h, err := holder(ctx, l, pos[0])
+	if err != nil {
+		return err
+	}
+	now, err := serverNow(ctx, l.Collection().Database())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return a.printJSON(toJSON(h, now))
+	}
+	state := "held, expires in " + expiresIn(h, now)
+	if h.Expired {
+		state = expiresIn(h, now) + "; the next AcquireLock takes it over"
+	}
+	tw := table(a.stdout)
+	fmt.Fprintf(tw, "lock:\t%s\n", h.LockID)
+	fmt.Fprintf(tw, "keeper:\t%s\n", orDash(h.KeeperID))
+	fmt.Fprintf(tw, "state:\t%s\n", state)
+	fmt.Fprintf(tw, "acquired:\t%s\n", fmtTime(h.AcquiredAt))
+	fmt.Fprintf(tw, "renewed:\t%s\n", fmtTime(h.RenewedAt))
+	fmt.Fprintf(tw, "expires:\t%s\n", fmtTime(h.ExpiresAt))
+	fmt.Fprintf(tw, "fence:\t%d\n", h.Fence)
+	return tw.Flush()
+}
+
+func (a *app) locksRelease(ctx context.Context, args []string) error {
+	fs := a.flagSet("locks release")
+	keeper := fs.String("keeper", "", "release as this keeper: only if it holds the lock")
+	force := fs.Bool("force", false, "release whoever holds the lock (asks first)")
+	yes := fs.Bool("yes", false, "with --force: do not ask")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1:
+		return usagef("locks release needs one lock id")
+	case *keeper != "" && *force:
+		return usagef("give --keeper or --force, not both")
+	case *keeper == "" && !*force:
+		return usagef("locks release needs --keeper K (release as the holder) or --force (release whoever holds it)")
+	case *yes && !*force:
+		return usagef("--yes goes with --force")
+	case *force && !*yes && !a.isTerminal(a.stdin):
+		return usagef("refusing to force-release %q without confirmation: stdin is not a terminal; add --yes", pos[0])
+	}
+	id := pos[0]
+	l, done, err := a.openLocker(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	if !*force {
+		err := l.ReleaseLock(ctx, id, *keeper)
+		switch {
+		case errors.Is(err, lock.ErrInvalidArgument):
+			return usagef("%v", err)
+		case errors.Is(err, lock.ErrNotHeld):
+			return fmt.Errorf("lock %q is not held by %q; nothing released", id, *keeper)
+		case err != nil:
+			return err
+		}
+		fmt.Fprintf(a.stdout, "released %q held by %q\n", id, *keeper)
+		return nil
+	}
+
+	h, err := holder(ctx, l, id)
+	if err != nil {
+		return err
+	}
+	if !*yes {
+		now, err := serverNow(ctx, l.Collection().Database())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "Lock %q is held by %q (fence %d, %s).\n", h.LockID, h.KeeperID, h.Fence, expiresIn(h, now))
+		fmt.Fprintf(a.stderr, "Its holder is not told and may still be working. Force-release it? Type yes: ")
+		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "yes" && ans != "y" {
+			return errors.New("not confirmed; nothing released")
+		}
+	}
+	// Delete only if the lock is still the one shown: as its keeper, unless
+	// the document has none.
+	if h.KeeperID != "" && lock.ValidateID("keeperID", h.KeeperID) == nil {
+		err = l.ReleaseLock(ctx, id, h.KeeperID)
+		if errors.Is(err, lock.ErrNotHeld) {
+			return fmt.Errorf("lock %q changed hands since it was read; nothing released, run again", id)
+		}
+	} else {
+		err = l.ForceRelease(ctx, id)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "force-released %q held by %q (fence %d); the next holder gets a larger fence\n", id, h.KeeperID, h.Fence)
+	return nil
+}

@@ -1,0 +1,30 @@
+// Command mongolock is the operator's tool for mongolock: it applies the
+// migrations at deploy and looks inside the lock and job collections.
+//
+//	mongolock [global flags] migrate up|status|plan
+//	mongolock [global flags] locks list [--json]
+//	mongolock [global flags] locks show ID [--json]
+//	mongolock [global flags] locks release ID --keeper K
+//	mongolock [global flags] locks release ID --force [--yes]
+//	mongolock [global flags] jobs [--json]
+//
+// The server comes from --uri or MONGODB_URI. Global flags may also follow
+// the command. Output goes to stdout; logs go to stderr, human-readable on a
+// terminal and JSON otherwise. Errors are one line on stderr. Exit codes:
+// 0 success, 1 failure, 2 bad usage (unknown command or flag, missing
+// argument, bad URI, refused confirmation).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,188 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Versions of the built-in migrations. mongolock's own migrations have
+// negative versions, so they never collide with yours and run first.
+const (
+	// LockIndexesVersion is the version of LockIndexes.
+	LockIndexesVersion int64 = -1000
+	// SchedulerIndexesVersion is the version of SchedulerIndexes.
+	SchedulerIndexesVersion int64 = -990
+)
+
+// Builtin returns mongolock's own migrations: the indexes of a lock
+// collection whose leases last ttl, and those of the scheduler's run
+// history (SchedulerIndexes). New always registers them, with the
+// collections and durations of its options.
+func Builtin(lockCollection string, ttl time.Duration, runsCollection string, retention time.Duration) []Migration {
+	return []Migration{LockIndexes(lockCollection, ttl), SchedulerIndexes(runsCollection, retention)}
+}
+
+// LockIndexes returns the migration that creates the lock collection's
+// indexes with lock.EnsureIndexes: the TTL index on the renewal time,
+// whose expireAfterSeconds follows ttl (changed with collMod), and the
+// index on the keeper id. It is Repeatable: changing the TTL applies it
+// again. On a server without TTL indexes it logs a warning and creates a
+// plain index. It fails with ErrIndexConflict, changing nothing, if a lock
+// in the collection was taken with a longer TTL: the TTL monitor would
+// delete it while held. It has no Down.
+func LockIndexes(collection string, ttl time.Duration) Migration {
+	m := Migration{
+		Version:     LockIndexesVersion,
+		Description: fmt.Sprintf("indexes of lock collection %q", collection),
+		Definition:  fmt.Sprintf("lock.EnsureIndexes collection=%q expireAfterSeconds=%d", collection, lock.TTLSeconds(ttl)),
+		Repeatable:  true,
+	}
+	switch {
+	case !validCollection(collection):
+		m.err = fmt.Errorf("invalid lock collection name %q", collection)
+		return m
+	case ttl < lock.MinTTL:
+		m.err = fmt.Errorf("lock TTL %v is shorter than the minimum %v", ttl, lock.MinTTL)
+		return m
+	}
+	m.Up = func(ctx context.Context, db *mongo.Database) error {
+		if err := longerLeases(ctx, db.Collection(collection), ttl); err != nil {
+			return err
+		}
+		log := zerolog.Ctx(ctx)
+		return lock.EnsureIndexes(ctx, db.Collection(collection), ttl, func(msg string) {
+			log.Warn().Str("collection", collection).Msg(msg)
+		})
+	}
+	m.Explain = func(ctx context.Context, db *mongo.Database) ([]string, error) {
+		existing, err := listIndexes(ctx, db.Collection(collection))
+		if err != nil {
+			return nil, err
+		}
+		if err := longerLeases(ctx, db.Collection(collection), ttl); err != nil {
+			return nil, err
+		}
+		want := lock.TTLSeconds(ttl)
+		var out []string
+		ix, ok := existing[lock.TTLIndexName]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("create index %q on %q {\"ts\":1} expireAfterSeconds %d (a plain index where TTL indexes are not implemented)", lock.TTLIndexName, collection, want))
+		case ix.TTL == nil:
+			out = append(out, fmt.Sprintf("index %q on %q is a plain index (made where TTL indexes are not implemented): left as it is", lock.TTLIndexName, collection))
+		case *ix.TTL != int64(want):
+			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q from %d to %d", collection, lock.TTLIndexName, *ix.TTL, want))
+		default:
+			out = append(out, fmt.Sprintf("index %q on %q exists with expireAfterSeconds %d: nothing to do", lock.TTLIndexName, collection, want))
+		}
+		if _, ok := existing[lock.KeeperIndexName]; !ok {
+			out = append(out, fmt.Sprintf("create index %q on %q {\"kid\":1}", lock.KeeperIndexName, collection))
+		} else {
+			out = append(out, fmt.Sprintf("index %q on %q exists: nothing to do", lock.KeeperIndexName, collection))
+		}
+		return out, nil
+	}
+	return m
+}
+
+// longerLeases refuses a TTL index shorter than a lease in the collection:
+// the TTL monitor would delete that lock while it is held, and let a second
+// keeper take it. It happens when the migration is given another TTL than
+// the lockers use.
+func longerLeases(ctx context.Context, coll *mongo.Collection, ttl time.Duration) error {
+	limit := int64(lock.TTLSeconds(ttl)) * 1000
+	var doc struct {
+		ID     string `bson:"_id"`
+		Keeper string `bson:"kid"`
+		TTL    int64  `bson:"ttl"` // the lease length in ms its keeper wrote
+	}
+	err := coll.FindOne(ctx, bson.D{{Key: "ttl", Value: bson.D{{Key: "$gt", Value: limit}}}}).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look for leases longer than %v in %q: %w", ttl, coll.Name(), err)
+	}
+	return fmt.Errorf("%w: lock %q in %q was taken by %q with a %v lease, longer than the %ds the TTL index would keep it: "+
+		"configure the TTL your lockers use, or release that lock",
+		ErrIndexConflict, doc.ID, coll.Name(), doc.Keeper, time.Duration(doc.TTL)*time.Millisecond, limit/1000)
+}
+
+// SchedulerIndexes returns the migration that creates the indexes of the
+// scheduler's run history with Scheduler.EnsureIndexes: one to read a job's
+// runs, and a TTL index on their end time that keeps them for retention
+// (0: no history, no TTL index). It is Repeatable: changing the retention
+// applies it again. It has no Down.
+func SchedulerIndexes(runsCollection string, retention time.Duration) Migration {
+	m := Migration{
+		Version:     SchedulerIndexesVersion,
+		Description: fmt.Sprintf("indexes of scheduler history %q", runsCollection),
+		Definition: fmt.Sprintf("scheduler.EnsureIndexes runs=%q expireAfterSeconds=%d",
+			runsCollection, int64(math.Ceil(retention.Seconds()))),
+		Repeatable: true,
+	}
+	// The scheduler checks its options; a Scheduler that is never started
+	// runs nothing.
+	newScheduler := func(db *mongo.Database, log zerolog.Logger) (*scheduler.Scheduler, error) {
+		l, err := lock.New(db)
+		if err != nil {
+			return nil, err
+		}
+		return scheduler.New(db, l, DefaultLockID, scheduler.WithRunsCollection(runsCollection),
+			scheduler.WithHistory(retention), scheduler.WithLogger(log))
+	}
+	if !validCollection(runsCollection) {
+		m.err = fmt.Errorf("invalid scheduler runs collection name %q", runsCollection)
+		return m
+	}
+	if retention < 0 || (retention > 0 && retention < time.Second) {
+		m.err = fmt.Errorf("scheduler history retention %v must be 0 or at least 1s", retention)
+		return m
+	}
+	m.Up = func(ctx context.Context, db *mongo.Database) error {
+		s, err := newScheduler(db, *zerolog.Ctx(ctx))
+		if err != nil {
+			return err
+		}
+		return s.EnsureIndexes(ctx)
+	}
+	m.Explain = func(ctx context.Context, db *mongo.Database) ([]string, error) {
+		existing, err := listIndexes(ctx, db.Collection(runsCollection))
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		if _, ok := existing[scheduler.HistoryIndexName]; !ok {
+			out = append(out, fmt.Sprintf("create index %q on %q {\"job\":1,\"scheduled\":-1}", scheduler.HistoryIndexName, runsCollection))
+		} else {
+			out = append(out, fmt.Sprintf("index %q on %q exists: nothing to do", scheduler.HistoryIndexName, runsCollection))
+		}
+		if retention <= 0 {
+			return out, nil
+		}
+		want := int64(math.Ceil(retention.Seconds()))
+		ix, ok := existing[scheduler.HistoryTTLIndexName]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("create index %q on %q {\"end\":1} expireAfterSeconds %d (a plain index where TTL indexes are not implemented)", scheduler.HistoryTTLIndexName, runsCollection, want))
+		case ix.TTL == nil:
+			out = append(out, fmt.Sprintf("index %q on %q is a plain index (made where TTL indexes are not implemented): left as it is", scheduler.HistoryTTLIndexName, runsCollection))
+		case *ix.TTL != want:
+			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q from %d to %d", runsCollection, scheduler.HistoryTTLIndexName, *ix.TTL, want))
+		default:
+			out = append(out, fmt.Sprintf("index %q on %q exists with expireAfterSeconds %d: nothing to do", scheduler.HistoryTTLIndexName, runsCollection, want))
+		}
+		return out, nil
+	}
+	return m
+}

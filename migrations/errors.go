@@ -1,0 +1,42 @@
+package migrations
+
+import "errors"
+
+// Sentinel errors. Check them with errors.Is; returned errors wrap them with
+// the version and what was being done.
+var (
+	// ErrInvalidOption reports a bad option passed to New.
+	ErrInvalidOption = errors.New("migrations: invalid option")
+
+	// ErrInvalidMigration reports a migration New cannot accept: no version,
+	// a duplicate version, no Up, no Definition, or a bad index description.
+	ErrInvalidMigration = errors.New("migrations: invalid migration")
+
+	// ErrChanged reports an applied migration whose definition differs from
+	// the one recorded when it was applied. Up refuses to run while one
+	// exists, unless the migration is Repeatable.
+	ErrChanged = errors.New("migrations: applied migration changed")
+
+	// ErrFailed reports that a migration's Up or Down returned an error. The
+	// error also wraps the migration's own error.
+	ErrFailed = errors.New("migrations: migration failed")
+
+	// ErrWaitTimeout reports that another migrator held the lock for longer
+	// than the wait allowed (WithWait).
+	ErrWaitTimeout = errors.New("migrations: timed out waiting for another migrator")
+
+	// ErrIndexConflict reports an existing index that differs from the one a
+	// migration describes in a way only dropping and re-creating it can fix
+	// (and the migration does not allow that), an index with the same keys
+	// under another name, or a lock taken with a longer lease than the lock
+	// collection's TTL index would keep.
+	ErrIndexConflict = errors.New("migrations: index conflicts with the migration")
+
+	// ErrNotSupported reports that the server does not implement what a
+	// migration needs (for example hidden indexes on FerretDB).
+	ErrNotSupported = errors.New("migrations: not supported by the server")
+
+	// ErrIrreversible reports that Down was asked to roll back a migration
+	// that has no Down function, or that this program does not know.
+	ErrIrreversible = errors.New("migrations: migration cannot be rolled back")
+)

@@ -1,0 +1,221 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// State is where a migration stands.
+type State string
+
+// States of a migration. A record in the records collection is running,
+// applied or failed; Status adds the others.
+const (
+	// StatePending: never applied; Up will apply it.
+	StatePending State = "pending"
+	// StateRunning: a migrator started it and has not recorded the outcome.
+	// Either it is running now, or the migrator died and the next Up repeats
+	// it.
+	StateRunning State = "running"
+	// StateApplied: applied with the current definition.
+	StateApplied State = "applied"
+	// StateFailed: the last attempt failed; Up tries again.
+	StateFailed State = "failed"
+	// StateChanged: applied, but with another definition. Up refuses to run
+	// (ErrChanged) unless the migration is Repeatable, in which case Up
+	// applies it again.
+	StateChanged State = "changed"
+	// StateUnknown: recorded but not registered with this Migrator, for
+	// example applied by a newer release. Up leaves it alone.
+	StateUnknown State = "unknown"
+)
+
+// Record is what the records collection holds about a migration.
+type Record struct {
+	Version     int64
+	Description string
+	// Checksum of the definition that was applied or attempted.
+	Checksum string
+	// State is StateRunning, StateApplied or StateFailed.
+	State State
+	// Error of the failed attempt.
+	Error string
+	// Keeper is the keeper id of the migrator that ran it, and Fence its
+	// lease's fencing token.
+	Keeper string
+	Fence  uint64
+	// Server times of the start and of the outcome.
+	StartedAt time.Time
+	AppliedAt time.Time
+	FailedAt  time.Time
+	// Duration of Up (or Down), by the migrator's clock.
+	Duration time.Duration
+}
+
+// Field names of a record document.
+const (
+	fieldState    = "state"
+	fieldFence    = "fence"
+	fieldError    = "error"
+	fieldApplied  = "appliedAt"
+	fieldFailed   = "failedAt"
+	fieldStarted  = "startedAt"
+	fieldDuration = "durationMs"
+)
+
+type recordDoc struct {
+	Version     int64     `bson:"_id"`
+	Description string    `bson:"description"`
+	Checksum    string    `bson:"checksum"`
+	State       string    `bson:"state"`
+	Error       string    `bson:"error"`
+	Keeper      string    `bson:"keeper"`
+	Fence       string    `bson:"fence"`
+	StartedAt   time.Time `bson:"startedAt"`
+	AppliedAt   time.Time `bson:"appliedAt"`
+	FailedAt    time.Time `bson:"failedAt"`
+	DurationMS  int64     `bson:"durationMs"`
+}
+
+// fenceString encodes a fencing token so that strings sort like the
+// numbers (BSON has no unsigned 64-bit integer).
+func fenceString(f uint64) string { return fmt.Sprintf("%016x", f) }
+
+func (d recordDoc) record() Record {
+	f, _ := strconv.ParseUint(d.Fence, 16, 64)
+	return Record{
+		Version:     d.Version,
+		Description: d.Description,
+		Checksum:    d.Checksum,
+		State:       State(d.State),
+		Error:       d.Error,
+		Keeper:      d.Keeper,
+		Fence:       f,
+		StartedAt:   d.StartedAt,
+		AppliedAt:   d.AppliedAt,
+		FailedAt:    d.FailedAt,
+		Duration:    time.Duration(d.DurationMS) * time.Millisecond,
+	}
+}
+
+func (m *Migrator) loadRecords(ctx context.Context) ([]Record, error) {
+	cur, err := m.records.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
+	}
+	var docs []recordDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
+	}
+	out := make([]Record, len(docs))
+	for i, d := range docs {
+		out[i] = d.record()
+	}
+	return out, nil
+}
+
+// errTakenOver means a migrator with a newer lease took the record over:
+// this one lost its lease.
+type errTakenOver struct{ version int64 }
+
+func (e errTakenOver) Error() string {
+	return fmt.Sprintf("migration record %d was taken over by a migrator with a newer lease", e.version)
+}
+
+func (e errTakenOver) Unwrap() error { return lock.ErrLeaseLost }
+
+// claim marks a migration running under fence. It fails if a migrator with
+// a newer lease claimed it: the fence makes the records a fenced resource.
+func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fence uint64) error {
+	f := fenceString(fence)
+	filter := bson.D{
+		{Key: "_id", Value: mig.Version},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldFence, Value: bson.D{{Key: "$lt", Value: f}}}},
+			bson.D{{Key: fieldFence, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}},
+	}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "description", Value: mig.Description},
+			{Key: "checksum", Value: mig.Checksum()},
+			{Key: fieldState, Value: string(StateRunning)},
+			{Key: "keeper", Value: keeper},
+			{Key: fieldFence, Value: f},
+			{Key: fieldError, Value: ""},
+			{Key: fieldDuration, Value: int64(0)},
+		}},
+		{Key: "$unset", Value: bson.D{{Key: fieldApplied, Value: ""}, {Key: fieldFailed, Value: ""}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldStarted, Value: true}}},
+	}
+	_, err := m.records.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		return errTakenOver{mig.Version}
+	}
+	if err != nil {
+		return wrapErr(ctx, fmt.Sprintf("record start of migration %d", mig.Version), err)
+	}
+	return nil
+}
+
+// finish records the outcome of a claimed migration.
+func (m *Migrator) finish(ctx context.Context, mig Migration, fence uint64, took time.Duration, failure error) error {
+	set := bson.D{{Key: fieldDuration, Value: took.Milliseconds()}}
+	var now string
+	if failure == nil {
+		set = append(set, bson.E{Key: fieldState, Value: string(StateApplied)})
+		now = fieldApplied
+	} else {
+		set = append(set, bson.E{Key: fieldState, Value: string(StateFailed)}, bson.E{Key: fieldError, Value: truncate(failure.Error(), 4096)})
+		now = fieldFailed
+	}
+	res, err := m.records.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: mig.Version}, {Key: fieldFence, Value: fenceString(fence)}},
+		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: now, Value: true}}}})
+	if err != nil {
+		return wrapErr(ctx, fmt.Sprintf("record outcome of migration %d", mig.Version), err)
+	}
+	if res.MatchedCount == 0 {
+		return errTakenOver{mig.Version}
+	}
+	return nil
+}
+
+// forget deletes the record of a migration rolled back under fence.
+func (m *Migrator) forget(ctx context.Context, version int64, fence uint64) error {
+	res, err := m.records.DeleteOne(ctx, bson.D{{Key: "_id", Value: version}, {Key: fieldFence, Value: fenceString(fence)}})
+	if err != nil {
+		return wrapErr(ctx, fmt.Sprintf("delete record of migration %d", version), err)
+	}
+	if res.DeletedCount == 0 {
+		return errTakenOver{version}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// wrapErr adds context, and surfaces the context's own error when it ended.
+func wrapErr(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w (%v)", op, ctxErr, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
