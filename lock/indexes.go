@@ -30,7 +30,8 @@ func TTLSeconds(ttl time.Duration) int32 {
 
 // EnsureIndexes creates the TTL index on the renewal time and the index on
 // the keeper id. It is idempotent. If the TTL index exists with another
-// expireAfterSeconds it is changed in place with collMod. If the server does
+// expireAfterSeconds it is changed in place with collMod; lowering it is
+// refused while locks taken with a longer TTL exist. If the server does
 // not implement TTL indexes (FerretDB) it logs a warning and creates a plain
 // index: expiry never depends on the TTL monitor, use Purge to tidy up.
 func (l *Locker) EnsureIndexes(ctx context.Context) error {
@@ -52,6 +53,18 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, ttl time.Duratio
 		case ix.ExpireAfterSeconds == nil:
 			// A plain index made where TTL indexes were unsupported: leave it.
 		case *ix.ExpireAfterSeconds != int64(want):
+			if *ix.ExpireAfterSeconds > int64(want) {
+				// A shorter TTL index would let the TTL monitor delete
+				// leases taken with a longer TTL while they are live.
+				n, err := coll.CountDocuments(ctx, bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: ttl.Milliseconds()}}}})
+				if err != nil {
+					return wrapErr(ctx, "count longer leases before lowering the TTL of index", TTLIndexName, err)
+				}
+				if n > 0 {
+					return fmt.Errorf("%w: lowering expireAfterSeconds of index %s from %d to %d while %d locks hold leases longer than %v; release them first",
+						ErrInvalidOption, TTLIndexName, *ix.ExpireAfterSeconds, want, n, ttl)
+				}
+			}
 			err := coll.Database().RunCommand(ctx, bson.D{
 				{Key: "collMod", Value: coll.Name()},
 				{Key: "index", Value: bson.D{{Key: "name", Value: TTLIndexName}, {Key: "expireAfterSeconds", Value: want}}},

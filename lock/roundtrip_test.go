@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -119,4 +120,28 @@ func indexTTL(t *testing.T, l *lock.Locker) *int64 {
 		t.Fatalf("indexes %+v, want _id, %s and %s", specs, lock.TTLIndexName, lock.KeeperIndexName)
 	}
 	return ttl
+}
+
+// TestEnsureIndexesWillNotShortenLiveLeases: lowering the TTL index while a
+// lock taken with a longer TTL exists would let the TTL monitor delete it
+// while it is live.
+func TestEnsureIndexesWillNotShortenLiveLeases(t *testing.T) {
+	t.Parallel()
+	if mongotest.Backend() == mongotest.BackendFerretDB {
+		t.Skip("FerretDB has no TTL indexes, so there is nothing to lower")
+	}
+	dbName := newDB(t)
+	ctx := testCtx(t, 30*time.Second)
+	long := onNewClient(t, dbName, lock.WithTTL(time.Minute))
+	if err := long.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, ctx, long, "long", "k")
+	short := onNewClient(t, dbName, lock.WithTTL(2*time.Second))
+	if err := short.EnsureIndexes(ctx); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Fatalf("lowering the TTL under a live 1m lease: %v, want ErrInvalidOption", err)
+	}
+	if ttl := indexTTL(t, long); ttl == nil || *ttl != 60 {
+		t.Fatalf("expireAfterSeconds %v, want it left at 60", ttl)
+	}
 }
