@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // NewKeeperID returns an id unique to this process run: hostname, pid and a
@@ -18,6 +19,7 @@ func NewKeeperID() string {
 	if len(host) > 200 {
 		host = host[:200]
 	}
+	host = strings.ToValidUTF8(strings.ReplaceAll(host, "\x00", ""), "?")
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])

@@ -2,6 +2,9 @@ package lock_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +164,18 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+func TestNewKeeperIDUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := lock.NewKeeperID()
+		if err := lock.ValidateID("keeperID", id); err != nil || seen[id] {
+			t.Fatalf("keeper id %q: valid=%v duplicate=%v", id, err, seen[id])
+		}
+		if !strings.Contains(id, fmt.Sprintf("-%d-", os.Getpid())) {
+			t.Fatalf("keeper id %q lacks the pid", id)
+		}
+		seen[id] = true
+	}
 }

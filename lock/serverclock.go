@@ -10,6 +10,11 @@ import (
 // crystal oscillators are specified for).
 const maxDrift = 1e-3
 
+// sampleMaxAge is how long a sample may keep giving the tightest bound
+// before a newer one replaces it anyway, so that a server clock that was
+// stepped is followed within minutes rather than never.
+const sampleMaxAge = 5 * time.Minute
+
 // serverClock estimates the database server's clock from samples: a server
 // time T read by a request sent at local instant s and answered at local
 // instant r was taken somewhere in [s, r]. So at a later local instant t the
@@ -47,10 +52,10 @@ func (c *serverClock) observe(server, sent, recv time.Time) {
 	s := &sample{server: server, sent: sent, recv: recv}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lo == nil || s.lower(recv).After(c.lo.lower(recv)) {
+	if c.lo == nil || s.lower(recv).After(c.lo.lower(recv)) || recv.Sub(c.lo.recv) > sampleMaxAge {
 		c.lo = s
 	}
-	if c.hi == nil || s.upper(recv).Before(c.hi.upper(recv)) {
+	if c.hi == nil || s.upper(recv).Before(c.hi.upper(recv)) || recv.Sub(c.hi.recv) > sampleMaxAge {
 		c.hi = s
 	}
 }
