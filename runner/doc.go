@@ -24,6 +24,10 @@
 // once the task returned the lock is released (it may still be ours, just
 // out of reach) and the runner campaigns again.
 //
+// The gap between the renew deadline and the TTL is the safety margin: New
+// requires it to be at least the larger of MinSafetyMargin and a tenth of
+// the TTL.
+//
 // A follower campaigns every retry period, so when a leader dies another
 // instance starts within about TTL plus one retry period; when a leader stops
 // gracefully it releases the lock, and another starts within one retry
@@ -42,6 +46,17 @@
 // leaves no goroutine behind, with one exception: Go cannot stop a goroutine,
 // so a task that ignores its cancelled context for a grace period is
 // abandoned and reported (logged, and an error wrapping ErrTaskDidNotStop).
+// Its lease is neither renewed nor released, so it expires and another
+// instance may take over while it still runs. This instance does not
+// campaign again until the abandoned task has returned: RunTaskOnLeader
+// returns an error wrapping ErrTaskDidNotStop without running anything, and
+// Run waits for it before campaigning. A task therefore never runs twice at
+// once on one runner.
+//
+// A failed release is retried every retry period within the release timeout
+// (WithReleaseTimeout). If none succeeds the lock may still be ours: Resign,
+// or Run when it stops later, tries again; otherwise the others wait for the
+// lease to expire.
 //
 // Stall detection (WithStallTimeout) covers a task that hangs without
 // ignoring anything: if it does not call Heartbeat often enough, the runner

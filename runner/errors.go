@@ -16,6 +16,8 @@ var (
 	// ErrTaskDidNotStop reports a task that had not returned a grace period
 	// (WithGracePeriod) after its context was cancelled. The runner stopped
 	// waiting for it: its goroutine is abandoned and may still be running.
+	// Until it returns the runner does not campaign, and RunTaskOnLeader
+	// returns an error wrapping this one.
 	ErrTaskDidNotStop = errors.New("runner: task did not stop")
 
 	// ErrStalled is part of the cause given to a task's context when the task

@@ -10,10 +10,11 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Defaults used by New. The four timings are for a lease of lock.DefaultTTL
+// Defaults used by New. The three timings are for a lease of lock.DefaultTTL
 // (30s); when the Locker's TTL differs, an unset timing is scaled in
 // proportion (a 3s TTL gets 1s, 2s and 200ms), so the defaults always agree
-// with each other and with the TTL.
+// with each other and, for a TTL of at least 3 × MinSafetyMargin (300ms),
+// with the TTL.
 const (
 	// DefaultRenewInterval is how long after the last successful renewal (or
 	// the acquisition) the leader renews: a third of the TTL.
@@ -36,6 +37,23 @@ const (
 	// DefaultCampaignAgain makes Run campaign again after a term ends.
 	DefaultCampaignAgain = true
 )
+
+// MinSafetyMargin is the smallest gap New accepts between the renew deadline
+// and the Locker's TTL; the gap must also be at least a tenth of the TTL.
+// It is what stands between the instant the leader stops trusting its lease
+// and the instant another instance may take over: the task's time to notice
+// its cancelled context, scheduling delays and clock drift all come out of
+// it. With the default renew deadline (two thirds of the TTL) the runner
+// therefore needs a TTL of at least 300ms.
+const MinSafetyMargin = 100 * time.Millisecond
+
+// safetyMarginDivisor: the gap is at least TTL/safetyMarginDivisor.
+const safetyMarginDivisor = 10
+
+// minSafetyMargin is the gap between renew deadline and ttl New requires.
+func minSafetyMargin(ttl time.Duration) time.Duration {
+	return max(MinSafetyMargin, ttl/safetyMarginDivisor)
+}
 
 // retryJitter spreads campaigns: each wait is drawn uniformly from
 // [1-retryJitter, 1] × RetryPeriod, so a follower campaigns at least once per
@@ -98,9 +116,10 @@ func (c *config) finish(ttl time.Duration) error {
 	case c.renewInterval >= c.renewDeadline:
 		return fmt.Errorf("%w: WithRenewInterval (%v) must be shorter than WithRenewDeadline (%v)",
 			ErrInvalidOption, c.renewInterval, c.renewDeadline)
-	case c.renewDeadline >= ttl:
-		return fmt.Errorf("%w: WithRenewDeadline (%v) must be shorter than the locker's TTL (%v)",
-			ErrInvalidOption, c.renewDeadline, ttl)
+	case ttl-c.renewDeadline < minSafetyMargin(ttl):
+		return fmt.Errorf("%w: WithRenewDeadline (%v) must be shorter than the locker's TTL (%v) "+
+			"by at least %v, the larger of MinSafetyMargin (%v) and a tenth of the TTL",
+			ErrInvalidOption, c.renewDeadline, ttl, minSafetyMargin(ttl), MinSafetyMargin)
 	}
 	return nil
 }
@@ -130,9 +149,10 @@ func WithRenewInterval(d time.Duration) Option {
 // sending of the last successful renewal (or the acquisition), the leader
 // trusts its lease while renewals fail. When it passes, the task's context is
 // cancelled with cause lock.ErrLeaseLost. It must be shorter than the
-// Locker's TTL; the gap is the margin for clock drift and scheduling delays.
-// Default: DefaultRenewDeadline (20s) scaled to the Locker's TTL, two thirds
-// of it.
+// Locker's TTL by at least the larger of MinSafetyMargin (100ms) and a tenth
+// of the TTL; the gap is the margin for the task to stop, clock drift and
+// scheduling delays. Default: DefaultRenewDeadline (20s) scaled to the
+// Locker's TTL, two thirds of it.
 func WithRenewDeadline(d time.Duration) Option {
 	return func(c *config) error {
 		if err := positive("WithRenewDeadline", d); err != nil {

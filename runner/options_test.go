@@ -17,6 +17,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	f := newFake(clk, 30*time.Second)
 	tiny := newFake(clk, 0)
+	short := newFake(clk, 200*time.Millisecond) // defaults leave a 67ms margin
+	half := newFake(clk, 500*time.Millisecond)
 	for _, tc := range []struct {
 		name     string
 		locker   runner.Locker
@@ -47,6 +49,14 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"deadline above TTL", f, "l", "k", []runner.Option{
 			runner.WithRenewInterval(time.Second), runner.WithRenewDeadline(time.Minute)}, runner.ErrInvalidOption, "TTL"},
 		{"zero TTL", tiny, "l", "k", nil, runner.ErrInvalidOption, "TTL"},
+		{"deadline 1ns short of TTL", f, "l", "k", []runner.Option{
+			runner.WithRenewDeadline(30*time.Second - 1)}, runner.ErrInvalidOption, "MinSafetyMargin"},
+		{"margin under a tenth of TTL", f, "l", "k", []runner.Option{
+			runner.WithRenewDeadline(27*time.Second + time.Millisecond)}, runner.ErrInvalidOption, "WithRenewDeadline"},
+		{"margin under MinSafetyMargin", half, "l", "k", []runner.Option{
+			runner.WithRenewInterval(100 * time.Millisecond), runner.WithRenewDeadline(401 * time.Millisecond)},
+			runner.ErrInvalidOption, "MinSafetyMargin"},
+		{"TTL too short for the default margin", short, "l", "k", nil, runner.ErrInvalidOption, "WithRenewDeadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := runner.New(tc.locker, tc.lockID, tc.keeperID, tc.opts...)
@@ -86,5 +96,26 @@ func TestDefaultTimingsScaleWithTTL(t *testing.T) {
 	}
 	if ri, rd, rp := r.Timings(); ri != time.Second || rd != 2*time.Second || rp != time.Second {
 		t.Fatalf("timings %v %v %v", ri, rd, rp)
+	}
+}
+
+// The gap between renew deadline and TTL may be as small as the larger of
+// MinSafetyMargin and a tenth of the TTL, and no smaller (see
+// TestNewRejectsBadInput).
+func TestSafetyMarginFloorIsAccepted(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClock()
+	for _, tc := range []struct {
+		ttl  time.Duration
+		opts []runner.Option
+	}{
+		{30 * time.Second, []runner.Option{runner.WithRenewDeadline(27 * time.Second)}},
+		{500 * time.Millisecond, []runner.Option{
+			runner.WithRenewInterval(100 * time.Millisecond), runner.WithRenewDeadline(500*time.Millisecond - runner.MinSafetyMargin)}},
+		{3 * runner.MinSafetyMargin, nil}, // the shortest TTL the defaults fit
+	} {
+		if _, err := runner.New(newFake(clk, tc.ttl), "l", "k", tc.opts...); err != nil {
+			t.Errorf("TTL %v: %v", tc.ttl, err)
+		}
 	}
 }

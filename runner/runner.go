@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mongolock/mongolock/lock"
@@ -34,19 +33,32 @@ type LeaderAwareRunner struct {
 	keeperID string
 	cfg      config
 
-	// sem is held by Run for its whole life, and by each RunTaskOnLeader
-	// and Resign call. Every state change happens under it, in one goroutine
-	// at a time, and so does every callback.
-	sem     chan struct{}
-	running atomic.Bool // Run holds sem
+	// The gate is held by Run for its whole life, and by each
+	// RunTaskOnLeader and Resign call. Every state change happens under it,
+	// in one goroutine at a time, and so does every callback. Run takes it
+	// and marks itself running in one step, so a call waiting for the gate
+	// wakes up to ErrBusy rather than waiting for the whole of Run.
+	gateMu  sync.Mutex
+	held    bool          // someone holds the gate
+	running bool          // Run holds it
+	freed   chan struct{} // closed when the gate is left; nil if nobody waits
 
-	// ambiguous: the last acquisition failed with an error, so its write may
-	// have happened. Guarded by sem, like lastCampaign and lastRelease: the
-	// sending of the last acquisition and release, from which Run schedules
-	// its next campaign.
+	// ambiguous: the last acquisition or release failed with an error, so
+	// the lock may be ours without a term. Guarded by the gate, like the
+	// rest of this block. lastCampaign and lastRelease are the sending of the
+	// last acquisition and release, from which Run schedules its next
+	// campaign.
 	ambiguous    bool
 	lastCampaign time.Time
 	lastRelease  time.Time
+	// abandoned is closed when the task abandoned last returns; nil when no
+	// abandoned task is known to be running. Until it is closed the runner
+	// does not campaign: a new term would run a second copy of the task
+	// beside it.
+	abandoned <-chan struct{}
+
+	// hookRunEntered, if set (by tests), is called once Run holds the gate.
+	hookRunEntered func()
 
 	mu     sync.Mutex
 	term   *term  // the current term; nil when not leading
@@ -54,7 +66,7 @@ type LeaderAwareRunner struct {
 }
 
 // term is one acquisition of the lock and what the runner knows of it. Fields
-// are written only by the goroutine holding sem; trustUntil is also read by
+// are written only by the goroutine holding the gate; trustUntil is also read by
 // observers, so it is written under mu.
 type term struct {
 	fence     uint64
@@ -101,7 +113,6 @@ func New(locker Locker, lockID, keeperID string, opts ...Option) (*LeaderAwareRu
 		lockID:   lockID,
 		keeperID: keeperID,
 		cfg:      cfg,
-		sem:      make(chan struct{}, 1),
 	}, nil
 }
 
@@ -160,7 +171,8 @@ func (r *LeaderAwareRunner) Leader() string {
 // background while task runs. When task returns, or ctx ends, Run waits for
 // task to return (renewing meanwhile), releases the lock so that another
 // instance takes over at once, and then campaigns again after a retry period
-// (WithCampaignAgain(true), the default) or returns.
+// (WithCampaignAgain(true), the default) or returns. A term left over from
+// RunTaskOnLeader ends (OnStoppedLeading) before Run's first campaign.
 //
 // When ctx ends, Run returns an error wrapping ctx.Err(). Until then, with
 // WithCampaignAgain(true) a task's error is logged and Run goes on; with
@@ -171,7 +183,8 @@ func (r *LeaderAwareRunner) Leader() string {
 // (bounded by WithReleaseTimeout), with one exception: a task still running a
 // grace period (WithGracePeriod) after its context was cancelled is
 // abandoned, logged, and reported by an error wrapping ErrTaskDidNotStop.
-// The lock is then not released; it expires.
+// The lock is then not released; it expires. A later Run waits for the
+// abandoned task to return before it campaigns.
 //
 // Only one Run may run on a runner at a time, and not alongside
 // RunTaskOnLeader or Resign: those calls return ErrBusy.
@@ -179,23 +192,30 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	if task == nil {
 		return fmt.Errorf("runner: Run: nil task: %w", lock.ErrInvalidArgument)
 	}
-	select {
-	case r.sem <- struct{}{}:
-	default:
+	r.gateMu.Lock()
+	if r.held {
+		r.gateMu.Unlock()
 		return fmt.Errorf("%w: Run called while the runner is in use", ErrBusy)
 	}
-	r.running.Store(true)
-	defer func() {
-		r.running.Store(false)
-		<-r.sem
-	}()
+	r.held, r.running = true, true
+	r.gateMu.Unlock()
+	defer r.leave()
+	if r.hookRunEntered != nil {
+		r.hookRunEntered()
+	}
 
 	for {
 		if ctx.Err() != nil {
 			return r.stopped(ctx)
 		}
+		if !r.awaitAbandoned(ctx) {
+			return r.stopped(ctx)
+		}
 		t, _ := r.campaign(ctx) // failures are logged; campaigning goes on
 		if t == nil {
+			if ctx.Err() != nil {
+				return r.stopped(ctx)
+			}
 			if !r.sleepUntil(ctx, r.lastCampaign.Add(r.jittered())) {
 				return r.stopped(ctx)
 			}
@@ -220,8 +240,9 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 		default:
 			r.cfg.log.Error().Err(res.taskErr).Uint64("fence", t.fence).Msg("task failed")
 		}
-		if ctx.Err() != nil {
-			return r.stopped(ctx)
+		if err := ctx.Err(); err != nil {
+			// The release just had its full timeout; stopped would retry it.
+			return fmt.Errorf("runner: lock %q: %w", r.lockID, err)
 		}
 		// Give the others a retry period to take over.
 		if !r.sleepUntil(ctx, r.lastRelease.Add(r.jittered())) {
@@ -230,14 +251,46 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	}
 }
 
-// stopped ends Run after ctx ended. An acquisition that failed with an error
-// may have taken the lock anyway: release it rather than make the others wait
-// for it to expire.
+// stopped ends Run after ctx ended. An acquisition or release that failed
+// with an error may have left the lock ours: release it rather than make the
+// others wait for it to expire.
 func (r *LeaderAwareRunner) stopped(ctx context.Context) error {
 	if r.ambiguous {
 		_ = r.release(context.WithoutCancel(ctx), 0)
 	}
 	return fmt.Errorf("runner: lock %q: %w", r.lockID, ctx.Err())
+}
+
+// awaitAbandoned waits, in Run, for a task abandoned earlier to return; false
+// if ctx ended first.
+func (r *LeaderAwareRunner) awaitAbandoned(ctx context.Context) bool {
+	if !r.abandonedRunning() {
+		return true
+	}
+	r.cfg.log.Warn().Msg("waiting for the abandoned task to return before campaigning")
+	select {
+	case <-r.abandoned:
+		r.abandoned = nil
+		r.cfg.log.Info().Msg("abandoned task returned")
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// abandonedRunning reports whether a task abandoned earlier is still running.
+func (r *LeaderAwareRunner) abandonedRunning() bool {
+	if r.abandoned == nil {
+		return false
+	}
+	select {
+	case <-r.abandoned:
+		r.abandoned = nil
+		r.cfg.log.Info().Msg("abandoned task returned")
+		return false
+	default:
+		return true
+	}
 }
 
 // RunTaskOnLeader runs task if this instance leads, and reports whether it
@@ -249,20 +302,23 @@ func (r *LeaderAwareRunner) stopped(ctx context.Context) error {
 // and campaigns again at once. While task runs the lease is renewed in the
 // background, and task's context is cancelled with cause lock.ErrLeaseLost
 // as soon as the lease can no longer be trusted (the term then ends and the
-// lock is released once task returned).
+// lock is released once task returned). If ctx has ended by the time the
+// campaign answers, task does not start and a lock just acquired is released.
 //
 // Nothing runs between calls, so call it at least once per renew deadline
 // (once per renew interval is best) to keep leadership from one call to the
 // next. A lease whose deadline passes between calls is not trusted any more:
 // IsLeader turns false at the deadline, the end of that term
-// (OnStoppedLeading) is reported by the next call or Resign, and the next
-// call campaigns again (a new term, with a new fencing token, if the lock was
-// still free). Call Resign at shutdown to hand over at once.
+// (OnStoppedLeading) is reported by the next call, Run or Resign, and the
+// next call campaigns again (a new term, with a new fencing token, if the
+// lock was still free). Call Resign at shutdown to hand over at once.
 //
 // Calls are serialized. It returns the campaign's error if that failed, the
 // task's error otherwise, and an error wrapping ErrTaskDidNotStop if task
 // ignored its cancelled context for a grace period (it is then abandoned and
-// the term ends without a release).
+// the term ends without a release). Until an abandoned task returns, calls
+// neither campaign nor run anything: they return false and an error wrapping
+// ErrTaskDidNotStop.
 func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx context.Context) error) (ran bool, err error) {
 	if task == nil {
 		return false, fmt.Errorf("runner: RunTaskOnLeader: nil task: %w", lock.ErrInvalidArgument)
@@ -270,11 +326,15 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 	if err := r.enter(ctx); err != nil {
 		return false, err
 	}
-	defer func() { <-r.sem }()
+	defer r.leave()
 
 	t, err := r.ensureLeader(ctx)
 	if t == nil {
 		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended during a renewal: the term goes on, the task does not start.
+		return false, fmt.Errorf("runner: lock %q: %w", r.lockID, err)
 	}
 	res := r.lead(ctx, t, task)
 	switch {
@@ -288,13 +348,14 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 
 // Resign ends the current term, if any, and releases the lock so another
 // instance takes over at once. It is for the RunTaskOnLeader shape; Run
-// releases by itself when its context ends. The release is bounded by ctx
-// and WithReleaseTimeout. Not holding the lock is not an error.
+// releases by itself when its context ends. It also retries a release that
+// failed earlier. The release is bounded by ctx and WithReleaseTimeout. Not
+// holding the lock is not an error.
 func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 	if err := r.enter(ctx); err != nil {
 		return err
 	}
-	defer func() { <-r.sem }()
+	defer r.leave()
 
 	r.mu.Lock()
 	t := r.term
@@ -310,21 +371,46 @@ func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 	return r.release(ctx, fence)
 }
 
-// enter takes sem for one call, unless Run holds it.
+// enter takes the gate for one call, unless Run holds it or takes it while
+// the call waits.
 func (r *LeaderAwareRunner) enter(ctx context.Context) error {
-	if r.running.Load() {
-		return fmt.Errorf("%w: Run is running", ErrBusy)
+	for {
+		r.gateMu.Lock()
+		if r.running {
+			r.gateMu.Unlock()
+			return fmt.Errorf("%w: Run is running", ErrBusy)
+		}
+		if !r.held {
+			r.held = true
+			r.gateMu.Unlock()
+			if err := ctx.Err(); err != nil {
+				r.leave()
+				return fmt.Errorf("runner: lock %q: %w", r.lockID, err)
+			}
+			return nil
+		}
+		if r.freed == nil {
+			r.freed = make(chan struct{})
+		}
+		freed := r.freed
+		r.gateMu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return fmt.Errorf("runner: lock %q: %w", r.lockID, ctx.Err())
+		}
 	}
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("runner: lock %q: %w", r.lockID, ctx.Err())
+}
+
+// leave gives the gate up and wakes whoever waits for it.
+func (r *LeaderAwareRunner) leave() {
+	r.gateMu.Lock()
+	defer r.gateMu.Unlock()
+	r.held, r.running = false, false
+	if r.freed != nil {
+		close(r.freed)
+		r.freed = nil
 	}
-	if err := ctx.Err(); err != nil {
-		<-r.sem
-		return fmt.Errorf("runner: lock %q: %w", r.lockID, err)
-	}
-	return nil
 }
 
 // ensureLeader returns the current term, renewing it if due, or campaigns.

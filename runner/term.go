@@ -16,9 +16,28 @@ import (
 // On a failed campaign it learns who leads. The error is the acquisition's;
 // (nil, nil) means another keeper leads. r.lastCampaign is set to the
 // sending of the acquisition, the origin of the next campaign's schedule.
+//
+// It does not campaign while an abandoned task still runs: AcquireLock gives
+// a keeper its own lock back at once, so the task would run twice here.
 func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 	clk := r.cfg.clock
 	log := r.cfg.log
+	if r.abandonedRunning() {
+		return nil, fmt.Errorf("runner: lock %q: not campaigning while an abandoned task still runs: %w",
+			r.lockID, ErrTaskDidNotStop)
+	}
+	// A term left over (from RunTaskOnLeader, trusted or lapsed unreported)
+	// ends before the next one begins, so that callbacks pair up.
+	r.mu.Lock()
+	old, trusted := r.term, r.trustedLocked()
+	r.mu.Unlock()
+	if old != nil {
+		if trusted {
+			r.lost(old, nil, "superseded by a new campaign")
+		} else {
+			r.lost(old, lock.ErrLeaseLost, "renew deadline passed between calls")
+		}
+	}
 	// An acquisition slower than the renew deadline gives a lease that is
 	// not trusted on arrival, so waiting longer is pointless.
 	actx, cancel := clockwork.WithTimeout(ctx, clk, r.cfg.renewDeadline)
@@ -42,6 +61,12 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		return nil, nil
 	}
 	r.ambiguous = false
+	if err := ctx.Err(); err != nil {
+		// Nobody wants the task any more: this term never starts.
+		log.Info().Uint64("fence", lease.Fence).Dur("took", took).Msg("acquired after the context ended; releasing")
+		_ = r.release(context.WithoutCancel(ctx), lease.Fence)
+		return nil, fmt.Errorf("runner: campaign for %q: %w", r.lockID, err)
+	}
 	trust := earliest(lease.Deadline, sent.Add(r.cfg.renewDeadline))
 	if !now.Before(trust) {
 		// Held, but not trustworthy: this term never starts.
@@ -133,8 +158,14 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 	defer cancelTask(nil)
 	info := &taskInfo{fence: t.fence, clock: clk, start: clk.Now()}
 	taskCtx = context.WithValue(taskCtx, taskKey{}, info)
-	done := make(chan error, 1)
-	go func() { done <- task(taskCtx) }()
+	// done is closed when the task returns, even by runtime.Goexit; it
+	// outlives lead if the task is abandoned.
+	done := make(chan struct{})
+	var taskErr error
+	go func() {
+		defer close(done)
+		taskErr = task(taskCtx)
+	}()
 
 	var res leadResult
 	// Each alarm is nil when nothing is scheduled, and replaced once fired.
@@ -203,8 +234,8 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 	ctxDone := ctx.Done()
 	for {
 		select {
-		case err := <-done:
-			res.taskErr, res.returned = err, true
+		case <-done:
+			res.taskErr, res.returned = taskErr, true
 			return res
 
 		case <-ctxDone:
@@ -267,6 +298,7 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 				end(ErrTaskDidNotStop, "task did not stop")
 			}
 			stopRenewal()
+			r.abandoned = done
 			return res
 		}
 	}
@@ -350,28 +382,41 @@ func (r *LeaderAwareRunner) endTerm(t *term) {
 }
 
 // release deletes the lock if this keeper holds it, bounded by the release
-// timeout and ctx. Not holding it is not an error. fence is the term's, for
-// the log (0 if none started).
+// timeout and ctx. Not holding it is not an error. A failed attempt is
+// retried every retry period while the timeout allows, each attempt bounded
+// like a renewal so a hung connection leaves time for another; if none
+// answers, the lock is left ambiguous so that stopped or Resign tries again.
+// fence is the term's, for the log (0 if none started).
 func (r *LeaderAwareRunner) release(ctx context.Context, fence uint64) error {
 	clk := r.cfg.clock
-	rctx, cancel := clockwork.WithTimeout(ctx, clk, r.cfg.releaseTimeout)
-	defer cancel()
-	sent := clk.Now()
-	r.lastRelease = sent
-	err := r.locker.ReleaseLock(rctx, r.lockID, r.keeperID)
-	took := clk.Since(sent)
-	switch {
-	case err == nil:
-		r.ambiguous = false
-		r.cfg.log.Info().Uint64("fence", fence).Dur("took", took).Msg("released")
-		return nil
-	case errors.Is(err, lock.ErrNotHeld):
-		r.ambiguous = false
-		r.cfg.log.Debug().Uint64("fence", fence).Dur("took", took).Msg("release: not held")
-		return nil
-	default:
-		r.cfg.log.Warn().Err(err).Uint64("fence", fence).Dur("took", took).Msg("release failed")
-		return fmt.Errorf("runner: release %q: %w", r.lockID, err)
+	deadline := clk.Now().Add(r.cfg.releaseTimeout)
+	for attempt := 1; ; attempt++ {
+		sent := clk.Now()
+		r.lastRelease = sent
+		remaining := deadline.Sub(sent)
+		rctx, cancel := clockwork.WithTimeout(ctx, clk, min(remaining, max(r.cfg.retryPeriod, remaining/2)))
+		err := r.locker.ReleaseLock(rctx, r.lockID, r.keeperID)
+		cancel()
+		took := clk.Since(sent)
+		switch {
+		case err == nil:
+			r.ambiguous = false
+			r.cfg.log.Info().Uint64("fence", fence).Dur("took", took).Int("attempt", attempt).Msg("released")
+			return nil
+		case errors.Is(err, lock.ErrNotHeld):
+			r.ambiguous = false
+			r.cfg.log.Debug().Uint64("fence", fence).Dur("took", took).Int("attempt", attempt).Msg("release: not held")
+			return nil
+		}
+		// The delete may have happened, or not: the lock may still be ours.
+		r.ambiguous = true
+		next := sent.Add(r.cfg.retryPeriod)
+		retry := ctx.Err() == nil && next.Before(deadline)
+		r.cfg.log.Warn().Err(err).Uint64("fence", fence).Dur("took", took).Int("attempt", attempt).
+			Bool("retrying", retry).Msg("release failed")
+		if !retry || !r.sleepUntil(ctx, next) {
+			return fmt.Errorf("runner: release %q: %w", r.lockID, err)
+		}
 	}
 }
 
