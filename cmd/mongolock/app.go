@@ -49,8 +49,15 @@ type app struct {
 	getenv         func(string) string
 	isTerminal     func(any) bool
 
-	g   globals
-	red redactor // set once the URI is known
+	g        globals
+	explicit map[string]bool // global flags given before the command
+	red      redactor        // set once the URI is known
+
+	// The demo re-runs this program as its instances: exe finds it (default
+	// os.Executable) and childEnv is added to their environment. Tests run
+	// the test binary as the program this way.
+	exe      func() (string, error)
+	childEnv []string
 }
 
 // globals are the flags every command accepts, before or after its name.
@@ -97,6 +104,8 @@ func commands() []command {
 			{name: "release", args: "ID (--keeper K | --force [--yes])", summary: "release a lock as its keeper, or force it", run: (*app).locksRelease},
 		}},
 		{name: "jobs", args: "[JOB...] [--json] [--history N] [flags]", summary: "the scheduler's jobs and their last runs", run: (*app).jobs},
+		{name: "demo", args: "[--duration D] [--instances N] [flags]", summary: "watch three instances share cron jobs and fail over (no set-up needed)", run: (*app).demo},
+		{name: "demo-instance", args: "[--name N] [--for D] [flags]", summary: "one instance of the demo, as docker-compose runs it", run: (*app).demoInstance},
 	}
 }
 
@@ -107,6 +116,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		stderr:     stderr,
 		getenv:     os.Getenv,
 		isTerminal: isTerminal,
+		exe:        os.Executable,
 	}
 	return a.main(ctx, args)
 }
@@ -141,6 +151,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return a.flagErr(err, nil)
 	}
+	a.explicit = make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { a.explicit[f.Name] = true })
 	args = fs.Args()
 	table := commands()
 	if len(args) == 0 {

@@ -7,6 +7,14 @@
 //	mongolock [global flags] locks release ID --keeper K
 //	mongolock [global flags] locks release ID --force [--yes]
 //	mongolock [global flags] jobs [--json]
+//	mongolock [global flags] demo [--duration D] [--instances N] [--keep]
+//	mongolock [global flags] demo-instance [--name N] [--for D]
+//
+// demo needs no server: without --uri or MONGODB_URI it starts an embedded
+// FerretDB. It runs instances of demo-instance as child processes (leader-only
+// cron jobs and a leader task), kills the leader, and prints a summary; it
+// exits 1 if any firing ran twice, or if an instance failed or nobody took
+// over from a leader it stopped.
 //
 // The server comes from --uri or MONGODB_URI. Global flags may also follow
 // the command. Output goes to stdout; logs go to stderr, human-readable on a

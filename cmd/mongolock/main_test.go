@@ -10,7 +10,14 @@ import (
 	"github.com/mongolock/mongolock/internal/mongotest"
 )
 
+// envRunMain makes the test binary behave as the mongolock command, so that
+// the demo's tests can run it as their instances (and as the demo itself).
+const envRunMain = "MONGOLOCK_TEST_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+	}
 	code := mongotest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -67,7 +67,7 @@ func NewProxiedClient(tb testing.TB, opts ...*options.ClientOptions) (*mongo.Cli
 func upstream(tb testing.TB, e *environment) string {
 	tb.Helper()
 	if e.embedded != nil {
-		return e.embedded.proxy.addr()
+		return e.embedded.Addr()
 	}
 	o := baseOptions(tb, e.uri)
 	c, err := mongo.Connect(o)

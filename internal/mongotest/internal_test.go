@@ -1,8 +1,6 @@
 package mongotest
 
 import (
-	"bytes"
-	"encoding/binary"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,38 +35,5 @@ func TestRedact(t *testing.T) {
 		if got := redact(in); got != want {
 			t.Errorf("redact(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func wireMessage(opCode int32, flags uint32) []byte {
-	msg := make([]byte, 21)
-	binary.LittleEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.LittleEndian.PutUint32(msg[12:], uint32(opCode))
-	binary.LittleEndian.PutUint32(msg[16:], flags)
-	return msg
-}
-
-func TestReadMessage(t *testing.T) {
-	msg := wireMessage(opMsg, flagMoreToCome)
-	got, err := readMessage(bytes.NewReader(append(msg, 0xff)))
-	if err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("readMessage = %x, %v; want %x", got, err, msg)
-	}
-	if !moreToCome(got) {
-		t.Error("moreToCome = false for an OP_MSG with the flag")
-	}
-	if moreToCome(wireMessage(opMsg, 0)) || moreToCome(wireMessage(2004, flagMoreToCome)) {
-		t.Error("moreToCome = true without an OP_MSG flag")
-	}
-
-	for _, size := range []uint32{0, 15, maxMessageLen + 1, 1 << 31} {
-		var b [4]byte
-		binary.LittleEndian.PutUint32(b[:], size)
-		if _, err := readMessage(bytes.NewReader(b[:])); err == nil {
-			t.Errorf("readMessage accepted length %d", size)
-		}
-	}
-	if _, err := readMessage(bytes.NewReader(msg[:10])); err == nil {
-		t.Error("readMessage accepted a truncated message")
 	}
 }

@@ -4,7 +4,7 @@
 // standalone or replica set). Otherwise the first helper call starts an
 // embedded FerretDB (SQLite backend, temporary directory) behind a proxy that
 // runs one command at a time, because FerretDB alone does not give MongoDB's
-// single-document atomicity (see serializer.go).
+// single-document atomicity (see package internal/embedded).
 //
 // The server is shared by the whole test binary; each test isolates itself by
 // using its own database (NewDatabase), so tests may call t.Parallel. A package
@@ -28,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mongolock/mongolock/internal/embedded"
 )
 
 // EnvURI names the environment variable that selects an external server.
@@ -42,8 +44,8 @@ const (
 // environment is the server shared by the test binary.
 type environment struct {
 	backend  string
-	uri      string    // what clients connect to
-	embedded *embedded // nil when EnvURI is set
+	uri      string           // what clients connect to
+	embedded *embedded.Server // nil when EnvURI is set
 }
 
 var (
@@ -65,8 +67,8 @@ func setup() (*environment, error) {
 			envErr = fmt.Errorf("mongotest: start embedded FerretDB: %w", err)
 			return
 		}
-		env = &environment{backend: BackendFerretDB, uri: e.uri(), embedded: e}
-		fmt.Fprintf(os.Stderr, "mongotest: backend=ferretdb-embedded uri=%s dir=%s\n", env.uri, e.dir)
+		env = &environment{backend: BackendFerretDB, uri: e.URI(), embedded: e}
+		fmt.Fprintf(os.Stderr, "mongotest: backend=ferretdb-embedded uri=%s dir=%s\n", env.uri, e.Dir())
 	})
 	return env, envErr
 }
@@ -90,7 +92,7 @@ func Main(m *testing.M) int {
 	// Tests are over: Do only orders this read after a setup that ran.
 	envOnce.Do(func() {})
 	if env != nil && env.embedded != nil {
-		if err := env.embedded.close(); err != nil {
+		if err := env.embedded.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "mongotest: stop embedded FerretDB: %v\n", err)
 			if code == 0 {
 				code = 1

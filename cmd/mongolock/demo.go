@@ -1,0 +1,554 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongolock/mongolock/internal/embedded"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Defaults of the demo's flags.
+const (
+	demoDuration  = 30 * time.Second
+	demoInstances = 3
+	maxInstances  = 9
+)
+
+// demoFlags are the demo's own flags.
+type demoFlags struct {
+	duration  time.Duration
+	instances int
+	killAfter time.Duration
+	stopAfter time.Duration
+	keep      bool
+}
+
+// demo is one run of `mongolock demo`: the instances it started, what they
+// reported, and the plan.
+type demo struct {
+	a      *app
+	f      demoFlags
+	clock  clockwork.Clock
+	out    io.Writer
+	uri    string // what the instances connect to
+	dbName string
+
+	msgs     chan demoMsg
+	wg       sync.WaitGroup // the goroutines reading and waiting for each child
+	children []*demoChild
+	log      []demoRecord
+
+	failover *demoRecord // the kill or stop of a leader that nobody replaced yet
+}
+
+// demoChild is one instance process.
+type demoChild struct {
+	name    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	up      bool // running and not asked to stop
+	leading bool // as last reported
+	exited  bool
+}
+
+// demoMsg is what a child's goroutines pass to the demo's loop: a line of
+// its stdout or stderr, or its exit.
+type demoMsg struct {
+	child  *demoChild
+	line   string
+	stderr bool
+	exit   bool
+	err    error
+}
+
+func (a *app) demo(ctx context.Context, args []string) error {
+	a.demoDefaults()
+	if !a.explicit["db"] {
+		a.g.db = "" // a fresh database for every run, unless --db
+	}
+	f := demoFlags{duration: demoDuration, instances: demoInstances}
+	fs := a.flagSet("demo")
+	fs.DurationVar(&f.duration, "duration", f.duration, "how long the demo runs")
+	fs.IntVar(&f.instances, "instances", f.instances, fmt.Sprintf("how many instances to run (2 to %d)", maxInstances))
+	fs.DurationVar(&f.killAfter, "kill-after", 0, "when to SIGKILL the leader (default a third of --duration; 0 to never)")
+	fs.DurationVar(&f.stopAfter, "stop-after", 0, "when to stop the next leader gracefully (default two thirds of --duration; 0 to never)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the demo's database (with --uri; otherwise it is dropped)")
+	pos, err := a.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !set["kill-after"] {
+		f.killAfter = f.duration / 3
+	}
+	if !set["stop-after"] {
+		f.stopAfter = 2 * f.duration / 3
+		if f.check(a.g.ttl) != nil { // too short a demo for both: kill only
+			f.stopAfter = 0
+		}
+	}
+	if err := f.check(a.g.ttl); err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("demo takes no arguments, got %q", pos[0])
+	}
+	if _, err := a.logger(); err != nil {
+		return err
+	}
+
+	d := &demo{a: a, f: f, clock: clockwork.NewRealClock(), out: a.stdout, msgs: make(chan demoMsg)}
+	uri := a.g.uri
+	if uri == "" {
+		uri = a.getenv(envURI)
+	}
+	where := ""
+	if uri == "" {
+		if f.keep {
+			return usagef("--keep needs --uri: the embedded server's data is removed at exit")
+		}
+		// FerretDB logs failed commands (duplicate keys are how locks say
+		// "taken") at Warn: only errors are worth showing.
+		flog := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		srv, err := embedded.Start(ctx, "", flog)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := srv.Close(); err != nil {
+				fmt.Fprintf(a.stderr, "mongolock: demo: %v\n", err)
+			}
+		}()
+		uri = srv.URI()
+		where = fmt.Sprintf("embedded FerretDB at %s (temporary: removed at exit)", srv.Addr())
+	}
+	a.g.uri = uri
+	given := a.g.db != ""
+	if !given {
+		a.g.db = demoDatabaseName(d.clock.Now())
+	}
+	db, disconnect, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer disconnect()
+	if given {
+		// The demo writes locks and jobs, and drops the database at the end:
+		// never in a database that holds anything already.
+		lctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+		names, err := db.ListCollectionNames(lctx, bson.D{})
+		cancel()
+		switch {
+		case err != nil:
+			return fmt.Errorf("list the collections of %s: %w", db.Name(), err)
+		case len(names) > 0:
+			return usagef("database %s is not empty (%s): the demo needs one of its own; leave out --db for a fresh one", db.Name(), strings.Join(names, ", "))
+		}
+	}
+	if where == "" {
+		where = a.red.uri()
+	}
+	d.uri, d.dbName = uri, db.Name()
+	return d.run(ctx, db, where)
+}
+
+// check validates the plan: a failover needs time to happen before the next
+// step and before the end.
+func (f demoFlags) check(ttl time.Duration) error {
+	room := 2 * ttl // a failover takes up to TTL plus a retry period
+	switch {
+	case f.duration <= 0:
+		return usagef("--duration must be positive")
+	case f.instances < 2 || f.instances > maxInstances:
+		return usagef("--instances must be between 2 and %d", maxInstances)
+	case f.killAfter < 0 || f.stopAfter < 0:
+		return usagef("--kill-after and --stop-after must not be negative")
+	case f.killAfter > 0 && f.duration-f.killAfter < room:
+		return usagef("--kill-after %v leaves less than 2 x TTL (%v) before the end (--duration %v) for the failover", f.killAfter, room, f.duration)
+	case f.stopAfter > 0 && f.duration-f.stopAfter < room:
+		return usagef("--stop-after %v leaves less than 2 x TTL (%v) before the end (--duration %v) for the handover", f.stopAfter, room, f.duration)
+	case f.killAfter > 0 && f.stopAfter > 0 && f.stopAfter-f.killAfter < room && f.stopAfter > f.killAfter:
+		return usagef("--stop-after must come at least 2 x TTL (%v) after --kill-after, for the failover", room)
+	}
+	return nil
+}
+
+// demoDatabaseName is a fresh database name for one run.
+func demoDatabaseName(now time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return "mongolock_demo_" + now.UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+}
+
+func (d *demo) run(ctx context.Context, db *mongo.Database, where string) error {
+	d.header(where)
+	var startErr error
+	for i := range d.f.instances {
+		if err := d.spawn(fmt.Sprintf("app%d", i+1)); err != nil {
+			startErr = fmt.Errorf("start an instance: %w", err)
+			break
+		}
+	}
+	interrupted := d.loop(ctx, startErr != nil)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.a.g.timeout)
+	defer cancel()
+	if startErr != nil {
+		d.drop(cctx, db)
+		return startErr
+	}
+
+	s := summarize(d.log, demoJobs())
+	s.print(d.out, d.a.g.ttl)
+	failures := s.failures()
+
+	// Count again from what the scheduler recorded, independently of the
+	// instances' reports.
+	if runs, twice, err := recordedRuns(cctx, db); err != nil {
+		fmt.Fprintf(d.out, "  %-20s %v\n", "database check:", d.a.red.oneLine(err.Error()))
+		failures = append(failures, "could not check the recorded runs")
+	} else {
+		fmt.Fprintf(d.out, "  %-20s %d runs recorded in %s, %d firing(s) recorded twice\n", "database check:", runs, scheduler.DefaultRunsCollection, twice)
+		if twice > 0 {
+			failures = append(failures, fmt.Sprintf("%d firing(s) recorded twice", twice))
+		}
+	}
+	d.drop(cctx, db)
+
+	switch {
+	case interrupted:
+		return errors.New("demo interrupted")
+	case len(failures) > 0:
+		fmt.Fprintf(d.out, "FAILED: %s\n", strings.Join(failures, "; "))
+		return fmt.Errorf("demo failed: %s", strings.Join(failures, "; "))
+	}
+	fmt.Fprintln(d.out, "OK: no firing ran twice.")
+	return nil
+}
+
+// drop drops the demo's database unless --keep.
+func (d *demo) drop(ctx context.Context, db *mongo.Database) {
+	if d.f.keep {
+		fmt.Fprintf(d.out, "  %-20s %s kept (--keep)\n", "database:", d.dbName)
+		return
+	}
+	if err := db.Drop(ctx); err != nil {
+		fmt.Fprintf(d.out, "  could not drop database %s: %s\n", d.dbName, d.a.red.oneLine(err.Error()))
+	}
+}
+
+func (d *demo) header(where string) {
+	ttl := d.a.g.ttl
+	fmt.Fprintf(d.out, "mongolock demo: %d instances for %v, lease TTL %v\n", d.f.instances, d.f.duration, ttl)
+	fmt.Fprintf(d.out, "  server:    %s\n", where)
+	fmt.Fprintf(d.out, "  database:  %s\n", d.dbName)
+	var jobs []string
+	for _, j := range demoJobs() {
+		jobs = append(jobs, fmt.Sprintf("%s (%s)", j.name, j.spec))
+	}
+	fmt.Fprintf(d.out, "  each runs: migrations; cron jobs %s on whichever instance claims each firing;\n", strings.Join(jobs, ", "))
+	fmt.Fprintf(d.out, "             a leader task on the instance holding lock %q\n", demoLeaderLock)
+	var plan []string
+	if d.f.killAfter > 0 {
+		plan = append(plan, fmt.Sprintf("at %v SIGKILL the leader (failover within about TTL)", d.f.killAfter))
+	}
+	if d.f.stopAfter > 0 {
+		plan = append(plan, fmt.Sprintf("at %v stop the leader gracefully (it releases: handover at once)", d.f.stopAfter))
+	}
+	plan = append(plan, fmt.Sprintf("at %v stop everything and count", d.f.duration))
+	fmt.Fprintf(d.out, "  plan:      %s\n\n", strings.Join(plan, "; "))
+}
+
+// spawn starts one instance: this very program, running demo-instance.
+func (d *demo) spawn(name string) error {
+	exe := d.a.exe
+	if exe == nil {
+		exe = os.Executable
+	}
+	path, err := exe()
+	if err != nil {
+		return err
+	}
+	g := d.a.g
+	cmd := exec.Command(path, "demo-instance", "--name", name, "--events", "--watch-stdin",
+		"--db", d.dbName, "--collection", g.collection, "--ttl", g.ttl.String(),
+		"--timeout", g.timeout.String(), "--log-level", g.logLevel)
+	// The URI goes in the environment, not the arguments that ps shows.
+	cmd.Env = append(append(os.Environ(), envURI+"="+d.uri), d.a.childEnv...)
+	cmd.SysProcAttr = demoSysProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c := &demoChild{name: name, cmd: cmd, stdin: stdin, up: true}
+	d.children = append(d.children, c)
+	d.wg.Go(func() {
+		var readers sync.WaitGroup
+		readers.Go(func() { d.read(c, stdout, false) })
+		readers.Go(func() { d.read(c, stderr, true) })
+		readers.Wait() // Wait closes the pipes: read them to the end first
+		err := cmd.Wait()
+		d.msgs <- demoMsg{child: c, exit: true, err: err}
+	})
+	return nil
+}
+
+// read passes r's lines to the loop until r ends.
+func (d *demo) read(c *demoChild, r io.Reader, stderr bool) {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if line = strings.TrimRight(line, "\r\n"); line != "" {
+			d.msgs <- demoMsg{child: c, line: line, stderr: stderr}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// loop runs the plan and relays what the instances report until every one
+// of them exited. It reports whether ctx ended first.
+func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
+	timer := func(after time.Duration) (<-chan time.Time, func() bool) {
+		if after <= 0 {
+			return nil, func() bool { return false }
+		}
+		t := d.clock.NewTimer(after)
+		return t.Chan(), t.Stop
+	}
+	killC, stopKill := timer(d.f.killAfter)
+	defer stopKill()
+	stopC, stopStop := timer(d.f.stopAfter)
+	defer stopStop()
+	endC, stopEnd := timer(d.f.duration)
+	defer stopEnd()
+	var forceC <-chan time.Time
+	stopForce := func() bool { return false }
+	defer func() { stopForce() }()
+	done := ctx.Done()
+	pendingKill, pendingStop := false, false
+
+	shutdown := func(why string) {
+		killC, stopC, endC, done = nil, nil, nil, nil
+		pendingKill, pendingStop = false, false
+		d.note(why)
+		for _, c := range d.children {
+			d.stop(c, false, "end of the demo")
+		}
+		// Instances stop within their TTL and a few seconds; then force them.
+		forceC, stopForce = timer(d.a.g.ttl + 2*demoStopTimeout)
+	}
+	if stopNow {
+		shutdown("stopping the instances started so far")
+	}
+
+	live := len(d.children)
+	for live > 0 {
+		select {
+		case m := <-d.msgs:
+			if d.handle(m) {
+				live--
+			}
+			if pendingKill && d.leader() != nil {
+				pendingKill = !d.kill()
+			} else if pendingStop && !pendingKill && d.leader() != nil && d.failover == nil {
+				pendingStop = !d.stopLeader()
+			}
+		case <-killC:
+			killC = nil
+			pendingKill = !d.kill()
+		case <-stopC:
+			stopC = nil
+			pendingStop = pendingKill || d.failover != nil || !d.stopLeader()
+		case <-endC:
+			shutdown("time is up: stopping every instance")
+		case <-done:
+			interrupted = true
+			shutdown("interrupted: stopping every instance")
+		case <-forceC:
+			forceC = nil
+			for _, c := range d.children {
+				if !c.exited {
+					d.note(c.name + " did not stop in time: killing it")
+					d.killChild(c)
+				}
+			}
+		}
+	}
+	d.wg.Wait()
+	return interrupted
+}
+
+// leader returns the instance that reported leading last, if it is up.
+func (d *demo) leader() *demoChild {
+	for _, c := range d.children {
+		if c.leading && c.up {
+			return c
+		}
+	}
+	return nil
+}
+
+// kill sends SIGKILL to the leader, if there is one.
+func (d *demo) kill() bool {
+	c := d.leader()
+	if c == nil {
+		d.note("no leader to kill yet: waiting for one")
+		return false
+	}
+	rec := d.record(demoEvent{Instance: c.name, Ev: evKilled, Leader: true})
+	d.failover = &rec
+	d.killChild(c)
+	return true
+}
+
+func (d *demo) killChild(c *demoChild) {
+	c.up = false
+	if c.cmd.Process != nil {
+		_ = c.cmd.Process.Kill() // SIGKILL; an error means it is gone already
+	}
+}
+
+// stopLeader asks the leader to stop, if another instance can take over.
+func (d *demo) stopLeader() bool {
+	c := d.leader()
+	if c == nil {
+		d.note("no leader to stop yet: waiting for one")
+		return false
+	}
+	others := 0
+	for _, o := range d.children {
+		if o.up && o != c {
+			others++
+		}
+	}
+	if others == 0 {
+		d.note("not stopping the leader: no other instance is up")
+		return true
+	}
+	d.stop(c, true, "")
+	return true
+}
+
+// stop asks c to stop by closing its stdin: it releases what it holds and
+// exits. That works wherever pipes do, unlike signals.
+func (d *demo) stop(c *demoChild, leader bool, why string) {
+	if !c.up {
+		return
+	}
+	c.up = false
+	rec := d.record(demoEvent{Instance: c.name, Ev: evStopping, Leader: leader && c.leading, Msg: why})
+	if rec.ev.Leader {
+		d.failover = &rec
+	}
+	_ = c.stdin.Close()
+}
+
+// handle records and prints one message; it reports whether the child exited.
+func (d *demo) handle(m demoMsg) bool {
+	c := m.child
+	if m.exit {
+		c.exited, c.up, c.leading = true, false, false
+		ev := demoEvent{Instance: c.name, Ev: evExited}
+		if m.err != nil {
+			ev.Msg = m.err.Error()
+		}
+		d.record(ev)
+		return true
+	}
+	var ev demoEvent
+	if m.stderr || json.Unmarshal([]byte(m.line), &ev) != nil || ev.Ev == "" {
+		d.record(demoEvent{Instance: c.name, Ev: evLog, Msg: m.line})
+		return false
+	}
+	ev.Instance = c.name
+	extra := ""
+	switch ev.Ev {
+	case evLead:
+		for _, o := range d.children {
+			o.leading = false
+		}
+		c.leading = true
+		if f := d.failover; f != nil && f.ev.Instance != c.name {
+			took := d.clock.Now().Sub(f.at)
+			what := "SIGKILL"
+			if f.ev.Ev == evStopping {
+				what = "stop"
+			}
+			extra = fmt.Sprintf("<- failover %d ms after the %s of %s (%.2f x TTL)", took.Milliseconds(), what, f.ev.Instance, took.Seconds()/d.a.g.ttl.Seconds())
+			d.failover = nil
+		}
+	case evUnlead:
+		c.leading = false
+	}
+	d.log = append(d.log, demoRecord{at: d.clock.Now(), ev: ev})
+	fmt.Fprintln(d.out, eventLine(ev, extra))
+	return false
+}
+
+// record adds an event of the demo's own to the log and prints it.
+func (d *demo) record(ev demoEvent) demoRecord {
+	now := d.clock.Now()
+	ev.T = now
+	r := demoRecord{at: now, ev: ev}
+	d.log = append(d.log, r)
+	fmt.Fprintln(d.out, eventLine(ev, ""))
+	return r
+}
+
+// note prints a line of the demo's own that the summary does not need.
+func (d *demo) note(msg string) {
+	fmt.Fprintf(d.out, "%s  %-8s %s\n", d.clock.Now().Local().Format(clockFormat), "demo", msg)
+}
+
+// recordedRuns counts the runs in the scheduler's history and the firings
+// recorded more than once.
+func recordedRuns(ctx context.Context, db *mongo.Database) (runs, twice int, err error) {
+	for _, j := range demoJobs() {
+		hist, err := scheduler.LoadHistory(ctx, db.Collection(scheduler.DefaultRunsCollection), j.name, 0)
+		if err != nil {
+			return 0, 0, err
+		}
+		seen := make(map[int64]int)
+		for _, r := range hist {
+			seen[r.Scheduled.UnixNano()]++
+		}
+		runs += len(hist)
+		for _, n := range seen {
+			if n > 1 {
+				twice++
+			}
+		}
+	}
+	return runs, twice, nil
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/migrations"
+	"github.com/mongolock/mongolock/runner"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Defaults of the demo commands.
+const (
+	// demoTTL is the lease TTL of the demo: short, so failover shows.
+	demoTTL = 3 * time.Second
+	// demoLogLevel keeps the libraries' per-run Info logs out of the demo.
+	demoLogLevel = "warn"
+	// demoWork is how long a job run lasts.
+	demoWork = 100 * time.Millisecond
+	// demoStopTimeout bounds an instance's shutdown beyond its TTL.
+	demoStopTimeout = 5 * time.Second
+)
+
+// Causes of an instance's shutdown.
+var (
+	errStdinClosed = errors.New("stdin closed")
+	errShutdown    = errors.New("shutting down")
+)
+
+// demoDefaults gives the demo commands their own defaults for the global
+// flags the operator did not set before the command.
+func (a *app) demoDefaults() {
+	if !a.explicit["ttl"] {
+		a.g.ttl = demoTTL
+	}
+	if !a.explicit["log-level"] {
+		a.g.logLevel = demoLogLevel
+	}
+}
+
+// demoInstance is one instance of the demo: it applies the migrations, runs
+// the demo's cron jobs on a Scheduler and a leader task on a
+// LeaderAwareRunner, and reports what it does, until interrupted (or --for,
+// or, with --watch-stdin, until its stdin closes).
+func (a *app) demoInstance(ctx context.Context, args []string) error {
+	a.demoDefaults()
+	fs := a.flagSet("demo-instance")
+	host, _ := os.Hostname()
+	name := fs.String("name", host, "the instance's name in the output")
+	events := fs.Bool("events", false, "print JSON event lines (for mongolock demo) instead of readable ones")
+	watchStdin := fs.Bool("watch-stdin", false, "stop when stdin closes (mongolock demo's instances: the demo ended or died)")
+	migrate := fs.Bool("migrate", true, "apply the migrations first")
+	runFor := fs.Duration("for", 0, "stop after this long (0: run until interrupted)")
+	work := fs.Duration("work", demoWork, "how long each job run lasts")
+	pos, err := a.parse(fs, args)
+	switch {
+	case err != nil:
+		return err
+	case len(pos) > 0:
+		return usagef("demo-instance takes no arguments, got %q", pos[0])
+	case *name == "":
+		return usagef("--name is empty")
+	case *runFor < 0 || *work < 0:
+		return usagef("--for and --work must not be negative")
+	}
+	log, err := a.instanceLogger(*events)
+	if err != nil {
+		return err
+	}
+	log = log.With().Str("instance", *name).Logger()
+	em := &emitter{w: a.stdout, json: *events, name: *name, now: time.Now}
+
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(errShutdown)
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, *runFor, errShutdown)
+		defer cancel()
+	}
+	if *watchStdin {
+		// The read cannot be interrupted: this goroutine ends with stdin or
+		// with the process, which is what the flag is for.
+		go func() {
+			_, _ = io.Copy(io.Discard, a.stdin)
+			stop(errStdinClosed)
+		}()
+	}
+
+	if err := a.runInstance(ctx, em, log, *migrate, *work); err != nil {
+		em.emit(demoEvent{Ev: evError, Msg: a.red.oneLine(err.Error())})
+		return err
+	}
+	return nil
+}
+
+// instanceLogger is the logger of an instance: for the demo, plain console
+// lines that the demo relays; otherwise as every command logs.
+func (a *app) instanceLogger(events bool) (zerolog.Logger, error) {
+	log, err := a.logger()
+	if err != nil || !events {
+		return log, err
+	}
+	w := zerolog.ConsoleWriter{Out: a.stderr, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}
+	return log.Output(w), nil
+}
+
+func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, migrate bool, work time.Duration) error {
+	db, disconnect, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer disconnect()
+	keeper := em.name + "/" + lock.NewKeeperID()
+	em.emit(demoEvent{Ev: evStart, PID: os.Getpid(), Keeper: keeper})
+
+	if migrate {
+		m, err := migrations.New(db,
+			migrations.WithLockCollection(a.g.collection),
+			migrations.WithLockTTL(a.g.ttl),
+			migrations.WithKeeperID(keeper),
+			migrations.WithRetryPeriod(min(migrations.DefaultRetryPeriod, a.g.ttl/2)),
+			migrations.WithLogger(log),
+		)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		res, err := m.Up(ctx)
+		if err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
+		ev := demoEvent{Ev: evMigrated, WaitedMS: res.Waited.Milliseconds()}
+		for _, ap := range res.Applied {
+			ev.Applied = append(ev.Applied, ap.Version)
+		}
+		em.emit(ev)
+	}
+
+	locker, err := a.locker(db, log)
+	if err != nil {
+		return err
+	}
+	sched, err := scheduler.New(db, locker, keeper, scheduler.WithSeconds(), scheduler.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	for _, j := range demoJobs() {
+		if err := sched.AddJob(j.name, j.spec, demoJobFunc(em, work)); err != nil {
+			return err
+		}
+	}
+	lead, err := runner.New(locker, demoLeaderLock, keeper,
+		runner.OnStartedLeading(func(fence uint64) { em.emit(demoEvent{Ev: evLead, Fence: fence}) }),
+		runner.WithLogger(log))
+	if err != nil {
+		return err
+	}
+
+	if err := sched.Start(); err != nil {
+		return err
+	}
+	em.emit(demoEvent{Ev: evReady})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = lead.Run(ctx, demoLeaderTask(em)) }) // returns when ctx ends, after releasing
+	<-ctx.Done()
+
+	// Hand over at once: the runner releases the leader lock, the scheduler
+	// cancels running jobs and releases their locks.
+	wg.Wait()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.g.ttl+demoStopTimeout)
+	defer cancel()
+	if err := sched.Stop(sctx); err != nil {
+		return fmt.Errorf("stop the scheduler: %w", err)
+	}
+	em.emit(demoEvent{Ev: evStopped, Msg: context.Cause(ctx).Error()})
+	return nil
+}
+
+// demoJobFunc reports the run, then works for a while.
+func demoJobFunc(em *emitter, work time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		run, _ := scheduler.RunFromContext(ctx)
+		em.emit(demoEvent{Ev: evRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence})
+		t := time.NewTimer(work)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// demoLeaderTask is the leader's long-running task. A real one would work
+// here, passing runner.FenceFrom(ctx) to what it writes; this one waits for
+// the end of its term and says why it ended.
+func demoLeaderTask(em *emitter) func(context.Context) error {
+	return func(ctx context.Context) error {
+		<-ctx.Done()
+		why := "shutting down, hands the lock over"
+		if cause := context.Cause(ctx); errors.Is(cause, lock.ErrLeaseLost) {
+			why = "its lease could not be renewed in time (" + cause.Error() + ")"
+		}
+		em.emit(demoEvent{Ev: evUnlead, Msg: why})
+		return nil
+	}
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// demoRecord is an event as the demo received it: at is the demo's own clock
+// on receipt (monotonic), which is what failover times are measured with.
+type demoRecord struct {
+	at time.Time
+	ev demoEvent
+}
+
+// demoSettle is how long before an instance went down a firing must fall for
+// that instance to count as able to run it: a claim and a lock take a few
+// round trips, and a firing claimed by an instance that is then killed, or
+// asked to stop, is skipped (at most once), not run by another.
+const demoSettle = time.Second
+
+type firingKey struct {
+	job string
+	at  int64 // Unix nanoseconds
+}
+
+func (k firingKey) String() string {
+	return k.job + " " + time.Unix(0, k.at).Local().Format("15:04:05")
+}
+
+// failover is a leader the demo killed or stopped, and who took over.
+type failover struct {
+	from, to string
+	kind     string    // "SIGKILL" or "stop"
+	at       time.Time // demo's clock
+	took     time.Duration
+	done     bool // someone else led afterwards
+}
+
+// demoSummary is what the demo proves. ok says whether it held.
+type demoSummary struct {
+	instances   []string
+	runs        int // run events
+	perJob      map[string]int
+	perInstance map[string]int
+	twice       map[firingKey][]string // firings run more than once, and by whom
+	due         int                    // firings due while an instance could run them
+	missed      []firingKey
+	failovers   []failover
+	migrations  map[int64][]string // version -> instances that applied it
+	problems    []string           // unexpected exits and errors
+	terms       int                // leader terms that began
+}
+
+// summarize computes the summary from the demo's log, in receipt order.
+func summarize(log []demoRecord, jobs []demoJob) demoSummary {
+	s := demoSummary{
+		perJob:      make(map[string]int),
+		perInstance: make(map[string]int),
+		twice:       make(map[firingKey][]string),
+		migrations:  make(map[int64][]string),
+	}
+	ran := make(map[firingKey][]string)
+	ready := make(map[string]time.Time)
+	down := make(map[string]time.Time)
+	killed := make(map[string]bool)
+	var open []int // failovers waiting for a new leader
+	var last time.Time
+	for _, r := range log {
+		ev := r.ev
+		if ev.T.After(last) {
+			last = ev.T
+		}
+		switch ev.Ev {
+		case evStart:
+			s.instances = append(s.instances, ev.Instance)
+		case evMigrated:
+			for _, v := range ev.Applied {
+				s.migrations[v] = append(s.migrations[v], ev.Instance)
+			}
+		case evReady:
+			ready[ev.Instance] = ev.T
+		case evRun:
+			k := firingKey{ev.Job, ev.Firing.UnixNano()}
+			ran[k] = append(ran[k], ev.Instance)
+			s.runs++
+			s.perInstance[ev.Instance]++
+		case evLead:
+			s.terms++
+			for _, i := range open {
+				if f := &s.failovers[i]; ev.Instance != f.from {
+					f.to, f.took, f.done = ev.Instance, r.at.Sub(f.at), true
+				}
+			}
+			open = slices.DeleteFunc(open, func(i int) bool { return s.failovers[i].done })
+		case evKilled, evStopping:
+			if _, ok := down[ev.Instance]; !ok {
+				down[ev.Instance] = ev.T
+			}
+			if ev.Ev == evKilled {
+				killed[ev.Instance] = true
+			}
+			if ev.Leader {
+				kind := "stop"
+				if ev.Ev == evKilled {
+					kind = "SIGKILL"
+				}
+				s.failovers = append(s.failovers, failover{from: ev.Instance, kind: kind, at: r.at})
+				open = append(open, len(s.failovers)-1)
+			}
+		case evExited:
+			if _, ok := down[ev.Instance]; !ok {
+				down[ev.Instance] = ev.T
+			}
+			if ev.Msg != "" && !killed[ev.Instance] {
+				s.problems = append(s.problems, fmt.Sprintf("%s exited unexpectedly: %s", ev.Instance, ev.Msg))
+			}
+		case evError:
+			s.problems = append(s.problems, ev.Instance+": "+ev.Msg)
+		}
+	}
+	for k, who := range ran {
+		s.perJob[k.job]++
+		if len(who) > 1 {
+			s.twice[k] = who
+		}
+	}
+
+	// Firings due while some instance had started its scheduler and was not
+	// about to go down.
+	for _, j := range jobs {
+		var first, end time.Time
+		for name, r := range ready {
+			if first.IsZero() || r.Before(first) {
+				first = r
+			}
+			d, ok := down[name]
+			if !ok {
+				d = last
+			}
+			if d.After(end) {
+				end = d
+			}
+		}
+		if first.IsZero() {
+			continue
+		}
+		for f := first.Truncate(j.every).Add(j.every); !f.After(end); f = f.Add(j.every) {
+			covered := false
+			for name, r := range ready {
+				d, ok := down[name]
+				if !ok {
+					d = last
+				}
+				if r.Before(f) && !f.After(d.Add(-demoSettle)) {
+					covered = true
+					break
+				}
+			}
+			if !covered {
+				continue
+			}
+			s.due++
+			if k := (firingKey{j.name, f.UnixNano()}); len(ran[k]) == 0 {
+				s.missed = append(s.missed, k)
+			}
+		}
+	}
+	slices.SortFunc(s.missed, func(a, b firingKey) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.job, b.job))
+	})
+	return s
+}
+
+// firings is the number of distinct firings that ran.
+func (s demoSummary) firings() int {
+	n := 0
+	for _, c := range s.perJob {
+		n += c
+	}
+	return n
+}
+
+// failures lists what makes the demo fail: a firing that ran twice above all,
+// then a migration applied twice, a leader nobody replaced, an instance that
+// crashed.
+func (s demoSummary) failures() []string {
+	var out []string
+	if n := len(s.twice); n > 0 {
+		out = append(out, fmt.Sprintf("%d firing(s) ran twice", n))
+	}
+	for _, v := range slices.Sorted(maps.Keys(s.migrations)) {
+		if who := s.migrations[v]; len(who) > 1 {
+			out = append(out, fmt.Sprintf("migration %d was applied %d times (%s)", v, len(who), strings.Join(who, ", ")))
+		}
+	}
+	for _, f := range s.failovers {
+		if !f.done {
+			out = append(out, fmt.Sprintf("nobody took over from %s", f.from))
+		}
+	}
+	return append(out, s.problems...)
+}
+
+// print writes the summary.
+func (s demoSummary) print(w io.Writer, ttl time.Duration) {
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "  %-20s %s\n", label+":", fmt.Sprintf(format, args...))
+	}
+	fmt.Fprintln(w, "\nSummary")
+	line("instances", "%d (%s)", len(s.instances), strings.Join(s.instances, ", "))
+	var mig []string
+	for _, v := range slices.Sorted(maps.Keys(s.migrations)) {
+		mig = append(mig, fmt.Sprintf("%d by %s", v, strings.Join(s.migrations[v], " and ")))
+	}
+	if len(mig) == 0 {
+		mig = []string{"none (already applied)"}
+	}
+	line("migrations applied", "%s", strings.Join(mig, ", "))
+	perJob := make([]string, 0, len(s.perJob))
+	for _, j := range slices.Sorted(maps.Keys(s.perJob)) {
+		perJob = append(perJob, fmt.Sprintf("%s %d", j, s.perJob[j]))
+	}
+	perInst := make([]string, 0, len(s.instances))
+	for _, i := range s.instances {
+		perInst = append(perInst, fmt.Sprintf("%s %d", i, s.perInstance[i]))
+	}
+	line("firings run", "%d (%s); runs by %s", s.firings(), strings.Join(perJob, ", "), strings.Join(perInst, ", "))
+	line("firings run twice", "%d", len(s.twice))
+	for _, k := range slices.SortedFunc(maps.Keys(s.twice), func(a, b firingKey) int { return cmp.Compare(a.at, b.at) }) {
+		fmt.Fprintf(w, "    %s by %s\n", k, strings.Join(s.twice[k], ", "))
+	}
+	line("firings missed", "%d of %d due while an instance was up", len(s.missed), s.due)
+	for _, k := range s.missed {
+		fmt.Fprintf(w, "    %s\n", k)
+	}
+	if len(s.missed) > 0 {
+		fmt.Fprintln(w, "    (a firing claimed by an instance that is then killed or stopped, or due while a")
+		fmt.Fprintln(w, "    dead instance's job lease runs out, is skipped, not run elsewhere: at most once)")
+	}
+	line("leader terms", "%d", s.terms)
+	line("failovers", "%d", len(s.failovers))
+	for _, f := range s.failovers {
+		what := fmt.Sprintf("%s %s (leader)", f.kind, f.from)
+		if !f.done {
+			fmt.Fprintf(w, "    %s  %-22s -> nobody took over\n", f.at.Local().Format(clockFormat), what)
+			continue
+		}
+		fmt.Fprintf(w, "    %s  %-22s -> %s led %d ms later (%.2f x TTL)\n",
+			f.at.Local().Format(clockFormat), what, f.to, f.took.Milliseconds(), f.took.Seconds()/ttl.Seconds())
+	}
+}

@@ -1,0 +1,96 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+)
+
+// alive reports whether a process runs (zombies do not).
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return runtime.GOOS != "linux"
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows the last ')'.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestDemoInstancesDieWithTheDemo kills the demo itself with SIGKILL: its
+// instances must not outlive it.
+func TestDemoInstancesDieWithTheDemo(t *testing.T) {
+	t.Parallel()
+	db := mongotest.NewDatabase(t)
+	cmd, _, lines := startMain(t, "demo", "--db", db.Name(), "--duration", "60s", "--ttl", "2s")
+	started := regexp.MustCompile(`started \(pid (\d+),`)
+	var pids []int
+	for range 3 {
+		pid, _ := strconv.Atoi(nextLine(t, lines, started, 30*time.Second)[1])
+		pids = append(pids, pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance pid %d outlived the demo", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestDemoInterrupted is Ctrl-C on the demo: it stops its instances, prints
+// what happened so far, drops its database and exits 1.
+func TestDemoInterrupted(t *testing.T) {
+	t.Parallel()
+	db := mongotest.NewDatabase(t)
+	cmd, _, lines := startMain(t, "demo", "--db", db.Name(), "--duration", "60s", "--ttl", "2s")
+	var pids []int
+	for range 3 {
+		pid, _ := strconv.Atoi(nextLine(t, lines, regexp.MustCompile(`started \(pid (\d+),`), 30*time.Second)[1])
+		pids = append(pids, pid)
+	}
+	nextLine(t, lines, regexp.MustCompile(`LEADS now`), 30*time.Second)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	nextLine(t, lines, regexp.MustCompile(`interrupted: stopping every instance`), 10*time.Second)
+	nextLine(t, lines, regexp.MustCompile(`^  firings run twice:\s+0$`), 20*time.Second)
+	for range lines {
+	}
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != exitFailure {
+		t.Fatalf("demo exited with %v, want exit code %d", err, exitFailure)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("instance pid %d outlived the demo", pid)
+		}
+	}
+	names, err := db.ListCollectionNames(context.Background(), bson.D{})
+	if err != nil || len(names) != 0 {
+		t.Errorf("the demo's database after Ctrl-C: %v, %v; want it dropped", names, err)
+	}
+}

@@ -1,0 +1,290 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// serializer is a MongoDB wire proxy in front of the embedded FerretDB that
+// lets one command at a time reach it.
+//
+// Why it exists: MongoDB makes every single-document write atomic, and the lock
+// protocol relies on that (two findAndModify calls racing for one lock document
+// cannot both win). FerretDB 1.24 does not: findAndModify, update and delete
+// first SELECT the matching documents and then UPDATE or DELETE them by _id in
+// a separate statement, so two concurrent findAndModify calls on one document
+// can both succeed. Forwarding requests one at a time makes every command
+// atomic, which gives the same guarantee as MongoDB's document-level atomicity
+// (and more). It is slow under contention, which tests can afford.
+//
+// Its address never changes, so while the backend is stopped it closes every
+// connection, and when the backend comes back clients reconnect by themselves.
+//
+// A backend that does not answer within replyTimeout (a deadlock inside
+// FerretDB, say) gets its connection closed: the command fails on that one
+// client, instead of holding cmd and so freezing every client for good.
+type serializer struct {
+	ln           net.Listener
+	acceptDone   chan struct{}
+	replyTimeout time.Duration
+	log          *slog.Logger
+
+	// cmd is held from writing a request to the backend until its reply is
+	// read, never while talking to a client.
+	cmd sync.Mutex
+
+	mu       sync.Mutex
+	backend  string // FerretDB address; "" while stopped
+	sessions map[*session]struct{}
+	wg       sync.WaitGroup // serve goroutines
+}
+
+// session is one client connection and its own backend connection.
+type session struct {
+	client  net.Conn
+	backend net.Conn // set under serializer.mu once dialled
+}
+
+func (s *session) close() {
+	s.client.Close()
+	if s.backend != nil {
+		s.backend.Close()
+	}
+}
+
+// Wire protocol constants (see the MongoDB wire protocol specification).
+const (
+	headerLen      = 16       // messageLength, requestID, responseTo, opCode
+	maxMessageLen  = 64 << 20 // above MongoDB's maxMessageSizeBytes (48 MB)
+	opMsg          = 2013
+	flagMoreToCome = 1 << 1
+	dialTimeout    = 2 * time.Second
+)
+
+// ReplyTimeout bounds how long the proxy waits for FerretDB to take a command
+// and reply to it. Commands run one at a time, so one that never returns would
+// otherwise stop every client; this one fails instead, and its connection is
+// closed. It is far above any command the tests or the demo send.
+const ReplyTimeout = 2 * time.Minute
+
+// errNoReply reports a backend that did not reply within the reply timeout.
+var errNoReply = errors.New("embedded: no reply from FerretDB")
+
+// newSerializer listens on a fresh loopback port and forwards to backend.
+func newSerializer(backend string, replyTimeout time.Duration, log *slog.Logger) (*serializer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &serializer{
+		ln:           ln,
+		acceptDone:   make(chan struct{}),
+		replyTimeout: replyTimeout,
+		log:          log,
+		backend:      backend,
+		sessions:     make(map[*session]struct{}),
+	}
+	go s.accept()
+	return s, nil
+}
+
+// addr is the address clients connect to.
+func (s *serializer) addr() string { return s.ln.Addr().String() }
+
+func (s *serializer) accept() {
+	defer close(s.acceptDone)
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return // listener closed
+		}
+		s.mu.Lock()
+		if s.backend == "" {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		sess := &session{client: c}
+		s.sessions[sess] = struct{}{}
+		s.wg.Add(1)
+		backend := s.backend
+		s.mu.Unlock()
+		go s.serve(sess, backend)
+	}
+}
+
+func (s *serializer) serve(sess *session, addr string) {
+	defer s.wg.Done()
+	defer s.drop(sess)
+
+	b, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if _, ok := s.sessions[sess]; !ok { // pause ran meanwhile
+		s.mu.Unlock()
+		b.Close()
+		return
+	}
+	sess.backend = b
+	s.mu.Unlock()
+
+	for {
+		req, err := readMessage(sess.client)
+		if err != nil {
+			return
+		}
+		if err := s.forward(sess.client, b, req); err != nil {
+			return
+		}
+	}
+}
+
+// forward sends req to the backend under cmd and relays the replies, if any.
+// Handshakes and heartbeats bypass cmd: they change nothing, and a long
+// command must not starve the driver's monitor into declaring the server
+// down (which makes the driver close connections that are in use).
+func (s *serializer) forward(client, backend net.Conn, req []byte) error {
+	lock, unlock := s.cmd.Lock, s.cmd.Unlock
+	if !needsSerializing(req) {
+		lock, unlock = func() {}, func() {}
+	}
+	lock()
+	// Bound the write too: a backend that stopped reading fills the socket.
+	if err := backend.SetDeadline(time.Now().Add(s.replyTimeout)); err != nil {
+		unlock()
+		return err
+	}
+	if _, err := backend.Write(req); err != nil {
+		unlock()
+		return s.noReply(err)
+	}
+	if moreToCome(req) { // the client expects no reply
+		unlock()
+		return nil
+	}
+	reply, err := readMessage(backend)
+	unlock()
+	for {
+		if err != nil {
+			return s.noReply(err)
+		}
+		if _, err := client.Write(reply); err != nil {
+			return err
+		}
+		if !moreToCome(reply) {
+			return nil
+		}
+		// An exhaust reply: the server sends more without being asked.
+		if err := backend.SetReadDeadline(time.Now().Add(s.replyTimeout)); err != nil {
+			return err
+		}
+		reply, err = readMessage(backend)
+	}
+}
+
+// noReply turns a deadline passing on the backend connection into errNoReply,
+// and logs it: it means FerretDB hung, which nothing else would show.
+func (s *serializer) noReply(err error) error {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	s.log.Error("FerretDB did not answer a command in time; closing the connection", "timeout", s.replyTimeout)
+	return fmt.Errorf("%w within %v: %w", errNoReply, s.replyTimeout, err)
+}
+
+func (s *serializer) drop(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	sess.close()
+	s.mu.Unlock()
+}
+
+// pause closes every connection and refuses new ones until resume.
+func (s *serializer) pause() {
+	s.mu.Lock()
+	s.backend = ""
+	for sess := range s.sessions {
+		delete(s.sessions, sess)
+		sess.close()
+	}
+	s.mu.Unlock()
+	// No serve goroutine can start now, so waiting cannot race with Add.
+	s.wg.Wait()
+}
+
+// resume forwards new connections to backend.
+func (s *serializer) resume(backend string) {
+	s.mu.Lock()
+	s.backend = backend
+	s.mu.Unlock()
+}
+
+// close stops listening and closes every connection.
+func (s *serializer) close() {
+	s.ln.Close()
+	<-s.acceptDone
+	s.pause()
+}
+
+// readMessage reads one length-prefixed wire message.
+func readMessage(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.LittleEndian.Uint32(size[:]))
+	if n < headerLen || n > maxMessageLen {
+		return nil, fmt.Errorf("embedded: bad wire message length %d", n)
+	}
+	msg := make([]byte, n)
+	copy(msg, size[:])
+	if _, err := io.ReadFull(r, msg[4:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return msg, nil
+}
+
+// moreToCome reports whether msg is an OP_MSG with the moreToCome flag: a
+// request that gets no reply, or a reply that more replies follow.
+func moreToCome(msg []byte) bool {
+	if len(msg) < headerLen+4 || int32(binary.LittleEndian.Uint32(msg[12:16])) != opMsg {
+		return false
+	}
+	return binary.LittleEndian.Uint32(msg[16:20])&flagMoreToCome != 0
+}
+
+// readOnlyCommands change nothing on the server.
+var readOnlyCommands = map[string]bool{
+	"hello": true, "isMaster": true, "ismaster": true, "ping": true, "buildInfo": true, "buildinfo": true,
+}
+
+// needsSerializing reports whether req is an OP_MSG command other than a
+// handshake or heartbeat. Legacy opcodes are only used for handshakes.
+func needsSerializing(req []byte) bool {
+	// header, flagBits, section kind 0, document length, element type, name
+	const nameAt = headerLen + 4 + 1 + 4 + 1
+	if len(req) <= nameAt || int32(binary.LittleEndian.Uint32(req[12:16])) != opMsg {
+		return false
+	}
+	if req[headerLen+4] != 0 { // body section first, as drivers send it
+		return true
+	}
+	name := req[nameAt:]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		return !readOnlyCommands[string(name[:i])]
+	}
+	return true
+}
