@@ -1,0 +1,351 @@
+//go:build unix
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/migrations"
+	"github.com/mongolock/mongolock/runner"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// envInstance, when set, makes the test binary run one instance configured by
+// its value (an instanceConfig in JSON) instead of the tests.
+const envInstance = "MONGOLOCK_INTEGRATION_INSTANCE"
+
+// What instances share in the test's database.
+const (
+	leaderLock = "integration/leader"
+	// workColl holds one document {_id: leaderLock, fence, keeper, writes}:
+	// the resource the leader task writes to, which rejects writes with a
+	// smaller fencing token than the last it accepted.
+	workColl = "work"
+	// firingsColl holds one document per firing that ran: {_id, job,
+	// scheduled, n}, n counting the runs.
+	firingsColl = "firings"
+	// deploysColl holds {_id: "migration", n}: how often the test
+	// migration's Up ran.
+	deploysColl = "deploys"
+
+	testMigrationVersion = 1
+	// instanceStopTimeout bounds an instance's shutdown.
+	instanceStopTimeout = 15 * time.Second
+)
+
+// instanceConfig configures one instance. It crosses the process boundary
+// as JSON.
+type instanceConfig struct {
+	URI      string        `json:"uri"`
+	Database string        `json:"db"`
+	Keeper   string        `json:"keeper"`
+	TTL      time.Duration `json:"ttl"`
+	// Skew is added to the wall clock the instance's lock, runner,
+	// scheduler and migrator read.
+	Skew time.Duration `json:"skew,omitzero"`
+	// Jobs are cron jobs, each "@every Every".
+	Jobs  []string      `json:"jobs,omitzero"`
+	Every time.Duration `json:"every,omitzero"`
+	// NoRunner leaves out the LeaderAwareRunner.
+	NoRunner bool `json:"noRunner,omitzero"`
+	// Work is the period of the leader task's fenced writes.
+	Work time.Duration `json:"work"`
+	// Probe makes the leader task, when its lease was lost, renew and
+	// release it late, as a paused process would, and report the outcome.
+	Probe bool `json:"probe,omitzero"`
+	// MigrationTime is how long the test migration's Up takes.
+	MigrationTime time.Duration `json:"migrationTime,omitzero"`
+}
+
+// instance is one complete application: migrations at start, then a
+// scheduler running cron jobs and a LeaderAwareRunner running a long leader
+// task, all on one client and one keeper id. It reports what it does
+// through emit.
+type instance struct {
+	cfg    instanceConfig
+	emit   func(event)
+	db     *mongo.Database
+	locker *lock.Locker
+	sched  *scheduler.Scheduler // nil without jobs
+	runner *runner.LeaderAwareRunner
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the runner's Run returned
+	runErr error
+}
+
+// skewedClock is the real clock with its wall time shifted by an offset, as on
+// a machine whose clock is wrong. Timers are real; readings keep Go's
+// monotonic clock, so elapsed times are right.
+type skewedClock struct {
+	clockwork.Clock
+	offset time.Duration
+}
+
+func (c skewedClock) Now() time.Time                  { return c.Clock.Now().Add(c.offset) }
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// startInstance applies the migrations (waiting for another instance doing
+// it) and starts the scheduler and the runner. ctx bounds the migrations
+// only; stop ends the rest.
+func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client, emit func(event), log zerolog.Logger) (*instance, error) {
+	var clk clockwork.Clock = clockwork.NewRealClock()
+	if cfg.Skew != 0 {
+		clk = skewedClock{clk, cfg.Skew}
+	}
+	in := &instance{cfg: cfg, db: client.Database(cfg.Database)}
+	in.emit = func(e event) {
+		e.Keeper, e.At = cfg.Keeper, wallNow()
+		emit(e)
+	}
+	log = log.With().Str("instance", cfg.Keeper).Logger()
+
+	mig, err := migrations.New(in.db,
+		migrations.WithKeeperID(cfg.Keeper),
+		migrations.WithLockTTL(cfg.TTL),
+		migrations.WithRetryPeriod(cfg.TTL/10),
+		migrations.WithClock(clk),
+		migrations.WithLogger(log),
+		migrations.WithMigrations(in.testMigration()))
+	if err != nil {
+		return nil, err
+	}
+	res, err := mig.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	in.emit(event{Kind: evMigrated, Waited: res.Waited, Applied: len(res.Applied)})
+
+	if in.locker, err = lock.New(in.db, lock.WithTTL(cfg.TTL), lock.WithClock(clk), lock.WithLogger(log)); err != nil {
+		return nil, err
+	}
+	if len(cfg.Jobs) > 0 {
+		if in.sched, err = scheduler.New(in.db, in.locker, cfg.Keeper, scheduler.WithClock(clk), scheduler.WithLogger(log)); err != nil {
+			return nil, err
+		}
+		for _, name := range cfg.Jobs {
+			if err := in.sched.AddJob(name, fmt.Sprintf("@every %v", cfg.Every), in.job); err != nil {
+				return nil, err
+			}
+		}
+		if err := in.sched.Start(); err != nil {
+			return nil, err
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	in.cancel, in.done = cancel, make(chan struct{})
+	if cfg.NoRunner {
+		close(in.done)
+	} else {
+		if in.runner, err = runner.New(in.locker, leaderLock, cfg.Keeper, runner.WithClock(clk), runner.WithLogger(log)); err != nil {
+			cancel()
+			return nil, errors.Join(err, in.stopScheduler())
+		}
+		go func() {
+			defer close(in.done)
+			in.runErr = in.runner.Run(runCtx, in.lead)
+		}()
+	}
+	in.emit(event{Kind: evUp})
+	return in, nil
+}
+
+// testMigration is the application's own migration. Its side effect counts
+// how often it ran: once, however many instances deploy at the same time.
+func (in *instance) testMigration() migrations.Migration {
+	return migrations.Migration{
+		Version:     testMigrationVersion,
+		Description: "count the deploys that ran this migration",
+		Definition:  "integration: $inc deploys.migration",
+		Up: func(ctx context.Context, db *mongo.Database) error {
+			t := time.NewTimer(in.cfg.MigrationTime)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-t.C:
+			}
+			_, err := db.Collection(deploysColl).UpdateOne(ctx, bson.D{{Key: "_id", Value: "migration"}},
+				bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+			if err == nil {
+				in.emit(event{Kind: evMigration})
+			}
+			return err
+		},
+	}
+}
+
+// lead is the long leader task: a fenced write every cfg.Work, for as long
+// as the runner says this instance leads.
+func (in *instance) lead(ctx context.Context) error {
+	fence, _ := runner.FenceFrom(ctx)
+	in.emit(event{Kind: evLeadStart, Fence: fence})
+	tick := time.NewTicker(in.cfg.Work)
+	defer tick.Stop()
+	for {
+		checked := wallNow()
+		if ctx.Err() != nil || !in.runner.IsLeader() {
+			break
+		}
+		accepted, err := in.write(ctx, fence)
+		in.emit(event{Kind: evWork, Fence: fence, Checked: checked, Accepted: accepted, Err: errText(err)})
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	// IsLeader turned false at the trust deadline; the runner cancels the
+	// context at that same instant.
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	lost := errors.Is(cause, lock.ErrLeaseLost)
+	in.emit(event{Kind: evLeadStop, Fence: fence, Cause: errText(cause), Lost: lost})
+	if lost && in.cfg.Probe {
+		in.probe(fence)
+	}
+	return nil
+}
+
+// write is the leader's work: a write that the resource accepts only if no
+// larger fencing token wrote before.
+func (in *instance) write(ctx context.Context, fence uint64) (accepted bool, err error) {
+	_, err = in.db.Collection(workColl).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: leaderLock}, {Key: "fence", Value: bson.D{{Key: "$lte", Value: int64(fence)}}}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "fence", Value: int64(fence)}, {Key: "keeper", Value: in.cfg.Keeper}}},
+			{Key: "$inc", Value: bson.D{{Key: "writes", Value: 1}}},
+		},
+		options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) { // a larger fence wrote: rejected
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// probe renews and releases the lost lease late, as a process that paused
+// past its deadline would, and reports what the database said.
+func (in *instance) probe(fence uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), in.cfg.TTL)
+	defer cancel()
+	r, renewErr := in.locker.Renew(ctx, in.cfg.Keeper, leaderLock)
+	relErr := in.locker.ReleaseLock(ctx, leaderLock, in.cfg.Keeper)
+	in.emit(event{Kind: evProbe, Fence: fence, Held: len(r.Held), NotHeld: errors.Is(relErr, lock.ErrNotHeld),
+		Err: errText(errors.Join(renewErr, relErr))})
+}
+
+// job is every cron job: it counts its run in the database and reports it.
+func (in *instance) job(ctx context.Context) error {
+	run, _ := scheduler.RunFromContext(ctx)
+	_, err := in.db.Collection(firingsColl).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: firingID(run.Job, run.Scheduled)}},
+		bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}},
+			{Key: "$set", Value: bson.D{{Key: "job", Value: run.Job}, {Key: "scheduled", Value: run.Scheduled}, {Key: "keeper", Value: in.cfg.Keeper}}},
+		},
+		options.UpdateOne().SetUpsert(true))
+	in.emit(event{Kind: evJob, Job: run.Job, Scheduled: run.Scheduled, Fence: run.Fence, Err: errText(err)})
+	return err
+}
+
+func firingID(job string, scheduled time.Time) string {
+	return job + "@" + scheduled.UTC().Format(time.RFC3339Nano)
+}
+
+// stop stops the scheduler and the runner (which releases what it holds)
+// and waits for them.
+func (in *instance) stop(ctx context.Context) error {
+	in.cancel()
+	err := in.stopScheduler()
+	select {
+	case <-in.done:
+	case <-ctx.Done():
+		return errors.Join(err, fmt.Errorf("runner did not return: %w", ctx.Err()))
+	}
+	if in.runErr != nil && !errors.Is(in.runErr, context.Canceled) {
+		err = errors.Join(err, in.runErr)
+	}
+	if err == nil {
+		in.emit(event{Kind: evDown})
+	}
+	return err
+}
+
+func (in *instance) stopScheduler() error {
+	if in.sched == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
+	defer cancel()
+	return in.sched.Stop(ctx)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// instanceMain runs one instance in this process, started by the tests as a
+// child process: events as JSON lines on stdout, logs on stderr. It stops
+// cleanly on SIGTERM or SIGINT and returns the exit code.
+func instanceMain(raw string) int {
+	var cfg instanceConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "instance: bad %s: %v\n", envInstance, err)
+		return 2
+	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(os.Stdout) // one write per event: lines never interleave
+	emit := func(e event) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(e)
+	}
+	fail := func(err error) int {
+		emit(event{Kind: evError, Keeper: cfg.Keeper, At: wallNow(), Err: err.Error()})
+		fmt.Fprintf(os.Stderr, "instance %s: %v\n", cfg.Keeper, err)
+		return 1
+	}
+	log := zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+
+	client, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetAppName(cfg.Keeper).
+		SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL))
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
+		defer cancel()
+		_ = client.Disconnect(ctx)
+	}()
+	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stopSignals()
+	in, err := startInstance(ctx, cfg, client, emit, log)
+	if err != nil {
+		return fail(err)
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
+	defer cancel()
+	if err := in.stop(stopCtx); err != nil {
+		return fail(err)
+	}
+	return 0
+}

@@ -1,0 +1,63 @@
+//go:build unix
+
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mongolock/mongolock/runner"
+)
+
+// Scenario 4: three instances whose wall clocks are off by -TTL, 0 and +TTL
+// (their lock, runner, scheduler and migrator all read the skewed clock).
+// Leases are judged by the server's clock and firings are claimed once, so
+// there must be no double holder and no double firing, and a failover takes
+// as long as without skew. The instance most ahead claims the firings; that
+// it runs them early is the documented price of its skew.
+func TestSkewedClocks(t *testing.T) {
+	c := newCluster(t, testTTL, "tick-a", "tick-b")
+	skews := map[string]time.Duration{}
+	from := c.rec.mark()
+	for _, s := range []time.Duration{-testTTL, 0, testTTL} {
+		p := c.spawn(func(cfg *instanceConfig) { cfg.Skew = s })
+		skews[p.keeper] = s
+	}
+	for k := range skews {
+		c.awaitUp(from, k)
+	}
+	first := c.awaitLeader(0, startTimeout)
+	sleep(3 * every)
+
+	// Kill the leader: the others take over by the server's clock.
+	mark := c.rec.mark()
+	killedAt := c.proc(first.Keeper).kill(t)
+	next := c.awaitLeader(mark, testTTL+slack+10*time.Second)
+	failover := next.At.Sub(killedAt)
+	t.Logf("leader %s (skew %v) killed; %s (skew %v) led %v later", first.Keeper, skews[first.Keeper],
+		next.Keeper, skews[next.Keeper], failover.Round(time.Millisecond))
+	if rp := scaled(runner.DefaultRetryPeriod, testTTL); failover > testTTL+rp+slack {
+		t.Errorf("failover under skew took %v, want at most TTL+retry period+%v", failover, slack)
+	}
+	// Then the instance whose clock is ahead, which claims the firings, if it
+	// is still there.
+	for k, s := range skews {
+		if s > 0 && k != first.Keeper {
+			c.proc(k).kill(t)
+		}
+	}
+	// The instance behind claims F only when its clock reads F, TTL late:
+	// watch long enough to see it run some.
+	sleep(testTTL + 4*every)
+
+	byKeeper := map[string]int{}
+	for _, e := range c.rec.all() {
+		if e.Kind == evJob {
+			byKeeper[e.Keeper]++
+		}
+	}
+	for k, n := range byKeeper {
+		t.Logf("%s (skew %+v) ran %d firings", k, skews[k], n)
+	}
+	c.checkExclusion()
+}
