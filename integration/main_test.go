@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	if raw, ok := os.LookupEnv(envInstance); ok {
 		os.Exit(instanceMain(raw))
 	}
-	code := mongotest.Main(m)
+	code := mongotest.Run(m)
 	if err := closeBackend(); err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		if code == 0 {

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/mongolock/mongolock/internal/embedded"
 )
 
@@ -83,11 +85,25 @@ func current(tb testing.TB) *environment {
 	return e
 }
 
-// Main runs the tests and then stops the embedded server, if one was started,
-// and removes its data. Use it from TestMain:
+// Main runs the tests, stops the embedded server, and then fails the run if
+// any goroutine is left (go.uber.org/goleak): every package here promises to
+// stop what it starts. Use it in TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
 func Main(m *testing.M) int {
+	code := Run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// Run is Main without the goroutine check, for packages that must clean up
+// more (a Docker client, say) before checking.
+func Run(m *testing.M) int {
 	code := m.Run()
 	// Tests are over: Do only orders this read after a setup that ran.
 	envOnce.Do(func() {})
