@@ -71,8 +71,13 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // BenchmarkRenew renews n held locks with one batched Renew, against the
 // baseline of one Renew call per lock, interleaved in the same loop.
 func BenchmarkRenew(b *testing.B) {
-	for _, n := range []int{1, 100, 10000} {
+	for _, n := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
+			if n > 1000 && mongotest.Backend() == mongotest.BackendFerretDB {
+				// FerretDB scans the collection and evaluates $in for
+				// every document: one call takes minutes at 10 000.
+				b.Skip("10 000 locks only on MongoDB (set MONGODB_URI); FerretDB evaluates $in without an index")
+			}
 			db := mongotest.NewDatabase(b)
 			l, err := lock.New(db, lock.WithTTL(10*time.Minute))
 			if err != nil {
