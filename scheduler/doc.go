@@ -41,32 +41,57 @@
 //
 //  1. skips F if a firing of J is still in progress on this instance;
 //  2. claims F as above, and gives up if it lost;
-//  3. acquires J's lock; if another keeper holds it, the previous run is still
-//     going there and F is skipped (claimed, never run);
+//  3. acquires J's lock. If another keeper holds it, the previous run is
+//     still going there, or still recording its end; the instance tries
+//     again, at pauses doubling from 20ms to TTL/10, until F plus half the
+//     time to J's next firing or plus a lease TTL, whichever comes first,
+//     and then skips F (claimed, never run). A lease acquired so slowly that
+//     it is already within the margin (below) of its deadline is released
+//     and F skipped;
 //  4. records the start of the run, on condition that no run of a later
 //     firing has started; otherwise this instance stalled between steps 2
-//     and 4 while a later firing ran, and F is skipped;
-//  5. runs the job. From step 3 on the lease is renewed every TTL/3
-//     (WithRenewInterval); if it cannot be renewed until the lease deadline
-//     minus a margin (WithLeaseMargin), the job's context is cancelled with
-//     cause lock.ErrLeaseLost, before anyone else could take the lock over;
-//  6. records the end of the run (outcome, error text), then releases the
-//     lock.
+//     and 4 while a later firing ran, and F is skipped. The write is
+//     idempotent, so a retried write does not mistake itself for a later
+//     run;
+//  5. runs the job, if its lease can still be trusted: checked just before
+//     the call, since the renewal loop that cancels a job whose lease
+//     lapsed runs alongside. From step 3 on the lease is renewed every
+//     TTL/3 (WithRenewInterval) counted from the sending of the request
+//     that won or last renewed it; each renewal gives up after half the
+//     time left before the deadline minus the margin (at least half the
+//     renew interval, at most all of it), so that one that hangs leaves
+//     time to try again. If the lease cannot be renewed until its
+//     deadline minus a margin (WithLeaseMargin, at least MinLeaseMargin),
+//     the job's context is cancelled with cause lock.ErrLeaseLost, before
+//     anyone else could take the lock over;
+//  6. records the end of the run in the job document (outcome, error
+//     text), releases the lock, trying again for up to the op timeout if
+//     that fails, and then adds the run to the history.
 //
 // Step 2 alone makes a second run of F impossible; step 4 would refuse a
-// second start of F too. Step 3 makes runs of J
-// never overlap while leases hold: a run only starts under J's lock, and a
-// lock is only taken over after its lease expired by the server's clock,
-// which is after the holder's deadline. Step 4 happens under the lock and
-// compares against the latest started run, so runs start in firing order;
-// it does not compare against the latest claim, because under load claims
-// of later firings would keep overtaking each claimant and nothing would
-// run. Step 6
-// records before releasing, so the next run never overwrites a record that
-// is still being written. Claiming before locking lets a losing instance
-// spend one round trip per firing, and makes the first instance to reach F
-// decide F's fate, rather than whichever instance happens to find the lock
-// free.
+// second start of F too. Step 3 makes runs of J never overlap while leases
+// hold: a run only starts under J's lock, and a lock is only taken over
+// after its lease expired by the server's clock, which is after the
+// holder's deadline. Waiting for the lock in step 3 is safe because the
+// claim already made F this instance's alone and step 4 keeps runs in
+// order; it is needed because the instance whose clock is most ahead may
+// claim F a moment after the instance most behind ran F's predecessor, and
+// find the lock still held while that run records its end. Step 4 happens
+// under the lock and compares against the latest started run, so runs
+// start in firing order; it does not compare against the latest claim,
+// because under load claims of later firings would keep overtaking each
+// claimant and nothing would run. Step 6 records the end in the job
+// document before releasing, so the next run never overwrites a record that
+// is still being written; the history, which the next run does not touch,
+// is written after, so as not to hold the lock for it. Claiming before
+// locking lets a losing instance spend one round trip per firing, and makes
+// the first instance to reach F decide F's fate, rather than whichever
+// instance happens to find the lock free.
+//
+// A run is recorded (job document and history) only if its start was
+// written. One whose job was then not called, because its lease lapsed or
+// Stop began while the start was being written, is recorded as failed with
+// an error beginning "not run:".
 //
 // # Clock skew
 //
@@ -76,27 +101,29 @@
 // instance whose clock is most ahead does most of the work while the others
 // stand by. With skews within half the period, the windows [F-s, F+s] of
 // consecutive firings do not overlap. While instances are up, every firing
-// runs (unless the previous run still holds the lock) provided that claims
-// reach the server in less than a period: the instance most ahead claims F
-// before anyone can claim F's successor. When an instance whose clock is s
-// ahead stops, the others skip the firings it had already claimed, those
-// within s of real time.
+// runs (unless the previous run still holds the lock when the wait of step
+// 3 ends) provided that claims reach the server in less than a period: the
+// instance most ahead claims F before anyone can claim F's successor. When
+// an instance whose clock is s ahead stops, the others skip the firings it
+// had already claimed, those within s of real time.
 //
 // # Load
 //
 // A firing costs the instance that runs it six round trips (claim, lock,
-// start, end, history, release; five without history) and every other
+// start, end, release, history; five without history) and every other
 // instance one (its losing claim), plus a renewal per TTL/3 of running time.
-// A server that cannot keep up delays claims; firings are then skipped,
-// never run twice, and each instance keeps at most one firing per job in
-// flight.
+// A claimant that finds the lock held spends one more per attempt, about
+// twenty at most. A server that cannot keep up delays claims; firings are
+// then skipped, never run twice, and each instance keeps at most one firing
+// per job in flight.
 //
 // # What is not promised
 //
 // Firings are at most once, not exactly once. A firing that falls while no
 // instance is up is skipped, not replayed; so is a firing whose claimant
 // dies, loses its connection or fails between claiming and running, and one
-// that falls while the previous run still goes. An instance that falls
+// that falls while the previous run still goes (beyond the wait of step 3:
+// such a firing runs late rather than not at all). An instance that falls
 // behind its own schedule (suspended, overloaded) tries only the latest due
 // firing.
 //

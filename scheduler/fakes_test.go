@@ -27,6 +27,15 @@ type fakeLocker struct {
 	renewals  int
 	releases  int
 	acquireOK int
+	// onAcquire, if set, is called by AcquireLock before anything else,
+	// with the lock id: a test can let time pass there.
+	onAcquire func(id string)
+	// onRenew, if set, is called by Renew before anything else; a non-nil
+	// error is returned. A test can make a renewal hang until ctx is done.
+	onRenew func(ctx context.Context) error
+	// releaseFailures is how many of the next releases fail (without
+	// releasing).
+	releaseFailures int
 }
 
 type fakeLease struct {
@@ -42,6 +51,13 @@ func (l *fakeLocker) TTL() time.Duration { return l.ttl }
 
 func (l *fakeLocker) AcquireLock(_ context.Context, id, keeper string) (lock.Lease, bool, error) {
 	l.mu.Lock()
+	hook := l.onAcquire
+	sent := l.clock.Now() // the deadline counts from the sending
+	l.mu.Unlock()
+	if hook != nil {
+		hook(id)
+	}
+	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
 	if cur, ok := l.leases[id]; ok && cur.keeper != keeper && now.Before(cur.expires) {
@@ -49,14 +65,22 @@ func (l *fakeLocker) AcquireLock(_ context.Context, id, keeper string) (lock.Lea
 	}
 	l.fence++
 	l.acquireOK++
-	l.leases[id] = fakeLease{keeper: keeper, expires: now.Add(l.ttl)}
-	return lock.Lease{LockID: id, KeeperID: keeper, Fence: l.fence, Deadline: now.Add(l.ttl)}, true, nil
+	l.leases[id] = fakeLease{keeper: keeper, expires: sent.Add(l.ttl)}
+	return lock.Lease{LockID: id, KeeperID: keeper, Fence: l.fence, Deadline: sent.Add(l.ttl)}, true, nil
 }
 
-func (l *fakeLocker) Renew(_ context.Context, keeper string, ids ...string) (lock.Renewal, error) {
+func (l *fakeLocker) Renew(ctx context.Context, keeper string, ids ...string) (lock.Renewal, error) {
+	l.mu.Lock()
+	l.renewals++
+	hook := l.onRenew
+	l.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx); err != nil {
+			return lock.Renewal{}, err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.renewals++
 	if l.renewErr != nil {
 		return lock.Renewal{}, l.renewErr
 	}
@@ -77,6 +101,10 @@ func (l *fakeLocker) ReleaseLock(_ context.Context, id, keeper string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releases++
+	if l.releaseFailures > 0 {
+		l.releaseFailures--
+		return fmt.Errorf("release %q: %w", id, errBoom)
+	}
 	if cur, ok := l.leases[id]; !ok || cur.keeper != keeper {
 		return fmt.Errorf("release %q: %w", id, lock.ErrNotHeld)
 	}
@@ -94,6 +122,13 @@ func (l *fakeLocker) setRenewErr(err error) {
 func (l *fakeLocker) take(id, keeper string) {
 	l.mu.Lock()
 	l.leases[id] = fakeLease{keeper: keeper, expires: l.clock.Now().Add(l.ttl)}
+	l.mu.Unlock()
+}
+
+// drop releases id whoever holds it, as its holder would.
+func (l *fakeLocker) drop(id string) {
+	l.mu.Lock()
+	delete(l.leases, id)
 	l.mu.Unlock()
 }
 
@@ -122,6 +157,13 @@ type fakeStore struct {
 	hist    []Run
 	clock   clockwork.Clock
 	onClaim func(job string, f time.Time) // called after a successful claim
+	// onStart, if set, is called by start first: start applies the write
+	// only if it says so, then returns its error if non-nil (a write that
+	// failed, or that went through but whose reply was lost).
+	onStart     func(ctx context.Context, r Run) (applied bool, err error)
+	onHistory   func(r Run) // called by addHistory
+	histWrites  int
+	finishCalls int
 }
 
 func newFakeStore(clk clockwork.Clock) *fakeStore {
@@ -143,24 +185,61 @@ func (s *fakeStore) claim(_ context.Context, job, _ string, f time.Time, keeper 
 	return true, nil
 }
 
-func (s *fakeStore) start(_ context.Context, r Run) (time.Time, bool, error) {
+func (s *fakeStore) start(ctx context.Context, r Run) (time.Time, bool, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur := s.run[r.Job]; cur != nil && !cur.Scheduled.Before(r.Scheduled) {
-		return time.Time{}, false, nil
+	hook := s.onStart
+	s.mu.Unlock()
+	apply := func() (time.Time, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		cur := s.run[r.Job]
+		if cur != nil && !cur.Scheduled.Before(r.Scheduled) &&
+			!(cur.Scheduled.Equal(r.Scheduled) && cur.Keeper == r.Keeper && cur.Fence == r.Fence) {
+			return time.Time{}, false
+		}
+		r.Start = s.clock.Now()
+		s.run[r.Job] = &r
+		return r.Start, true
 	}
-	r.Start = s.clock.Now()
-	s.run[r.Job] = &r
-	return r.Start, true, nil
+	if hook == nil {
+		start, ok := apply()
+		return start, ok, nil
+	}
+	var start time.Time
+	ok := false
+	applied, err := hook(ctx, r)
+	if applied {
+		start, ok = apply()
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return start, ok, nil
 }
 
-func (s *fakeStore) finish(_ context.Context, r Run) error {
+func (s *fakeStore) finish(_ context.Context, r Run) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.finishCalls++
 	r.End = s.clock.Now()
 	if cur := s.run[r.Job]; cur != nil && cur.Scheduled.Equal(r.Scheduled) && cur.Keeper == r.Keeper {
 		s.run[r.Job] = &r
+		return true, nil
 	}
+	return false, nil
+}
+
+func (s *fakeStore) addHistory(_ context.Context, r Run) error {
+	s.mu.Lock()
+	hook := s.onHistory
+	s.mu.Unlock()
+	if hook != nil {
+		hook(r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.histWrites++
+	r.End = s.clock.Now()
 	s.hist = append(s.hist, r)
 	return nil
 }
@@ -240,6 +319,41 @@ func (r *rig) settle(n int) {
 	if err := r.clock.BlockUntilContext(ctx, n); err != nil {
 		r.t.Fatalf("waiting for %d timers: %v", n, err)
 	}
+}
+
+func (r *rig) busy() bool {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	for _, j := range r.s.order {
+		if j.busy {
+			return true
+		}
+	}
+	return false
+}
+
+// stepWhileBusy advances the clock by step whenever n timers are armed,
+// while a firing is in progress, and returns the clock's reading once none
+// is. It fails the test if the clock would pass limit.
+func (r *rig) stepWhileBusy(n int, step time.Duration, limit time.Time) time.Time {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.busy() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("firing still in progress at %v", r.clock.Now().Sub(epoch))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := r.clock.BlockUntilContext(ctx, n)
+		cancel()
+		if err != nil || !r.busy() {
+			continue // the firing may have ended instead
+		}
+		if !r.clock.Now().Add(step).Before(limit) {
+			r.t.Fatalf("firing still in progress at %v", r.clock.Now().Sub(epoch))
+		}
+		r.clock.Advance(step)
+	}
+	return r.clock.Now()
 }
 
 // advanceTo settles n timers, then moves the clock to t.

@@ -21,16 +21,26 @@ const (
 	// DefaultHistoryRetention is how long run history is kept.
 	DefaultHistoryRetention = 7 * 24 * time.Hour
 	// DefaultOpTimeout bounds each database call the scheduler makes on its
-	// own (claims, records, lock releases); calls made while a job runs are
+	// own (claims, lock acquisitions, records, lock releases), and the
+	// retries of a release that failed; renewals made while a job runs are
 	// bounded by its lease instead.
 	DefaultOpTimeout = 10 * time.Second
 	// DefaultRenewDivisor: by default a running job's lease is renewed every
 	// TTL/DefaultRenewDivisor.
 	DefaultRenewDivisor = 3
 	// DefaultMarginDivisor: by default a job whose lease could not be
-	// renewed is cancelled TTL/DefaultMarginDivisor before its lease
-	// deadline, so that it has time to stop before anyone else may start.
+	// renewed is cancelled TTL/DefaultMarginDivisor (at least
+	// MinLeaseMargin) before its lease deadline, so that it has time to
+	// stop before anyone else may start.
 	DefaultMarginDivisor = 10
+	// MinLeaseMargin is the shortest lease margin New accepts
+	// (WithLeaseMargin), and the least the default margin is. It is the time
+	// a job whose lease could not be renewed has, once its context is
+	// cancelled, to notice and return before another instance may start the
+	// job; it also absorbs the latency of the timer that cancels it. Clock
+	// drift needs no room here: package lock already subtracts it from
+	// lease deadlines.
+	MinLeaseMargin = 100 * time.Millisecond
 	// DefaultStopMode is what Stop does with running jobs.
 	DefaultStopMode = StopCancel
 )
@@ -63,7 +73,7 @@ type config struct {
 	log           zerolog.Logger
 	clock         clockwork.Clock
 	renewInterval time.Duration // 0: TTL/DefaultRenewDivisor
-	leaseMargin   time.Duration // 0: TTL/DefaultMarginDivisor
+	leaseMargin   time.Duration // 0: max(TTL/DefaultMarginDivisor, MinLeaseMargin)
 	lockPrefix    string
 	stopMode      StopMode
 	jobsColl      string
@@ -147,12 +157,14 @@ func WithRenewInterval(d time.Duration) Option {
 
 // WithLeaseMargin sets how long before its lease deadline a job whose lease
 // could not be renewed is cancelled, to give it time to stop before another
-// instance may take the lock. Default: the Locker's TTL divided by
-// DefaultMarginDivisor.
+// instance may take the lock. It must be at least MinLeaseMargin, and New
+// checks that the renew interval plus the margin is shorter than the TTL.
+// Default: the Locker's TTL divided by DefaultMarginDivisor, at least
+// MinLeaseMargin.
 func WithLeaseMargin(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: WithLeaseMargin: %v is not positive", ErrInvalidOption, d)
+		if d < MinLeaseMargin {
+			return fmt.Errorf("%w: WithLeaseMargin: %v is shorter than MinLeaseMargin (%v)", ErrInvalidOption, d, MinLeaseMargin)
 		}
 		c.leaseMargin = d
 		return nil

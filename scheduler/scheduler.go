@@ -35,6 +35,7 @@ type Scheduler struct {
 	mst        *mongoStore // st, when it is MongoDB
 	cfg        config
 	parser     cron.Parser
+	ttl        time.Duration // the Locker's
 	renewEvery time.Duration
 	margin     time.Duration
 
@@ -119,10 +120,10 @@ func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Schedu
 		renewEvery = ttl / DefaultRenewDivisor
 	}
 	if margin == 0 {
-		margin = ttl / DefaultMarginDivisor
+		margin = max(ttl/DefaultMarginDivisor, MinLeaseMargin)
 	}
 	if renewEvery+margin >= ttl {
-		return nil, fmt.Errorf("%w: renew interval %v plus lease margin %v must be shorter than the lease TTL %v",
+		return nil, fmt.Errorf("%w: renew interval %v (WithRenewInterval) plus lease margin %v (WithLeaseMargin) must be shorter than the lease TTL %v",
 			ErrInvalidOption, renewEvery, margin, ttl)
 	}
 	return &Scheduler{
@@ -131,6 +132,7 @@ func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Schedu
 		st:         st,
 		cfg:        cfg,
 		parser:     newParser(cfg.seconds),
+		ttl:        ttl,
 		renewEvery: renewEvery,
 		margin:     margin,
 		jobs:       make(map[string]*job),

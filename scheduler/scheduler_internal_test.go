@@ -127,6 +127,9 @@ func TestNewRejects(t *testing.T) {
 		{"nil clock", clk, "k", []Option{WithClock(nil)}},
 		{"zero renew", clk, "k", []Option{WithRenewInterval(0)}},
 		{"negative margin", clk, "k", []Option{WithLeaseMargin(-time.Second)}},
+		{"nanosecond margin", clk, "k", []Option{WithLeaseMargin(time.Nanosecond)}},
+		{"margin just below the floor", clk, "k", []Option{WithLeaseMargin(MinLeaseMargin - 1)}},
+		{"renew leaves no margin", clk, "k", []Option{WithRenewInterval(time.Second - MinLeaseMargin)}},
 		{"renew too slow", clk, "k", []Option{WithRenewInterval(950 * time.Millisecond)}},
 		{"margin too big", clk, "k", []Option{WithLeaseMargin(700 * time.Millisecond)}},
 		{"bad stop mode", clk, "k", []Option{WithStopMode(StopMode(7))}},
@@ -152,19 +155,54 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
+// TestLeaseMarginFloor checks that the margin cannot be set below
+// MinLeaseMargin, that the error says which option, and that the default
+// margin is never below it either.
+func TestLeaseMarginFloor(t *testing.T) {
+	_, err := buildConfig([]Option{WithLeaseMargin(MinLeaseMargin / 2)})
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "WithLeaseMargin") ||
+		!strings.Contains(err.Error(), "MinLeaseMargin") {
+		t.Fatalf("margin below the floor: %v", err)
+	}
+	_, err = newScheduler(newFakeStore(nil), newFakeLocker(nil, time.Second), "k",
+		mustConfig(t, WithRenewInterval(950*time.Millisecond)))
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "WithRenewInterval") ||
+		!strings.Contains(err.Error(), "WithLeaseMargin") {
+		t.Fatalf("renew interval plus margin over the TTL: %v", err)
+	}
+	for _, tc := range []struct {
+		ttl  time.Duration
+		opts []Option
+		want time.Duration
+	}{
+		{time.Second, []Option{WithLeaseMargin(MinLeaseMargin)}, MinLeaseMargin},
+		{time.Minute, nil, 6 * time.Second},
+		{time.Second, nil, MinLeaseMargin},
+		{500 * time.Millisecond, nil, MinLeaseMargin}, // TTL/10 would be 50ms
+	} {
+		s, err := newScheduler(newFakeStore(nil), newFakeLocker(nil, tc.ttl), "k", mustConfig(t, tc.opts...))
+		if err != nil {
+			t.Fatalf("TTL %v: %v", tc.ttl, err)
+		}
+		if s.margin != tc.want || s.margin < MinLeaseMargin {
+			t.Errorf("TTL %v: margin %v, want %v", tc.ttl, s.margin, tc.want)
+		}
+	}
+}
+
+func mustConfig(t *testing.T, opts ...Option) config {
+	t.Helper()
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // idle waits until no firing is in progress.
 func (r *rig) idle() {
 	r.t.Helper()
-	eventually(r.t, 10*time.Second, "firings to finish", func() bool {
-		r.s.mu.Lock()
-		defer r.s.mu.Unlock()
-		for _, j := range r.s.order {
-			if j.busy {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(r.t, 10*time.Second, "firings to finish", func() bool { return !r.busy() })
 }
 
 func TestFiresAlignedFiringsOnce(t *testing.T) {
@@ -496,7 +534,9 @@ func TestClaimedFiringSkipped(t *testing.T) {
 				defer r.store.mu.Unlock()
 				return !r.store.last["j"].IsZero()
 			})
-			r.idle()
+			// A held lock is waited for until half a period after the
+			// firing: the loop's timer and the pause between attempts.
+			r.stepWhileBusy(2, 10*time.Millisecond, epoch.Add(1900*time.Millisecond))
 			select {
 			case <-ran:
 				t.Fatal("skipped firing ran")

@@ -20,10 +20,16 @@ type store interface {
 	// or after f was claimed before; it reports whether it did.
 	claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error)
 	// start records r as the job's running run unless a run of a later
-	// firing started before, and returns the server's start time.
+	// firing started before, and returns the server's start time. It is
+	// idempotent: a retried write finds its own record and succeeds.
 	start(ctx context.Context, r Run) (time.Time, bool, error)
-	// finish records how r ended, in the job document and the history.
-	finish(ctx context.Context, r Run) error
+	// finish records how r ended in the job document, and reports whether
+	// the document still held r's record (no later run overwrote it, and
+	// r's start was written).
+	finish(ctx context.Context, r Run) (bool, error)
+	// addHistory records r in the history, if history is kept. It is
+	// idempotent.
+	addHistory(ctx context.Context, r Run) error
 	records(ctx context.Context, names []string) ([]Record, error)
 	history(ctx context.Context, job string, limit int) ([]Run, error)
 }
@@ -150,10 +156,17 @@ func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) 
 	// Runs start in firing order: not after a run of a later firing. Not
 	// "unless a later firing was claimed": under load, claims of later
 	// firings would then keep overtaking every claimant, and nothing would
-	// run.
+	// run. The third branch matches this very record, so that a write
+	// retried after it was applied (the driver retries on network errors)
+	// does not find itself overtaken.
 	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$lt", Value: r.Scheduled}}}},
 		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{
+			{Key: fieldScheduled, Value: r.Scheduled},
+			{Key: fieldKeeper, Value: r.Keeper},
+			{Key: fieldFence, Value: fenceTS(r.Fence)},
+		},
 	}}}
 	update := bson.D{
 		{Key: "$set", Value: bson.D{
@@ -180,19 +193,23 @@ func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) 
 	return doc.Run.Start, true, nil
 }
 
-func (s *mongoStore) finish(ctx context.Context, r Run) error {
+func (s *mongoStore) finish(ctx context.Context, r Run) (bool, error) {
 	set := bson.D{{Key: fieldOutcome, Value: string(r.Outcome)}}
 	if r.Error != "" {
 		set = append(set, bson.E{Key: fieldError, Value: r.Error})
 	}
-	_, err := s.jobs.UpdateOne(ctx,
+	res, err := s.jobs.UpdateOne(ctx,
 		// Only this run's record: if a later run started meanwhile (this
 		// one lost its lease), its record stays.
 		bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper}},
 		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}})
 	if err != nil {
-		return wrapErr(ctx, "record end of", r.Job, err)
+		return false, wrapErr(ctx, "record end of", r.Job, err)
 	}
+	return res.MatchedCount == 1, nil
+}
+
+func (s *mongoStore) addHistory(ctx context.Context, r Run) error {
 	if !s.keepHistory {
 		return nil
 	}
@@ -207,7 +224,7 @@ func (s *mongoStore) finish(ctx context.Context, r Run) error {
 	if r.Error != "" {
 		doc = append(doc, bson.E{Key: fieldError, Value: r.Error})
 	}
-	_, err = s.runs.UpdateOne(ctx, bson.D{{Key: fieldID, Value: historyID(r.Job, r.Scheduled)}},
+	_, err := s.runs.UpdateOne(ctx, bson.D{{Key: fieldID, Value: historyID(r.Job, r.Scheduled)}},
 		bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}},
 		options.UpdateOne().SetUpsert(true))
 	if err != nil {

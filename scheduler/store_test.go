@@ -95,6 +95,40 @@ func TestClaimOncePerFiring(t *testing.T) {
 	}
 }
 
+// TestStartIdempotent: a start record written twice (a retried write that
+// had gone through) is accepted the second time; one for the same firing by
+// another keeper or term is not.
+func TestStartIdempotent(t *testing.T) {
+	t.Parallel()
+	s := newMongoStore(mongotest.NewDatabase(t), defaultConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, err := s.claim(ctx, "j", "@daily", f, "A"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	r := Run{Job: "j", Keeper: "A", Scheduled: f, Fence: 1<<32 | 7}
+	for i := range 2 {
+		if _, ok, err := s.start(ctx, r); err != nil || !ok {
+			t.Fatalf("start, attempt %d: %v %v", i+1, ok, err)
+		}
+	}
+	for _, other := range []Run{
+		{Job: "j", Keeper: "B", Scheduled: f, Fence: 1<<32 | 8},
+		{Job: "j", Keeper: "A", Scheduled: f, Fence: 1<<32 | 9},
+		{Job: "j", Keeper: "A", Scheduled: f.Add(-time.Hour), Fence: 1<<32 | 7},
+	} {
+		if _, ok, err := s.start(ctx, other); err != nil || ok {
+			t.Fatalf("start %+v over %+v: %v %v", other, r, ok, err)
+		}
+	}
+	recs, err := LoadRecords(ctx, s.jobs, "j")
+	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Keeper != "A" ||
+		recs[0].LastRun.Fence != r.Fence || recs[0].LastRun.Outcome != OutcomeRunning {
+		t.Fatalf("records %+v %v", recs, err)
+	}
+}
+
 // TestRecordsRoundTrip writes a run and reads it back through the exported
 // readers.
 func TestRecordsRoundTrip(t *testing.T) {
@@ -117,11 +151,13 @@ func TestRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("records while running: %+v %v", recs, err)
 	}
 	r.Start, r.Outcome, r.Error = start, OutcomeFailed, "boom"
-	if err := s.finish(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.finish(ctx, r); err != nil { // idempotent
-		t.Fatal(err)
+	for range 2 { // idempotent
+		if ok, err := s.finish(ctx, r); err != nil || !ok {
+			t.Fatalf("finish: %v %v", ok, err)
+		}
+		if err := s.addHistory(ctx, r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	recs, err = LoadRecords(ctx, s.jobs, "j", "absent")
 	if err != nil || len(recs) != 1 {
