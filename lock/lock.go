@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
 )
 
 // Field names of a lock document.
@@ -331,22 +332,12 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 		return nil
 	}
 	sent := l.cfg.clock.Now()
-	var res struct {
-		LocalTime time.Time `bson:"localTime"`
-	}
-	err := l.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&res)
-	var ce mongo.CommandError
-	if errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound: MongoDB before 4.4.2
-		err = l.db.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&res)
-	}
+	server, err := mongoutil.ServerTime(ctx, l.db)
 	recv := l.cfg.clock.Now()
 	if err != nil {
 		return wrapErr(ctx, "read server clock", l.db.Name(), err)
 	}
-	if res.LocalTime.IsZero() {
-		return errors.New("read server clock: hello reply has no localTime")
-	}
-	l.clock.observe(res.LocalTime, sent, recv)
+	l.clock.observe(server, sent, recv)
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -58,11 +60,6 @@ const (
 const (
 	HistoryIndexName    = "job_scheduled"
 	HistoryTTLIndexName = "end_ttl"
-)
-
-const (
-	codeNamespaceNotFound = 26
-	codeNotImplemented    = 238
 )
 
 type jobDoc struct {
@@ -291,53 +288,18 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 // ensureIndexes creates the history indexes: one to read a job's runs by
 // firing, and a TTL index on the end time if history is kept.
 func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration, warn func(string)) error {
-	existing, err := listIndexes(ctx, s.runs)
+	err := mongoutil.EnsureIndex(ctx, s.runs, HistoryIndexName, bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
 	if err != nil {
-		return err
-	}
-	if _, ok := existing[HistoryIndexName]; !ok {
-		_, err := s.runs.Indexes().CreateOne(ctx, mongo.IndexModel{
-			Keys:    bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}},
-			Options: options.Index().SetName(HistoryIndexName),
-		})
-		if err != nil {
-			return wrapErr(ctx, "create index", HistoryIndexName, err)
-		}
+		return wrapErr(ctx, "ensure index", HistoryIndexName, err)
 	}
 	if retention <= 0 {
 		return nil
 	}
 	want := int64(math.Ceil(retention.Seconds()))
-	ix, ok := existing[HistoryTTLIndexName]
-	switch {
-	case ok && ix.ExpireAfterSeconds == nil:
-		// A plain index made where TTL indexes are unsupported.
-		return nil
-	case ok && *ix.ExpireAfterSeconds != want:
-		err := s.runs.Database().RunCommand(ctx, bson.D{
-			{Key: "collMod", Value: s.runs.Name()},
-			{Key: "index", Value: bson.D{{Key: "name", Value: HistoryTTLIndexName}, {Key: "expireAfterSeconds", Value: want}}},
-		}).Err()
-		if err != nil {
-			return wrapErr(ctx, "change expireAfterSeconds of index", HistoryTTLIndexName, err)
-		}
-		return nil
-	case ok:
-		return nil
-	}
-	m := mongo.IndexModel{
-		Keys:    bson.D{{Key: fieldEnd, Value: 1}},
-		Options: options.Index().SetName(HistoryTTLIndexName).SetExpireAfterSeconds(int32(min(want, math.MaxInt32))),
-	}
-	_, err = s.runs.Indexes().CreateOne(ctx, m)
-	var se mongo.ServerError
-	if errors.As(err, &se) && se.HasErrorCode(codeNotImplemented) {
-		warn(fmt.Sprintf("server does not implement TTL indexes; run history is kept until PurgeHistory: %v", err))
-		m.Options = options.Index().SetName(HistoryTTLIndexName)
-		_, err = s.runs.Indexes().CreateOne(ctx, m)
-	}
+	err = mongoutil.EnsureTTLIndex(ctx, s.runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want, nil,
+		func(msg string) { warn(msg + "; run history is kept until PurgeHistory") })
 	if err != nil {
-		return wrapErr(ctx, "create index", HistoryTTLIndexName, err)
+		return wrapErr(ctx, "ensure index", HistoryTTLIndexName, err)
 	}
 	return nil
 }
@@ -345,50 +307,15 @@ func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration,
 // purge deletes history that ended more than retention ago by the server's
 // clock.
 func (s *mongoStore) purge(ctx context.Context, retention time.Duration) (int, error) {
-	var hello struct {
-		LocalTime time.Time `bson:"localTime"`
-	}
-	err := s.runs.Database().RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
-	var ce mongo.CommandError
-	if errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound: MongoDB before 4.4.2
-		err = s.runs.Database().RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&hello)
-	}
+	now, err := mongoutil.ServerTime(ctx, s.runs.Database())
 	if err != nil {
 		return 0, wrapErr(ctx, "read server clock for", s.runs.Name(), err)
 	}
-	if hello.LocalTime.IsZero() {
-		return 0, errors.New("purge history: hello reply has no localTime")
-	}
-	res, err := s.runs.DeleteMany(ctx, bson.D{{Key: fieldEnd, Value: bson.D{{Key: "$lt", Value: hello.LocalTime.Add(-retention)}}}})
+	res, err := s.runs.DeleteMany(ctx, bson.D{{Key: fieldEnd, Value: bson.D{{Key: "$lt", Value: now.Add(-retention)}}}})
 	if err != nil {
 		return 0, wrapErr(ctx, "purge", s.runs.Name(), err)
 	}
 	return int(res.DeletedCount), nil
-}
-
-type indexSpec struct {
-	Name               string `bson:"name"`
-	ExpireAfterSeconds *int64 `bson:"expireAfterSeconds"`
-}
-
-func listIndexes(ctx context.Context, coll *mongo.Collection) (map[string]indexSpec, error) {
-	cur, err := coll.Indexes().List(ctx)
-	var se mongo.ServerError
-	if errors.As(err, &se) && se.HasErrorCode(codeNamespaceNotFound) {
-		return map[string]indexSpec{}, nil
-	}
-	if err != nil {
-		return nil, wrapErr(ctx, "list indexes of", coll.Name(), err)
-	}
-	var specs []indexSpec
-	if err := cur.All(ctx, &specs); err != nil {
-		return nil, wrapErr(ctx, "list indexes of", coll.Name(), err)
-	}
-	out := make(map[string]indexSpec, len(specs))
-	for _, s := range specs {
-		out[s.Name] = s
-	}
-	return out, nil
 }
 
 // wrapErr adds context, and surfaces the context's own error when it ended.

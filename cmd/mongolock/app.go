@@ -11,9 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
+
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -338,17 +339,11 @@ func (a *app) locker(db *mongo.Database, log zerolog.Logger) (*lock.Locker, erro
 
 // serverNow reads the server's clock, for "expires in".
 func serverNow(ctx context.Context, db *mongo.Database) (time.Time, error) {
-	var res struct {
-		LocalTime time.Time `bson:"localTime"`
-	}
-	err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&res)
-	if err != nil || res.LocalTime.IsZero() {
-		err = db.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&res)
-	}
+	now, err := mongoutil.ServerTime(ctx, db)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the server's clock: %w", err)
 	}
-	return res.LocalTime, nil
+	return now, nil
 }
 
 func isTerminal(v any) bool {

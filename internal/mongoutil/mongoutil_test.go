@@ -1,0 +1,58 @@
+package mongoutil_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/mongoutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
+
+func TestServerTimeAndIndexes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := mongotest.NewDatabase(t)
+	now, err := mongoutil.ServerTime(ctx, db)
+	if err != nil || now.IsZero() {
+		t.Fatalf("server time: %v %v", now, err)
+	}
+	coll := db.Collection("c")
+	if ix, err := mongoutil.Indexes(ctx, coll); err != nil || len(ix) != 0 {
+		t.Fatalf("indexes of a missing collection: %v %v", ix, err)
+	}
+	var warned int
+	for range 2 { // idempotent
+		if err := mongoutil.EnsureTTLIndex(ctx, coll, "t_ttl", bson.D{{Key: "t", Value: 1}}, 10, nil, func(string) { warned++ }); err != nil {
+			t.Fatal(err)
+		}
+		if err := mongoutil.EnsureIndex(ctx, coll, "k", bson.D{{Key: "k", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix, err := mongoutil.Indexes(ctx, coll)
+	if err != nil || len(ix) != 3 {
+		t.Fatalf("indexes: %v %v, want _id_, t_ttl, k", ix, err)
+	}
+	ttl := ix["t_ttl"].ExpireAfterSeconds
+	if mongotest.Backend() == mongotest.BackendFerretDB {
+		if ttl != nil || warned != 1 {
+			t.Fatalf("FerretDB: ttl %v, warnings %d; want a plain index and one warning", ttl, warned)
+		}
+		return
+	}
+	if ttl == nil || *ttl != 10 || warned != 0 {
+		t.Fatalf("ttl %v, warnings %d", ttl, warned)
+	}
+	refused := false
+	err = mongoutil.EnsureTTLIndex(ctx, coll, "t_ttl", bson.D{{Key: "t", Value: 1}}, 5,
+		func(cur int64) error { refused = cur == 10; return nil }, nil)
+	if ix, _ := mongoutil.Indexes(ctx, coll); err != nil || !refused || *ix["t_ttl"].ExpireAfterSeconds != 5 {
+		t.Fatalf("collMod to 5: err %v, beforeChange saw 10: %v", err, refused)
+	}
+}
