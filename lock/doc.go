@@ -27,8 +27,15 @@
 // a fencing token that strictly increases for a lock id, across releases and
 // expiries; a resource that rejects requests carrying a token smaller than
 // the largest it has seen is safe even then. The token is a timestamp the
-// server issues ($currentDate with $type timestamp), unique and increasing
-// across a replica set.
+// server issues ($currentDate with $type timestamp): on MongoDB a cluster-time
+// tick, unique and increasing across a replica set. (FerretDB issues it from
+// its wall clock and a per-process counter, so a restart within one second
+// could issue a smaller one.)
+//
+// The server's clock may be stepped: a reading that contradicts a Locker's
+// estimate replaces it, but until the next reading the Locker works with the
+// old estimate, so a step back larger than the safety margins can end a lease
+// early. Keep server clocks slewed, not stepped.
 //
 // Mutual exclusion rests on single-document atomicity of findAndModify,
 // update and delete. MongoDB provides it. FerretDB 1.x does not (it reads,

@@ -21,7 +21,7 @@ const (
 // TTLSeconds is the expireAfterSeconds for a lease TTL: rounded up, so the
 // TTL monitor never deletes a lease before it expired.
 func TTLSeconds(ttl time.Duration) int32 {
-	return int32(math.Ceil(ttl.Seconds()))
+	return int32(min(math.Ceil(ttl.Seconds()), math.MaxInt32))
 }
 
 // EnsureIndexes creates the TTL index on the renewal time and the index on
@@ -46,7 +46,7 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, ttl time.Duratio
 		if current < want {
 			return nil
 		}
-		n, err := coll.CountDocuments(ctx, bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: ttl.Milliseconds()}}}})
+		n, err := coll.CountDocuments(ctx, bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: int64((ttl + time.Millisecond - 1) / time.Millisecond)}}}})
 		if err != nil {
 			return wrapErr(ctx, "count longer leases before lowering the TTL of index", TTLIndexName, err)
 		}

@@ -76,6 +76,7 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{"zero ttl", lock.WithTTL(0), "WithTTL"},
 		{"tiny ttl", lock.WithTTL(time.Millisecond), "WithTTL"},
+		{"huge ttl", lock.WithTTL(100 * 365 * 24 * time.Hour), "WithTTL"},
 		{"empty collection", lock.WithCollection(""), "WithCollection"},
 		{"dollar collection", lock.WithCollection("a$b"), "WithCollection"},
 		{"system collection", lock.WithCollection("system.x"), "WithCollection"},

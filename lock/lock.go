@@ -102,6 +102,13 @@ func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 // Collection returns the collection holding the lock documents.
 func (l *Locker) Collection() *mongo.Collection { return l.coll }
 
+// ttlMS is the TTL stored in lock documents and compared in takeovers:
+// whole milliseconds, rounded up, so a keeper whose TTL is shorter by a
+// fraction of a millisecond never counts as having the longer TTL.
+func (l *Locker) ttlMS() int64 {
+	return int64((l.cfg.ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
 // safety is how much earlier than TTL after sending a holder stops trusting
 // its lease: the server stores times in milliseconds, and clocks drift.
 func (l *Locker) safety() time.Duration {
@@ -130,7 +137,7 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	ttlMS := l.cfg.ttl.Milliseconds()
+	ttlMS := l.ttlMS()
 	filter := bson.D{
 		{Key: fieldID, Value: lockID},
 		{Key: "$or", Value: bson.A{
@@ -183,9 +190,15 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 }
 
 // Renew extends the leases keeperID holds on lockIDs, in one round trip when
-// all are still held (two when some are not, to tell which). It never
-// re-creates a lease that has expired or been taken over: that needs
-// AcquireLock, which issues a new fencing token. Fencing tokens are unchanged.
+// all are still held (two when some are not, to tell which; plus a hello,
+// as for AcquireLock, when the clock estimate is old). It never re-creates
+// a lease that was released or taken over, and refuses one that may have
+// expired when it was sent; a lease that expires while the request is in
+// flight may still be extended, which is safe because no other keeper can
+// have taken it. Taking a lapsed lease again needs AcquireLock, which issues
+// a new fencing token. Renew keeps fencing tokens unchanged. Concurrent
+// Renew calls by one keeper for the same locks may report each other's
+// renewals as lost.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
 	if err := ValidateID("keeperID", keeperID); err != nil {
 		return Renewal{}, err
@@ -211,7 +224,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		{Key: fieldRenewed, Value: bson.D{{Key: "$gte", Value: hi.Add(-l.cfg.ttl)}}},
 	}
 	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldNonce, Value: nonce}, {Key: fieldTTL, Value: l.cfg.ttl.Milliseconds()}}},
+		{Key: "$set", Value: bson.D{{Key: fieldNonce, Value: nonce}, {Key: fieldTTL, Value: l.ttlMS()}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
 	}
 	res, err := l.coll.UpdateMany(ctx, filter, update)
@@ -307,6 +320,9 @@ func (l *Locker) ForceRelease(ctx context.Context, lockID string) error {
 
 // Purge deletes lock documents whose leases have expired by the server's
 // clock, for servers without TTL indexes. It returns how many it deleted.
+// On FerretDB 1.x, whose deletes are not atomic, a lock taken over while
+// Purge runs can be deleted with the expired one: run Purge there only
+// where commands are serialized.
 func (l *Locker) Purge(ctx context.Context) (int, error) {
 	if err := l.refreshClock(ctx); err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
@@ -315,7 +331,7 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 	res, err := l.coll.DeleteMany(ctx, bson.D{
 		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
 		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.cfg.ttl.Milliseconds()}}}},
+			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.ttlMS()}}}},
 			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
 		}},
 	})
@@ -344,7 +360,7 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 // wrapErr adds context, and surfaces the context's own error when it ended.
 func wrapErr(ctx context.Context, op, id string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s %q: %w (%v)", op, id, ctxErr, err)
+		return fmt.Errorf("%s %q: %w (%w)", op, id, ctxErr, err)
 	}
 	return fmt.Errorf("%s %q: %w", op, id, err)
 }

@@ -17,6 +17,8 @@ const (
 	DefaultTTL = 30 * time.Second
 	// MinTTL is the shortest TTL New accepts.
 	MinTTL = 100 * time.Millisecond
+	// MaxTTL is the longest TTL New accepts.
+	MaxTTL = 7 * 24 * time.Hour
 	// DefaultClockRefresh is how old the estimate of the server's clock may
 	// grow before it is refreshed with a hello round trip. Acquisitions
 	// refresh it for free.
@@ -64,13 +66,18 @@ func WithCollection(name string) Option {
 	}
 }
 
-// WithTTL sets the lease length. Every Locker on one collection should use
+// WithTTL sets the lease length. Every Locker on one collection must use
 // the same TTL: a lease is taken over only by a keeper whose TTL is at least
-// the holder's. Default: DefaultTTL (30s); at least MinTTL.
+// the holder's, but the collection's TTL index (EnsureIndexes) has one
+// value, and the TTL monitor deletes leases longer than it while they live.
+// Default: DefaultTTL (30s); from MinTTL to MaxTTL.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) error {
 		if ttl < MinTTL {
 			return fmt.Errorf("%w: WithTTL: %v is shorter than the minimum %v", ErrInvalidOption, ttl, MinTTL)
+		}
+		if ttl > MaxTTL {
+			return fmt.Errorf("%w: WithTTL: %v is longer than the maximum %v", ErrInvalidOption, ttl, MaxTTL)
 		}
 		c.ttl = ttl
 		return nil

@@ -22,7 +22,8 @@ const sampleMaxAge = 5 * time.Minute
 // dates have millisecond resolution), give or take drift.
 type serverClock struct {
 	mu     sync.Mutex
-	lo, hi *sample // samples giving the tightest lower and upper bounds
+	lo, hi *sample   // samples giving the tightest lower and upper bounds
+	last   time.Time // local instant of the newest sample
 }
 
 type sample struct {
@@ -52,6 +53,13 @@ func (c *serverClock) observe(server, sent, recv time.Time) {
 	s := &sample{server: server, sent: sent, recv: recv}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.last = recv
+	if c.lo != nil && (s.upper(recv).Before(c.lo.lower(recv)) || s.lower(recv).After(c.hi.upper(recv))) {
+		// The new reading contradicts the old ones: the server's clock was
+		// stepped (or the primary changed). Trust only the new reading.
+		c.lo, c.hi = s, s
+		return
+	}
 	if c.lo == nil || s.lower(recv).After(c.lo.lower(recv)) || recv.Sub(c.lo.recv) > sampleMaxAge {
 		c.lo = s
 	}
@@ -78,9 +86,5 @@ func (c *serverClock) age(now time.Time) (time.Duration, bool) {
 	if c.lo == nil {
 		return 0, false
 	}
-	newest := c.lo.recv
-	if c.hi.recv.After(newest) {
-		newest = c.hi.recv
-	}
-	return now.Sub(newest), true
+	return now.Sub(c.last), true
 }

@@ -35,3 +35,36 @@ func TestServerClockBounds(t *testing.T) {
 		t.Fatalf("age %v", age)
 	}
 }
+
+// A reading that contradicts the estimate (the server's clock was stepped
+// back) replaces it at once instead of being outvoted by older samples.
+func TestServerClockStepBack(t *testing.T) {
+	local := time.Now()
+	server := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var c serverClock
+	c.observe(server, local, local.Add(time.Millisecond))
+	later := local.Add(10 * time.Second)
+	stepped := server.Add(10*time.Second - 2*time.Second) // clock stepped back 2s
+	c.observe(stepped, later, later.Add(5*time.Millisecond))
+	lo, hi, _ := c.bounds(later.Add(5 * time.Millisecond))
+	if lo.After(stepped.Add(10*time.Millisecond)) || hi.Before(stepped) {
+		t.Fatalf("after a step back the bounds [%v, %v] do not follow the new reading %v", lo, hi, stepped)
+	}
+	if age, _ := c.age(later.Add(5 * time.Millisecond)); age != 0 {
+		t.Fatalf("age %v right after a reading", age)
+	}
+}
+
+// age counts from the newest reading even when an older one stays the
+// tightest bound.
+func TestServerClockAgeFromNewestReading(t *testing.T) {
+	local := time.Now()
+	server := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var c serverClock
+	c.observe(server, local, local.Add(time.Millisecond)) // precise
+	later := local.Add(2 * time.Second)
+	c.observe(server.Add(2*time.Second), later.Add(-50*time.Millisecond), later.Add(50*time.Millisecond)) // sloppy, consistent
+	if age, _ := c.age(later.Add(50 * time.Millisecond)); age != 0 {
+		t.Fatalf("age %v, want 0 right after a reading", age)
+	}
+}

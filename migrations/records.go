@@ -215,7 +215,7 @@ func truncate(s string, n int) string {
 // wrapErr adds context, and surfaces the context's own error when it ended.
 func wrapErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w (%v)", op, ctxErr, err)
+		return fmt.Errorf("%s: %w (%w)", op, ctxErr, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

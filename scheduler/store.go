@@ -321,7 +321,7 @@ func (s *mongoStore) purge(ctx context.Context, retention time.Duration) (int, e
 // wrapErr adds context, and surfaces the context's own error when it ended.
 func wrapErr(ctx context.Context, op, id string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s %q: %w (%v)", op, id, ctxErr, err)
+		return fmt.Errorf("%s %q: %w (%w)", op, id, ctxErr, err)
 	}
 	return fmt.Errorf("%s %q: %w", op, id, err)
 }
