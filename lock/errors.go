@@ -16,6 +16,10 @@ var (
 	// ErrInvalidArgument reports a bad lock or keeper id; nothing was written.
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 
+	// ErrLeaseTooLong reports a lock whose lease outlasts the TTL index that
+	// EnsureIndexes would make; see CheckLeasesFit.
+	ErrLeaseTooLong = errors.New("lock: lease longer than the TTL index keeps it")
+
 	// ErrInvalidOption reports a bad option passed to New.
 	ErrInvalidOption = errors.New("lock: invalid option")
 )

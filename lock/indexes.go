@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -26,8 +27,8 @@ func TTLSeconds(ttl time.Duration) int32 {
 
 // EnsureIndexes creates the TTL index on the renewal time and the index on
 // the keeper id. It is idempotent. If the TTL index exists with another
-// expireAfterSeconds it is changed in place with collMod; lowering it is
-// refused while locks taken with a longer TTL exist. If the server does
+// expireAfterSeconds it is changed in place with collMod. It refuses, changing
+// nothing, while a lock taken with a longer lease exists (CheckLeasesFit). If the server does
 // not implement TTL indexes (FerretDB) it logs a warning and creates a plain
 // index: expiry never depends on the TTL monitor, use Purge to tidy up.
 func (l *Locker) EnsureIndexes(ctx context.Context) error {
@@ -39,24 +40,10 @@ func (l *Locker) EnsureIndexes(ctx context.Context) error {
 // EnsureIndexes is Locker.EnsureIndexes for any collection, for migrations.
 // warn receives what could not be done but does not stop it.
 func EnsureIndexes(ctx context.Context, coll *mongo.Collection, ttl time.Duration, warn func(string)) error {
-	want := int64(TTLSeconds(ttl))
-	// A shorter TTL index would let the TTL monitor delete leases taken
-	// with a longer TTL while they are live.
-	refuseShorter := func(current int64) error {
-		if current < want {
-			return nil
-		}
-		n, err := coll.CountDocuments(ctx, bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: int64((ttl + time.Millisecond - 1) / time.Millisecond)}}}})
-		if err != nil {
-			return wrapErr(ctx, "count longer leases before lowering the TTL of index", TTLIndexName, err)
-		}
-		if n > 0 {
-			return fmt.Errorf("%w: lowering expireAfterSeconds of index %s from %d to %d while %d locks hold leases longer than %v; release them first",
-				ErrInvalidOption, TTLIndexName, current, want, n, ttl)
-		}
-		return nil
+	if err := CheckLeasesFit(ctx, coll, ttl); err != nil {
+		return err
 	}
-	err := mongoutil.EnsureTTLIndex(ctx, coll, TTLIndexName, bson.D{{Key: fieldRenewed, Value: 1}}, want, refuseShorter,
+	err := mongoutil.EnsureTTLIndex(ctx, coll, TTLIndexName, bson.D{{Key: fieldRenewed, Value: 1}}, int64(TTLSeconds(ttl)),
 		func(msg string) { warn(msg + "; expired locks stay until taken over or purged") })
 	if err != nil {
 		return wrapErr(ctx, "ensure index", TTLIndexName, err)
@@ -65,4 +52,24 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, ttl time.Duratio
 		return wrapErr(ctx, "ensure index", KeeperIndexName, err)
 	}
 	return nil
+}
+
+// CheckLeasesFit returns an error wrapping ErrLeaseTooLong (and
+// ErrInvalidOption) if a lock in coll was taken with a lease longer than a
+// TTL index for ttl keeps documents: the TTL monitor would delete that lock
+// while it is held and let a second keeper take it. It happens when indexes
+// are made with another TTL than the lockers use.
+func CheckLeasesFit(ctx context.Context, coll *mongo.Collection, ttl time.Duration) error {
+	limit := int64(TTLSeconds(ttl)) * 1000
+	var doc lockDoc
+	err := coll.FindOne(ctx, bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: limit}}}}).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil
+	case err != nil:
+		return wrapErr(ctx, "look for leases longer than the TTL index in", coll.Name(), err)
+	}
+	return fmt.Errorf("%w: %w: lock %q in %q was taken by %q with a %v lease, longer than the %ds the TTL index would keep it: "+
+		"configure the TTL your lockers use, or release that lock",
+		ErrInvalidOption, ErrLeaseTooLong, doc.ID, coll.Name(), doc.Keeper, time.Duration(doc.TTL)*time.Millisecond, limit/1000)
 }

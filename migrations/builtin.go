@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/lock"
@@ -56,20 +55,17 @@ func LockIndexes(collection string, ttl time.Duration) Migration {
 		return m
 	}
 	m.Up = func(ctx context.Context, db *mongo.Database) error {
-		if err := longerLeases(ctx, db.Collection(collection), ttl); err != nil {
-			return err
-		}
 		log := zerolog.Ctx(ctx)
-		return lock.EnsureIndexes(ctx, db.Collection(collection), ttl, func(msg string) {
+		return asConflict(lock.EnsureIndexes(ctx, db.Collection(collection), ttl, func(msg string) {
 			log.Warn().Str("collection", collection).Msg(msg)
-		})
+		}))
 	}
 	m.Explain = func(ctx context.Context, db *mongo.Database) ([]string, error) {
 		existing, err := listIndexes(ctx, db.Collection(collection))
 		if err != nil {
 			return nil, err
 		}
-		if err := longerLeases(ctx, db.Collection(collection), ttl); err != nil {
+		if err := asConflict(lock.CheckLeasesFit(ctx, db.Collection(collection), ttl)); err != nil {
 			return nil, err
 		}
 		want := lock.TTLSeconds(ttl)
@@ -95,27 +91,13 @@ func LockIndexes(collection string, ttl time.Duration) Migration {
 	return m
 }
 
-// longerLeases refuses a TTL index shorter than a lease in the collection:
-// the TTL monitor would delete that lock while it is held, and let a second
-// keeper take it. It happens when the migration is given another TTL than
-// the lockers use.
-func longerLeases(ctx context.Context, coll *mongo.Collection, ttl time.Duration) error {
-	limit := int64(lock.TTLSeconds(ttl)) * 1000
-	var doc struct {
-		ID     string `bson:"_id"`
-		Keeper string `bson:"kid"`
-		TTL    int64  `bson:"ttl"` // the lease length in ms its keeper wrote
+// asConflict marks a lease that outlasts the TTL index as an index
+// conflict, this package's word for a change it will not make.
+func asConflict(err error) error {
+	if errors.Is(err, lock.ErrLeaseTooLong) {
+		return fmt.Errorf("%w: %w", ErrIndexConflict, err)
 	}
-	err := coll.FindOne(ctx, bson.D{{Key: "ttl", Value: bson.D{{Key: "$gt", Value: limit}}}}).Decode(&doc)
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return nil
-	case err != nil:
-		return fmt.Errorf("look for leases longer than %v in %q: %w", ttl, coll.Name(), err)
-	}
-	return fmt.Errorf("%w: lock %q in %q was taken by %q with a %v lease, longer than the %ds the TTL index would keep it: "+
-		"configure the TTL your lockers use, or release that lock",
-		ErrIndexConflict, doc.ID, coll.Name(), doc.Keeper, time.Duration(doc.TTL)*time.Millisecond, limit/1000)
+	return err
 }
 
 // SchedulerIndexes returns the migration that creates the indexes of the

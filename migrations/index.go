@@ -14,15 +14,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Server error codes handled here.
-const (
-	codeIndexNotFound     = 27
-	codeNamespaceNotFound = 26
-	codeNotImplemented    = 238
-)
+// codeIndexNotFound is the server's answer to dropping a missing index.
+const codeIndexNotFound = 27
 
 // Index describes an index for EnsureIndex.
 type Index struct {
@@ -296,7 +293,7 @@ func DropIndex(version int64, collection, name string) Migration {
 
 func dropIndex(ctx context.Context, coll *mongo.Collection, name string) error {
 	err := coll.Indexes().DropOne(ctx, name)
-	if hasCode(err, codeIndexNotFound) || hasCode(err, codeNamespaceNotFound) {
+	if hasCode(err, codeIndexNotFound) || hasCode(err, mongoutil.CodeNamespaceNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -326,7 +323,7 @@ var ignoredIndexFields = map[string]bool{
 
 func listIndexes(ctx context.Context, coll *mongo.Collection) (map[string]existingIndex, error) {
 	cur, err := coll.Indexes().List(ctx)
-	if hasCode(err, codeNamespaceNotFound) {
+	if hasCode(err, mongoutil.CodeNamespaceNotFound) {
 		return map[string]existingIndex{}, nil
 	}
 	if err != nil {
@@ -574,7 +571,7 @@ func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	if a.ttl != nil {
 		err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "expireAfterSeconds", Value: *a.ttl}})
 		switch {
-		case hasCode(err, codeNotImplemented):
+		case hasCode(err, mongoutil.CodeNotImplemented):
 			log.Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
 				Msg("server does not implement changing expireAfterSeconds; the index stays as it is")
 		case err != nil:
@@ -584,7 +581,7 @@ func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	if a.hidden != nil {
 		err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "hidden", Value: *a.hidden}})
 		switch {
-		case hasCode(err, codeNotImplemented):
+		case hasCode(err, mongoutil.CodeNotImplemented):
 			return fmt.Errorf("%w: set hidden of index %q on %q to %t: %v", ErrNotSupported, s.Name, s.Collection, *a.hidden, err)
 		case err != nil:
 			return fmt.Errorf("set hidden of index %q on %q to %t: %w", s.Name, s.Collection, *a.hidden, err)
@@ -620,13 +617,13 @@ func (s indexSpec) create(ctx context.Context, coll *mongo.Collection) error {
 		return mongo.IndexModel{Keys: keysDoc(s.keys), Options: o}
 	}
 	_, err := coll.Indexes().CreateOne(ctx, model(true))
-	if hasCode(err, codeNotImplemented) && s.ExpireAfterSeconds != nil {
+	if hasCode(err, mongoutil.CodeNotImplemented) && s.ExpireAfterSeconds != nil {
 		zerolog.Ctx(ctx).Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
 			Msg("server does not implement TTL indexes; creating a plain index")
 		_, err = coll.Indexes().CreateOne(ctx, model(false))
 	}
 	switch {
-	case hasCode(err, codeNotImplemented):
+	case hasCode(err, mongoutil.CodeNotImplemented):
 		return fmt.Errorf("%w: create index %q on %q %s: %v", ErrNotSupported, s.Name, s.Collection, s.optionsString(), err)
 	case err != nil:
 		return fmt.Errorf("create index %q on %q: %w", s.Name, s.Collection, err)

@@ -173,8 +173,7 @@ func WithClock(clk clockwork.Clock) Option {
 
 // WithMigrations registers migrations beside the built-in ones (Builtin).
 // It may be given several times; the migrations of all of them are applied
-// in version order. Other mongolock packages export their migrations for
-// this option.
+// in version order.
 func WithMigrations(ms ...Migration) Option {
 	return func(c *config) error {
 		c.migrations = append(c.migrations, ms...)

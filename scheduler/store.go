@@ -296,7 +296,7 @@ func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration,
 		return nil
 	}
 	want := int64(math.Ceil(retention.Seconds()))
-	err = mongoutil.EnsureTTLIndex(ctx, s.runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want, nil,
+	err = mongoutil.EnsureTTLIndex(ctx, s.runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want,
 		func(msg string) { warn(msg + "; run history is kept until PurgeHistory") })
 	if err != nil {
 		return wrapErr(ctx, "ensure index", HistoryTTLIndexName, err)

@@ -86,12 +86,10 @@ func EnsureIndex(ctx context.Context, coll *mongo.Collection, name string, keys 
 
 // EnsureTTLIndex makes the index named name on keys expire documents after
 // seconds. An existing TTL index with another value is changed in place
-// with collMod, after beforeChange (if not nil) agrees to the change from
-// its current value; it is never dropped. A server without TTL indexes gets
+// with collMod; it is never dropped. A server without TTL indexes gets
 // a plain index and a call to warn. A plain index already there is left as
 // it is.
-func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, keys bson.D, seconds int64,
-	beforeChange func(current int64) error, warn func(string)) error {
+func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, keys bson.D, seconds int64, warn func(string)) error {
 	existing, err := Indexes(ctx, coll)
 	if err != nil {
 		return err
@@ -99,11 +97,6 @@ func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, ke
 	if ix, ok := existing[name]; ok {
 		if ix.ExpireAfterSeconds == nil || *ix.ExpireAfterSeconds == seconds {
 			return nil
-		}
-		if beforeChange != nil {
-			if err := beforeChange(*ix.ExpireAfterSeconds); err != nil {
-				return err
-			}
 		}
 		err := coll.Database().RunCommand(ctx, bson.D{
 			{Key: "collMod", Value: coll.Name()},
