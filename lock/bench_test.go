@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
@@ -137,5 +136,3 @@ func BenchmarkRenew(b *testing.B) {
 		})
 	}
 }
-
-var _ *mongo.Client

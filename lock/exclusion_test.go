@@ -82,8 +82,8 @@ func hammer(t *testing.T, clock func(i int) lock.Clock) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			kid := fmt.Sprintf("k%d", i)
 			for term := 0; time.Now().Before(deadline); term++ {
-				kid := fmt.Sprintf("k%d", i)
 				lease, ok, err := l.AcquireLock(ctx, "hot", kid)
 				if err != nil {
 					t.Errorf("%s: %v", kid, err)

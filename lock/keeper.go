@@ -1,8 +1,6 @@
 package lock
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"strconv"
 	"strings"
@@ -20,7 +18,5 @@ func NewKeeperID() string {
 		host = host[:200]
 	}
 	host = strings.ToValidUTF8(strings.ReplaceAll(host, "\x00", ""), "?")
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + newNonce()
 }

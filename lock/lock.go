@@ -41,7 +41,6 @@ func fenceOf(ts bson.Timestamp) uint64 { return uint64(ts.T)<<32 | uint64(ts.I) 
 // It is safe for concurrent use.
 type Locker struct {
 	coll  *mongo.Collection
-	db    *mongo.Database
 	cfg   config
 	clock serverClock
 }
@@ -93,7 +92,7 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 		}
 	}
 	coll := db.Collection(cfg.collection, options.Collection().SetWriteConcern(cfg.wc))
-	return &Locker{coll: coll, db: db, cfg: cfg}, nil
+	return &Locker{coll: coll, cfg: cfg}, nil
 }
 
 // TTL returns the lease length.
@@ -102,11 +101,26 @@ func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 // Collection returns the collection holding the lock documents.
 func (l *Locker) Collection() *mongo.Collection { return l.coll }
 
+// lapsed matches leases expired by the server's clock, given lo, a lower
+// bound of the server's time when it evaluates the filter. Only leases no
+// longer than this Locker's count: a longer one expires later.
+func (l *Locker) lapsed(lo time.Time) bson.D {
+	return bson.D{
+		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.ttlMS()}}}},
+			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}},
+	}
+}
+
 // ttlMS is the TTL stored in lock documents and compared in takeovers:
 // whole milliseconds, rounded up, so a keeper whose TTL is shorter by a
 // fraction of a millisecond never counts as having the longer TTL.
-func (l *Locker) ttlMS() int64 {
-	return int64((l.cfg.ttl + time.Millisecond - 1) / time.Millisecond)
+func (l *Locker) ttlMS() int64 { return ttlMillis(l.cfg.ttl) }
+
+func ttlMillis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
 // safety is how much earlier than TTL after sending a holder stops trusting
@@ -137,25 +151,15 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	ttlMS := l.ttlMS()
 	filter := bson.D{
 		{Key: fieldID, Value: lockID},
 		{Key: "$or", Value: bson.A{
 			bson.D{{Key: fieldKeeper, Value: keeperID}},
-			// Expired by the server's clock: lo is a lower bound of the
-			// server's time when it evaluates this filter. Only leases no
-			// longer than ours are taken over.
-			bson.D{
-				{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
-				{Key: "$or", Value: bson.A{
-					bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: ttlMS}}}},
-					bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
-				}},
-			},
+			l.lapsed(lo),
 		}},
 	}
 	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}}},
+		{Key: "$set", Value: bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: l.ttlMS()}}},
 		{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},
 			{Key: fieldAcquired, Value: true},
@@ -328,13 +332,7 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	lo, _, _ := l.clock.bounds(l.cfg.clock.Now())
-	res, err := l.coll.DeleteMany(ctx, bson.D{
-		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
-		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.ttlMS()}}}},
-			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
-		}},
-	})
+	res, err := l.coll.DeleteMany(ctx, l.lapsed(lo))
 	if err != nil {
 		return 0, wrapErr(ctx, "purge", l.coll.Name(), err)
 	}
@@ -348,10 +346,10 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 		return nil
 	}
 	sent := l.cfg.clock.Now()
-	server, err := mongoutil.ServerTime(ctx, l.db)
+	server, err := mongoutil.ServerTime(ctx, l.coll.Database())
 	recv := l.cfg.clock.Now()
 	if err != nil {
-		return wrapErr(ctx, "read server clock", l.db.Name(), err)
+		return wrapErr(ctx, "read server clock", l.coll.Database().Name(), err)
 	}
 	l.clock.observe(server, sent, recv)
 	return nil

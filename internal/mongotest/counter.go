@@ -11,8 +11,10 @@ import (
 )
 
 // Counter counts the commands a client starts, by name, so tests can assert
-// round trips. Connection handshakes, authentication, monitoring and session
-// cleanup are not counted. It is safe for concurrent use.
+// round trips, including hello commands an application sends (the driver's
+// own handshakes and heartbeats never reach the command monitor).
+// Authentication, ping, buildInfo and session cleanup are not counted. It is
+// safe for concurrent use.
 type Counter struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -20,7 +22,6 @@ type Counter struct {
 
 // uncounted are commands the driver sends on its own.
 var uncounted = map[string]bool{
-	"hello": true, "isMaster": true, "ismaster": true,
 	"saslStart": true, "saslContinue": true, "authenticate": true, "getnonce": true,
 	"ping": true, "buildInfo": true, "buildinfo": true, "endSessions": true,
 }

@@ -85,11 +85,12 @@ func EnsureIndex(ctx context.Context, coll *mongo.Collection, name string, keys 
 }
 
 // EnsureTTLIndex makes the index named name on keys expire documents after
-// seconds. An existing TTL index with another value is changed in place
+// seconds (capped at what the server accepts). An existing TTL index with another value is changed in place
 // with collMod; it is never dropped. A server without TTL indexes gets
 // a plain index and a call to warn. A plain index already there is left as
 // it is.
 func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, keys bson.D, seconds int64, warn func(string)) error {
+	seconds = int64(clamp32(seconds))
 	existing, err := Indexes(ctx, coll)
 	if err != nil {
 		return err
@@ -107,7 +108,7 @@ func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, ke
 		}
 		return nil
 	}
-	m := mongo.IndexModel{Keys: keys, Options: options.Index().SetName(name).SetExpireAfterSeconds(clamp32(seconds))}
+	m := mongo.IndexModel{Keys: keys, Options: options.Index().SetName(name).SetExpireAfterSeconds(int32(seconds))}
 	_, err = coll.Indexes().CreateOne(ctx, m)
 	var se mongo.ServerError
 	if errors.As(err, &se) && se.HasErrorCode(CodeNotImplemented) {
