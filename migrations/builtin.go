@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -110,7 +109,7 @@ func SchedulerIndexes(runsCollection string, retention time.Duration) Migration 
 		Version:     SchedulerIndexesVersion,
 		Description: fmt.Sprintf("indexes of scheduler history %q", runsCollection),
 		Definition: fmt.Sprintf("scheduler.EnsureIndexes runs=%q expireAfterSeconds=%d",
-			runsCollection, int64(math.Ceil(retention.Seconds()))),
+			runsCollection, int64(lock.TTLSeconds(retention))),
 		Repeatable: true,
 	}
 	// The scheduler checks its options; a Scheduler that is never started
@@ -152,7 +151,7 @@ func SchedulerIndexes(runsCollection string, retention time.Duration) Migration 
 		if retention <= 0 {
 			return out, nil
 		}
-		want := int64(math.Ceil(retention.Seconds()))
+		want := int64(lock.TTLSeconds(retention))
 		ix, ok := existing[scheduler.HistoryTTLIndexName]
 		switch {
 		case !ok:

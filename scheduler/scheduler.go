@@ -160,7 +160,8 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidJob)
 	}
-	if err := lock.ValidateID("lock id of job "+fmt.Sprintf("%q", name), s.LockID(name)); err != nil {
+	lockID := s.LockID(name)
+	if err := lock.ValidateID(fmt.Sprintf("lock id of job %q", name), lockID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
 	if fn == nil {
@@ -183,7 +184,7 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 			return fmt.Errorf("job %q: %w", name, err)
 		}
 	}
-	j := &job{name: name, spec: spec, lockID: s.LockID(name), sched: sched, fn: fn, cfg: jc, index: -1}
+	j := &job{name: name, spec: spec, lockID: lockID, sched: sched, fn: fn, cfg: jc, index: -1}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -424,8 +425,8 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]Run,
 }
 
 // EnsureIndexes creates the indexes of the run history: one to read a job's
-// runs, and a TTL index on their end time that keeps them for the history
-// retention. It is idempotent. If the server does not implement TTL indexes
+// runs and, unless WithHistory(0), a TTL index on their end time that keeps
+// them for the history retention. It is idempotent. If the server does not implement TTL indexes
 // (FerretDB) it logs a warning and creates a plain index; use PurgeHistory.
 func (s *Scheduler) EnsureIndexes(ctx context.Context) error {
 	if s.mst == nil {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // store persists claims and runs. mongoStore is the real one; tests of the
@@ -111,19 +110,14 @@ type mongoStore struct {
 }
 
 func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
-	wc := majority()
+	// Majority with journal: a claim acknowledged by a primary that then
+	// fails over must not be lost, or a firing could run twice.
+	wc := lock.DefaultWriteConcern()
 	return &mongoStore{
 		jobs:        db.Collection(cfg.jobsColl, options.Collection().SetWriteConcern(wc)),
 		runs:        db.Collection(cfg.runsColl, options.Collection().SetWriteConcern(wc)),
 		keepHistory: cfg.retention > 0,
 	}
-}
-
-// majority is the write concern of every write: a claim acknowledged by a
-// primary that then fails over must not be lost, or a firing could run twice.
-func majority() *writeconcern.WriteConcern {
-	j := true
-	return &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &j}
 }
 
 func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error) {
@@ -295,7 +289,7 @@ func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration,
 	if retention <= 0 {
 		return nil
 	}
-	want := int64(math.Ceil(retention.Seconds()))
+	want := int64(lock.TTLSeconds(retention))
 	err = mongoutil.EnsureTTLIndex(ctx, s.runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want,
 		func(msg string) { warn(msg + "; run history is kept until PurgeHistory") })
 	if err != nil {
