@@ -100,7 +100,7 @@ func asConflict(err error) error {
 }
 
 // SchedulerIndexes returns the migration that creates the indexes of the
-// scheduler's run history with Scheduler.EnsureIndexes: one to read a job's
+// scheduler's run history with scheduler.EnsureIndexes: one to read a job's
 // runs, and a TTL index on their end time that keeps them for retention
 // (0: no history, no TTL index). It is Repeatable: changing the retention
 // applies it again. It has no Down.
@@ -112,16 +112,6 @@ func SchedulerIndexes(runsCollection string, retention time.Duration) Migration 
 			runsCollection, int64(lock.TTLSeconds(retention))),
 		Repeatable: true,
 	}
-	// The scheduler checks its options; a Scheduler that is never started
-	// runs nothing.
-	newScheduler := func(db *mongo.Database, log zerolog.Logger) (*scheduler.Scheduler, error) {
-		l, err := lock.New(db)
-		if err != nil {
-			return nil, err
-		}
-		return scheduler.New(db, l, DefaultLockID, scheduler.WithRunsCollection(runsCollection),
-			scheduler.WithHistory(retention), scheduler.WithLogger(log))
-	}
 	if !validCollection(runsCollection) {
 		m.err = fmt.Errorf("invalid scheduler runs collection name %q", runsCollection)
 		return m
@@ -131,11 +121,10 @@ func SchedulerIndexes(runsCollection string, retention time.Duration) Migration 
 		return m
 	}
 	m.Up = func(ctx context.Context, db *mongo.Database) error {
-		s, err := newScheduler(db, *zerolog.Ctx(ctx))
-		if err != nil {
-			return err
-		}
-		return s.EnsureIndexes(ctx)
+		log := zerolog.Ctx(ctx)
+		return scheduler.EnsureIndexes(ctx, db.Collection(runsCollection), retention, func(msg string) {
+			log.Warn().Str("collection", runsCollection).Msg(msg)
+		})
 	}
 	m.Explain = func(ctx context.Context, db *mongo.Database) ([]string, error) {
 		existing, err := listIndexes(ctx, db.Collection(runsCollection))

@@ -279,10 +279,12 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 	return out, nil
 }
 
-// ensureIndexes creates the history indexes: one to read a job's runs by
-// firing, and a TTL index on the end time if history is kept.
-func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration, warn func(string)) error {
-	err := mongoutil.EnsureIndex(ctx, s.runs, HistoryIndexName, bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
+// EnsureIndexes is Scheduler.EnsureIndexes for a runs collection, for
+// migrations: an index to read a job's runs by firing and, if retention > 0,
+// a TTL index on the end time that keeps runs for retention (a plain index,
+// and a call to warn, where TTL indexes are not implemented).
+func EnsureIndexes(ctx context.Context, runs *mongo.Collection, retention time.Duration, warn func(string)) error {
+	err := mongoutil.EnsureIndex(ctx, runs, HistoryIndexName, bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
 	if err != nil {
 		return wrapErr(ctx, "ensure index", HistoryIndexName, err)
 	}
@@ -290,12 +292,16 @@ func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration,
 		return nil
 	}
 	want := int64(lock.TTLSeconds(retention))
-	err = mongoutil.EnsureTTLIndex(ctx, s.runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want,
+	err = mongoutil.EnsureTTLIndex(ctx, runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want,
 		func(msg string) { warn(msg + "; run history is kept until PurgeHistory") })
 	if err != nil {
 		return wrapErr(ctx, "ensure index", HistoryTTLIndexName, err)
 	}
 	return nil
+}
+
+func (s *mongoStore) ensureIndexes(ctx context.Context, retention time.Duration, warn func(string)) error {
+	return EnsureIndexes(ctx, s.runs, retention, warn)
 }
 
 // purge deletes history that ended more than retention ago by the server's
