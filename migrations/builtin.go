@@ -69,17 +69,7 @@ func LockIndexes(collection string, ttl time.Duration) Migration {
 		}
 		want := lock.TTLSeconds(ttl)
 		var out []string
-		ix, ok := existing[lock.TTLIndexName]
-		switch {
-		case !ok:
-			out = append(out, fmt.Sprintf("create index %q on %q {\"ts\":1} expireAfterSeconds %d (a plain index where TTL indexes are not implemented)", lock.TTLIndexName, collection, want))
-		case ix.TTL == nil:
-			out = append(out, fmt.Sprintf("index %q on %q is a plain index (made where TTL indexes are not implemented): left as it is", lock.TTLIndexName, collection))
-		case *ix.TTL != int64(want):
-			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q from %d to %d", collection, lock.TTLIndexName, *ix.TTL, want))
-		default:
-			out = append(out, fmt.Sprintf("index %q on %q exists with expireAfterSeconds %d: nothing to do", lock.TTLIndexName, collection, want))
-		}
+		out = append(out, explainTTL(existing, collection, lock.TTLIndexName, `{"ts":1}`, int64(want)))
 		if _, ok := existing[lock.KeeperIndexName]; !ok {
 			out = append(out, fmt.Sprintf("create index %q on %q {\"kid\":1}", lock.KeeperIndexName, collection))
 		} else {
@@ -141,18 +131,23 @@ func SchedulerIndexes(runsCollection string, retention time.Duration) Migration 
 			return out, nil
 		}
 		want := int64(lock.TTLSeconds(retention))
-		ix, ok := existing[scheduler.HistoryTTLIndexName]
-		switch {
-		case !ok:
-			out = append(out, fmt.Sprintf("create index %q on %q {\"end\":1} expireAfterSeconds %d (a plain index where TTL indexes are not implemented)", scheduler.HistoryTTLIndexName, runsCollection, want))
-		case ix.TTL == nil:
-			out = append(out, fmt.Sprintf("index %q on %q is a plain index (made where TTL indexes are not implemented): left as it is", scheduler.HistoryTTLIndexName, runsCollection))
-		case *ix.TTL != want:
-			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q from %d to %d", runsCollection, scheduler.HistoryTTLIndexName, *ix.TTL, want))
-		default:
-			out = append(out, fmt.Sprintf("index %q on %q exists with expireAfterSeconds %d: nothing to do", scheduler.HistoryTTLIndexName, runsCollection, want))
-		}
+		out = append(out, explainTTL(existing, runsCollection, scheduler.HistoryTTLIndexName, `{"end":1}`, want))
 		return out, nil
 	}
 	return m
+}
+
+// explainTTL says what ensuring the TTL index name on keys with want
+// seconds would do, given the existing indexes of coll.
+func explainTTL(existing map[string]existingIndex, coll, name, keys string, want int64) string {
+	ix, ok := existing[name]
+	switch {
+	case !ok:
+		return fmt.Sprintf("create index %q on %q %s expireAfterSeconds %d (a plain index where TTL indexes are not implemented)", name, coll, keys, want)
+	case ix.TTL == nil:
+		return fmt.Sprintf("index %q on %q is a plain index (made where TTL indexes are not implemented): left as it is", name, coll)
+	case *ix.TTL != want:
+		return fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q from %d to %d", coll, name, *ix.TTL, want)
+	}
+	return fmt.Sprintf("index %q on %q exists with expireAfterSeconds %d: nothing to do", name, coll, want)
 }
