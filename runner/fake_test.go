@@ -246,12 +246,3 @@ func (f *fakeLocker) next(t testing.TB, op string) call {
 	}
 }
 
-// none asserts that no call of op has completed so far (beyond those read).
-func (f *fakeLocker) none(t testing.TB, op string) {
-	t.Helper()
-	select {
-	case c := <-f.events[op]:
-		t.Fatalf("unexpected %s call: %+v", op, c)
-	default:
-	}
-}
