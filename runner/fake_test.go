@@ -245,4 +245,3 @@ func (f *fakeLocker) next(t testing.TB, op string) call {
 		return call{}
 	}
 }
-
