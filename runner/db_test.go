@@ -125,6 +125,14 @@ func (c *cluster) startAll() {
 	}
 }
 
+// stopAll stops every runner and checks that no two terms overlapped.
+func (c *cluster) stopAll() {
+	for i := range c.runners {
+		_ = c.stop(i)
+	}
+	c.checkNoOverlap()
+}
+
 // stop cancels runner i and returns Run's error.
 func (c *cluster) stop(i int) error {
 	c.cancels[i]()
@@ -274,10 +282,7 @@ func TestDBFailoverAfterCut(t *testing.T) {
 	// Reconnect first: a runner stopped while cut off waits out its release
 	// timeout trying to release an acquisition that failed.
 	c.faults[c.index(leader.keeper)].Restore()
-	for i := range c.runners {
-		_ = c.stop(i)
-	}
-	c.checkNoOverlap()
+	c.stopAll()
 }
 
 // A silenced leader (connection open, nothing gets through) cancels its task
@@ -309,10 +314,7 @@ func TestDBSilencedLeaderStepsDownFirst(t *testing.T) {
 		t.Errorf("silenced leader cancelled %v after the silence, later than the renew deadline %v", d, rd)
 	}
 	c.faults[c.index(leader.keeper)].Restore()
-	for i := range c.runners {
-		_ = c.stop(i)
-	}
-	c.checkNoOverlap()
+	c.stopAll()
 }
 
 // Stopping the leader hands over within one retry period (plus the round
@@ -380,8 +382,5 @@ func TestDBServerOutage(t *testing.T) {
 	mongotest.RestartServer(t)
 	next := c.nextStart(20 * time.Second)
 	t.Logf("%s leads %v after the restart", next.keeper, next.start.Sub(restartedAt))
-	for i := range c.runners {
-		_ = c.stop(i)
-	}
-	c.checkNoOverlap()
+	c.stopAll()
 }

@@ -225,7 +225,7 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 		if !res.returned {
 			return fmt.Errorf("runner: lock %q fence %d: %w", r.lockID, t.fence, ErrTaskDidNotStop)
 		}
-		r.endTerm(t)
+		r.lost(t, nil, "task returned or stopped")
 		_ = r.release(context.WithoutCancel(ctx), t.fence)
 		if !r.cfg.campaignAgain && ctx.Err() == nil {
 			if res.cause != nil {
@@ -270,9 +270,7 @@ func (r *LeaderAwareRunner) awaitAbandoned(ctx context.Context) bool {
 	r.cfg.log.Warn().Msg("waiting for the abandoned task to return before campaigning")
 	select {
 	case <-r.abandoned:
-		r.abandoned = nil
-		r.cfg.log.Info().Msg("abandoned task returned")
-		return true
+		return !r.abandonedRunning() // clears it and logs
 	case <-ctx.Done():
 		return false
 	}

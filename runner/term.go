@@ -103,7 +103,7 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 	cancel()
 	var id string
 	switch {
-	case err == nil && !h.Expired && h.KeeperID != r.keeperID:
+	case err == nil && h.KeeperID != r.keeperID: // Holder reports expired leases as ErrNotHeld
 		id = h.KeeperID
 	case err == nil || errors.Is(err, lock.ErrNotHeld):
 		// Free, expired, or a stale document of ours: nobody leads.
@@ -313,8 +313,7 @@ func (r *LeaderAwareRunner) renewOnce(ctx context.Context, trustUntil time.Time)
 	if remaining <= 0 {
 		return renewResult{sent: clk.Now(), err: fmt.Errorf("runner: renew %q: %w", r.lockID, lock.ErrLeaseLost)}
 	}
-	timeout := min(remaining, max(r.cfg.retryPeriod, remaining/2))
-	rctx, cancel := clockwork.WithTimeout(ctx, clk, timeout)
+	rctx, cancel := clockwork.WithTimeout(ctx, clk, r.attemptTimeout(remaining))
 	defer cancel()
 	sent := clk.Now()
 	ren, err := r.locker.Renew(rctx, r.keeperID, r.lockID)
@@ -376,11 +375,6 @@ func (r *LeaderAwareRunner) lost(t *term, cause error, reason string) {
 	}
 }
 
-// endTerm steps down from t, if it has not ended already.
-func (r *LeaderAwareRunner) endTerm(t *term) {
-	r.lost(t, nil, "task returned or stopped")
-}
-
 // release deletes the lock if this keeper holds it, bounded by the release
 // timeout and ctx. Not holding it is not an error. A failed attempt is
 // retried every retry period while the timeout allows, each attempt bounded
@@ -394,7 +388,7 @@ func (r *LeaderAwareRunner) release(ctx context.Context, fence uint64) error {
 		sent := clk.Now()
 		r.lastRelease = sent
 		remaining := deadline.Sub(sent)
-		rctx, cancel := clockwork.WithTimeout(ctx, clk, min(remaining, max(r.cfg.retryPeriod, remaining/2)))
+		rctx, cancel := clockwork.WithTimeout(ctx, clk, r.attemptTimeout(remaining))
 		err := r.locker.ReleaseLock(rctx, r.lockID, r.keeperID)
 		cancel()
 		took := clk.Since(sent)
@@ -425,4 +419,11 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// attemptTimeout bounds one renewal or release attempt when remaining is
+// left: half of it (at least a retry period), so a hung connection still
+// leaves time for another attempt.
+func (r *LeaderAwareRunner) attemptTimeout(remaining time.Duration) time.Duration {
+	return min(remaining, max(r.cfg.retryPeriod, remaining/2))
 }
