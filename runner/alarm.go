@@ -9,16 +9,26 @@ import (
 
 // alarm fires once, at an instant of a clock. The runner schedules by
 // instants (renew at lastSent+RenewInterval, stop trusting at trustUntil),
-// so that time spent elsewhere never shifts a deadline. clockwork's
-// WithDeadline registers the instant with a fake clock atomically, where
-// NewTimer(Until(t)) could miss an Advance in between.
+// so that time spent elsewhere never shifts a deadline.
 type alarm struct {
 	done   <-chan struct{}
 	cancel context.CancelFunc
 }
 
+// newAlarm fires when clk reads at. With a fake clock, clockwork's
+// WithDeadline registers the instant atomically, where a timer of
+// Until(at) could miss an Advance in between. Any other clock is asked how
+// long until at: WithDeadline would compare at with the system clock, so a
+// clock that reads other than the system's (a skewed one, say) would fire
+// early or late by the difference.
 func newAlarm(clk clockwork.Clock, at time.Time) *alarm {
-	ctx, cancel := clockwork.WithDeadline(context.Background(), clk, at)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if fc, ok := clk.(*clockwork.FakeClock); ok {
+		ctx, cancel = clockwork.WithDeadline(context.Background(), fc, at)
+	} else {
+		ctx, cancel = clockwork.WithTimeout(context.Background(), clk, clk.Until(at))
+	}
 	return &alarm{done: ctx.Done(), cancel: cancel}
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
@@ -383,4 +385,70 @@ func TestDBServerOutage(t *testing.T) {
 	next := c.nextStart(20 * time.Second)
 	t.Logf("%s leads %v after the restart", next.keeper, next.start.Sub(restartedAt))
 	c.stopAll()
+}
+
+// skewedClock is the system clock with its wall time shifted, as on a
+// machine whose clock is wrong. It is not a clockwork.FakeClock, so the
+// runner must schedule on it by durations from its own readings.
+type skewedClock struct {
+	clockwork.Clock
+	offset time.Duration
+}
+
+func (c skewedClock) Now() time.Time                  { return c.Clock.Now().Add(c.offset) }
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// A runner and its Locker on a clock an hour off keep one term going,
+// renewed in time: every deadline is read on that clock, never compared
+// with the system's. Scheduling an instant of the skewed clock on the
+// system clock would renew an hour late (the lease lapses and another
+// keeper takes it) or stop trusting the lease at once (a new term every
+// few milliseconds).
+func TestDBSkewedClockKeepsTerm(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
+			t.Parallel()
+			db := mongotest.NewDatabase(t)
+			clk := skewedClock{clockwork.NewRealClock(), skew}
+			lk, err := lock.New(db, lock.WithTTL(dbTTL), lock.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := runner.New(lk, "leader", "skewed", runner.WithClock(clk),
+				runner.WithLogger(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var terms atomic.Int32
+			started := make(chan struct{}, 100)
+			stop, _, _ := goRun(t, r, func(ctx context.Context) error {
+				terms.Add(1)
+				started <- struct{}{}
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			select {
+			case <-started:
+			case <-time.After(dbTTL + 5*time.Second):
+				t.Fatal("no term started")
+			}
+			time.Sleep(3 * dbTTL)
+
+			other, err := lock.New(db, lock.WithTTL(dbTTL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := other.AcquireLock(context.Background(), "leader", "other"); err != nil || ok {
+				t.Errorf("after 3 TTLs another keeper acquired the lock (%v, %v): the lease was not renewed in time", ok, err)
+			}
+			if n := terms.Load(); n != 1 {
+				t.Errorf("%d terms in 3 TTLs, want 1", n)
+			}
+			if err := stop(); !errors.Is(err, context.Canceled) {
+				t.Errorf("Run returned %v", err)
+			}
+		})
+	}
 }
