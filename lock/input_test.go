@@ -31,6 +31,7 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		"Holder":       func(id, _ string) error { _, err := l.Holder(ctx, id); return err },
 		"ForceRelease": func(id, _ string) error { return l.ForceRelease(ctx, id) },
 		"ReleaseAll":   func(_, kid string) error { _, err := l.ReleaseAll(ctx, kid); return err },
+		"ReleaseLocks": func(id, kid string) error { _, err := l.ReleaseLocks(ctx, kid, "ok", id); return err },
 	}
 	for opName, op := range ops {
 		for what, v := range bad {

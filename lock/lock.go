@@ -291,6 +291,33 @@ func (l *Locker) ReleaseLock(ctx context.Context, lockID, keeperID string) error
 	return nil
 }
 
+// ReleaseLocks deletes those of lockIDs that keeperID holds, in one round
+// trip, and returns how many it deleted; like ReleaseLock, it never
+// deletes another keeper's lock. Use it to let go of locks taken together.
+// With no lockIDs it does nothing.
+func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return 0, err
+	}
+	for _, id := range lockIDs {
+		if err := ValidateID("lockID", id); err != nil {
+			return 0, err
+		}
+	}
+	if len(lockIDs) == 0 {
+		return 0, nil
+	}
+	res, err := l.coll.DeleteMany(ctx, bson.D{
+		{Key: fieldID, Value: bson.D{{Key: "$in", Value: lockIDs}}},
+		{Key: fieldKeeper, Value: keeperID},
+	})
+	if err != nil {
+		return 0, wrapErr(ctx, "release", fmt.Sprintf("%d locks of %s", len(lockIDs), keeperID), err)
+	}
+	l.cfg.log.Debug().Strs("locks", lockIDs).Str("keeper", keeperID).Int64("released", res.DeletedCount).Msg("released")
+	return int(res.DeletedCount), nil
+}
+
 // ReleaseAll deletes every lock keeperID holds, in one round trip, and
 // returns how many there were. Use it at shutdown.
 func (l *Locker) ReleaseAll(ctx context.Context, keeperID string) (int, error) {

@@ -95,11 +95,21 @@ func TestRenewMany(t *testing.T) {
 	if _, err := a.Holder(ctx, "z"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("renew re-created a released lock: %v", err)
 	}
-	if n, err := a.ReleaseAll(ctx, "A"); err != nil || n != 2 {
-		t.Fatalf("release all: %d %v, want 2", n, err)
+	// Of x, z (released) and w (B's), ReleaseLocks deletes x only.
+	if n, err := a.ReleaseLocks(ctx, "A", "x", "z", "w"); err != nil || n != 1 {
+		t.Fatalf("release x, z, w: %d %v, want 1", n, err)
+	}
+	if _, err := a.Holder(ctx, "x"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("x after ReleaseLocks: %v, want ErrNotHeld", err)
+	}
+	if n, err := a.ReleaseLocks(ctx, "A"); err != nil || n != 0 {
+		t.Fatalf("release of no locks: %d %v", n, err)
+	}
+	if n, err := a.ReleaseAll(ctx, "A"); err != nil || n != 1 {
+		t.Fatalf("release all: %d %v, want 1 (y)", n, err)
 	}
 	if h, err := a.Holder(ctx, "w"); err != nil || h.KeeperID != "B" {
-		t.Fatalf("release all touched another keeper's lock: %+v %v", h, err)
+		t.Fatalf("ReleaseLocks or ReleaseAll touched another keeper's lock: %+v %v", h, err)
 	}
 }
 

@@ -43,6 +43,15 @@ func TestRoundTrips(t *testing.T) {
 			return err
 		}, map[string]int{"update": 1}},
 		{"release", func() error { return l.ReleaseLock(ctx, "a", "k") }, map[string]int{"delete": 1}},
+		{"release several", func() error {
+			mustAcquire(t, ctx, l, "e", "k")
+			counter.Reset()
+			n, err := l.ReleaseLocks(ctx, "k", "b", "e")
+			if n != 2 {
+				t.Errorf("released %d of 2", n)
+			}
+			return err
+		}, map[string]int{"delete": 1}},
 		{"release all", func() error { _, err := l.ReleaseAll(ctx, "k"); return err }, map[string]int{"delete": 1}},
 	}
 	for _, s := range steps {
