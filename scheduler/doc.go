@@ -109,13 +109,18 @@
 //
 // # Load
 //
-// A firing costs the instance that runs it six round trips (claim, lock,
-// start, end, release, history; five without history) and every other
-// instance one (its losing claim), plus a renewal per TTL/3 of running time.
-// A claimant that finds the lock held spends one more per attempt, about
-// twenty at most. A server that cannot keep up delays claims; firings are
-// then skipped, never run twice, and each instance keeps at most one firing
-// per job in flight.
+// Alone, a firing costs the instance that runs it six round trips (claim,
+// lock, start, end, release, history; five without history) and every
+// other instance one (its losing claim), plus a renewal per TTL/3 of
+// running time. Jobs that fire together share commands: an instance's
+// claims of one firing time go in one update and one read, and so do its
+// start records; ends, history records and lock releases go in one command
+// each, whatever the jobs. A command waits only while the previous one of
+// its kind is in flight, so batching adds no delay to an idle scheduler.
+// Only the lock is taken job by job. A claimant that finds the lock held
+// spends one more round trip per attempt, about twenty at most. A server
+// that cannot keep up delays claims; firings are then skipped, never run
+// twice, and each instance keeps at most one firing per job in flight.
 //
 // # What is not promised
 //

@@ -97,19 +97,22 @@ func (l *fakeLocker) Renew(ctx context.Context, keeper string, ids ...string) (l
 	return r, nil
 }
 
-func (l *fakeLocker) ReleaseLock(_ context.Context, id, keeper string) error {
+func (l *fakeLocker) ReleaseLocks(_ context.Context, keeper string, ids ...string) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releases++
 	if l.releaseFailures > 0 {
 		l.releaseFailures--
-		return fmt.Errorf("release %q: %w", id, errBoom)
+		return 0, fmt.Errorf("release %q: %w", ids, errBoom)
 	}
-	if cur, ok := l.leases[id]; !ok || cur.keeper != keeper {
-		return fmt.Errorf("release %q: %w", id, lock.ErrNotHeld)
+	n := 0
+	for _, id := range ids {
+		if cur, ok := l.leases[id]; ok && cur.keeper == keeper {
+			delete(l.leases, id)
+			n++
+		}
 	}
-	delete(l.leases, id)
-	return nil
+	return n, nil
 }
 
 func (l *fakeLocker) setRenewErr(err error) {

@@ -315,20 +315,17 @@ func (s *Scheduler) addHistory(r Run, log zerolog.Logger) {
 
 // release releases the lock of j, trying again for up to the op timeout:
 // a lock left held makes every other instance wait for its lease to expire.
-// It goes on while the scheduler stops, which waits for it.
+// It goes on while the scheduler stops, which waits for it. Locks of jobs
+// that end together are released in one command.
 func (s *Scheduler) release(j *job, log zerolog.Logger) {
 	clk := s.cfg.clock
 	giveUp := clk.Now().Add(s.cfg.opTimeout)
 	pause := retryFirst
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.opTimeout)
-		err := s.locker.ReleaseLock(ctx, j.lockID, s.keeper)
+		_, err := s.releases.submit(ctx, struct{}{}, j.lockID)
 		cancel()
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, lock.ErrNotHeld):
-			log.Debug().Err(err).Msg("lock was not held at release")
+		if err == nil {
 			return
 		}
 		now := clk.Now()

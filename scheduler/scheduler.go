@@ -18,7 +18,9 @@ import (
 type Locker interface {
 	AcquireLock(ctx context.Context, lockID, keeperID string) (lock.Lease, bool, error)
 	Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error)
-	ReleaseLock(ctx context.Context, lockID, keeperID string) error
+	// ReleaseLocks releases those of lockIDs keeperID holds, in one round
+	// trip: jobs that end together release their locks together.
+	ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error)
 	// TTL is the lease length; renewal timing defaults derive from it.
 	TTL() time.Duration
 }
@@ -32,6 +34,7 @@ type Scheduler struct {
 	locker     Locker
 	keeper     string
 	st         store
+	releases   *batcher[struct{}, string, struct{}] // job locks, released together
 	mst        *mongoStore // st, when it is MongoDB
 	cfg        config
 	parser     cron.Parser
@@ -126,7 +129,7 @@ func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Schedu
 		return nil, fmt.Errorf("%w: renew interval %v (WithRenewInterval) plus lease margin %v (WithLeaseMargin) must be shorter than the lease TTL %v",
 			ErrInvalidOption, renewEvery, margin, ttl)
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		locker:     locker,
 		keeper:     keeperID,
 		st:         st,
@@ -137,7 +140,12 @@ func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Schedu
 		margin:     margin,
 		jobs:       make(map[string]*job),
 		wake:       make(chan struct{}, 1),
-	}, nil
+	}
+	s.releases = newBatcher(func(ctx context.Context, _ struct{}, ids []string) ([]struct{}, error) {
+		_, err := s.locker.ReleaseLocks(ctx, s.keeper, ids...)
+		return make([]struct{}, len(ids)), err
+	})
+	return s, nil
 }
 
 // KeeperID returns the keeper id the Scheduler takes job locks as.

@@ -43,8 +43,9 @@ const (
 	fieldID        = "_id"
 	fieldLast      = "last" // scheduled time of the last claimed firing
 	fieldSpec      = "spec"
-	fieldBy        = "by" // keeper of the last claim
-	fieldAt        = "at" // server time of the last claim
+	fieldBy        = "by"  // keeper of the last claim
+	fieldAt        = "at"  // server time of the last claim
+	fieldClaimID   = "cid" // id of the batch of claims that made the last one
 	fieldJob       = "job"
 	fieldKeeper    = "keeper"
 	fieldScheduled = "scheduled"
@@ -62,11 +63,12 @@ const (
 )
 
 type jobDoc struct {
-	ID   string    `bson:"_id"`
-	Last time.Time `bson:"last"`
-	Spec string    `bson:"spec"`
-	By   string    `bson:"by"`
-	Run  runDoc    `bson:",inline"`
+	ID      string        `bson:"_id"`
+	Last    time.Time     `bson:"last"`
+	ClaimID bson.ObjectID `bson:"cid,omitempty"`
+	Spec    string        `bson:"spec"`
+	By      string        `bson:"by"`
+	Run     runDoc        `bson:",inline"`
 }
 
 type runDoc struct {
@@ -107,30 +109,109 @@ func historyID(job string, scheduled time.Time) string {
 type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
+
+	// Writes of jobs that fire together go in shared commands.
+	claims   *batcher[firingKey, claimReq, bool]
+	starts   *batcher[firingKey, Run, startResult]
+	finishes *batcher[struct{}, Run, bool]
+	adds     *batcher[struct{}, Run, struct{}]
+}
+
+// firingKey groups the claims and starts of one keeper for one firing time.
+type firingKey struct {
+	f      int64 // UnixNano of the firing
+	keeper string
+}
+
+func keyOf(f time.Time, keeper string) firingKey { return firingKey{f.UnixNano(), keeper} }
+
+type claimReq struct{ job, spec string }
+
+type startResult struct {
+	start time.Time
+	ok    bool
 }
 
 func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
 	// Majority with journal: a claim acknowledged by a primary that then
 	// fails over must not be lost, or a firing could run twice.
 	wc := lock.DefaultWriteConcern()
-	return &mongoStore{
+	s := &mongoStore{
 		jobs:        db.Collection(cfg.jobsColl, options.Collection().SetWriteConcern(wc)),
 		runs:        db.Collection(cfg.runsColl, options.Collection().SetWriteConcern(wc)),
 		keepHistory: cfg.retention > 0,
 	}
+	s.claims = newBatcher(s.claimBatch)
+	s.starts = newBatcher(s.startBatch)
+	s.finishes = newBatcher(s.finishBatch)
+	s.adds = newBatcher(s.historyBatch)
+	return s
 }
 
 func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error) {
+	return s.claims.submit(ctx, keyOf(f, keeper), claimReq{job, spec})
+}
+
+// claimBatch claims firing f for each job in reqs that has had no claim of
+// a firing at or after f. One job is one command; more are two: an update
+// of those whose last claim is earlier, marking them with a fresh claim id,
+// then a read of which carry it. A job whose document does not exist yet
+// (its first claim) costs one more command.
+func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claimReq) ([]bool, error) {
+	f, keeper := time.Unix(0, key.f).UTC(), key.keeper
+	if len(reqs) == 1 {
+		won, err := s.claimOne(ctx, reqs[0], f, keeper)
+		return []bool{won}, err
+	}
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.job
+	}
+	cid := bson.NewObjectID()
+	// Each document is updated atomically: of several instances claiming f
+	// at once, one updates it and the others no longer match.
+	_, err := s.jobs.UpdateMany(ctx,
+		bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
+		})
+	if err != nil {
+		return nil, wrapErr(ctx, "claim firing of", fmt.Sprintf("%d jobs", len(ids)), err)
+	}
+	docs, err := s.jobDocs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	won := make([]bool, len(reqs))
+	for i, r := range reqs {
+		d, ok := docs[r.job]
+		if !ok {
+			if won[i], err = s.claimOne(ctx, r, f, keeper); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		won[i] = d.ClaimID == cid && d.Last.Equal(f)
+		if won[i] && d.Spec != r.spec {
+			// The spec is shown, not used: a failure to update it costs
+			// nothing but a stale display until the next claim.
+			_, _ = s.jobs.UpdateOne(ctx, bson.D{{Key: fieldID, Value: r.job}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: r.spec}}}})
+		}
+	}
+	return won, nil
+}
+
+func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keeper string) (bool, error) {
 	// Matches only if every claim so far is for an earlier firing. If the
 	// document exists with last >= f, the upsert tries to insert a second
 	// document with the same _id and fails with a duplicate key error: the
 	// claim was lost. If it does not exist, this is the job's first claim.
-	//
-	// One statement per command: FerretDB 1.24 stops an unordered bulk
-	// update at its first error without saying so, and can deadlock on one.
-	filter := bson.D{{Key: fieldID, Value: job}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}
+	filter := bson.D{{Key: fieldID, Value: r.job}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}
 	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldSpec, Value: spec}, {Key: fieldBy, Value: keeper}}},
+		{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldSpec, Value: r.spec}, {Key: fieldBy, Value: keeper}}},
+		{Key: "$unset", Value: bson.D{{Key: fieldClaimID, Value: ""}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
 	}
 	res, err := s.jobs.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
@@ -138,19 +219,41 @@ func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, k
 	case mongo.IsDuplicateKeyError(err):
 		return false, nil
 	case err != nil:
-		return false, wrapErr(ctx, "claim", job, err)
+		return false, wrapErr(ctx, "claim", r.job, err)
 	}
 	return res.MatchedCount+res.UpsertedCount == 1, nil
 }
 
+// jobDocs reads the documents of ids, by id.
+func (s *mongoStore) jobDocs(ctx context.Context, ids []string) (map[string]*jobDoc, error) {
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return nil, wrapErr(ctx, "read", fmt.Sprintf("%d jobs", len(ids)), err)
+	}
+	var docs []*jobDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrapErr(ctx, "read", fmt.Sprintf("%d jobs", len(ids)), err)
+	}
+	out := make(map[string]*jobDoc, len(docs))
+	for _, d := range docs {
+		out[d.ID] = d
+	}
+	return out, nil
+}
+
 func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) {
-	// Runs start in firing order: not after a run of a later firing. Not
-	// "unless a later firing was claimed": under load, claims of later
-	// firings would then keep overtaking every claimant, and nothing would
-	// run. The third branch matches this very record, so that a write
-	// retried after it was applied (the driver retries on network errors)
-	// does not find itself overtaken.
-	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: "$or", Value: bson.A{
+	res, err := s.starts.submit(ctx, keyOf(r.Scheduled, r.Keeper), r)
+	return res.start, res.ok, err
+}
+
+// startFilter matches the document of r's job if r may start: runs start
+// in firing order, not after a run of a later firing. Not "unless a later
+// firing was claimed": under load, claims of later firings would then keep
+// overtaking every claimant, and nothing would run. The third branch
+// matches r's own record, so that a write retried after it was applied
+// (the driver retries on network errors) does not find itself overtaken.
+func startFilter(r Run) bson.D {
+	return bson.D{{Key: fieldID, Value: r.Job}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$lt", Value: r.Scheduled}}}},
 		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{
@@ -159,7 +262,10 @@ func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) 
 			{Key: fieldFence, Value: fenceTS(r.Fence)},
 		},
 	}}}
-	update := bson.D{
+}
+
+func startUpdate(r Run) bson.D {
+	return bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: fieldKeeper, Value: r.Keeper},
 			{Key: fieldScheduled, Value: r.Scheduled},
@@ -169,10 +275,46 @@ func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) 
 		{Key: "$unset", Value: bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldStart, Value: true}}},
 	}
+}
+
+// startBatch records the starts of runs of one firing by one keeper: one
+// command for one run, two for more (the updates in one ordered bulk write,
+// then a read of which documents hold their run).
+func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, runs []Run) ([]startResult, error) {
+	if len(runs) == 1 {
+		start, ok, err := s.startOne(ctx, runs[0])
+		return []startResult{{start, ok}}, err
+	}
+	models := make([]mongo.WriteModel, len(runs))
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		models[i] = mongo.NewUpdateOneModel().SetFilter(startFilter(r)).SetUpdate(startUpdate(r))
+		ids[i] = r.Job
+	}
+	// Ordered: FerretDB 1.24 stops an unordered bulk write at its first
+	// error without saying so. These updates cannot fail one by one (no
+	// upsert), so order costs nothing.
+	if _, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
+		return nil, wrapErr(ctx, "record start of", fmt.Sprintf("%d jobs", len(runs)), err)
+	}
+	docs, err := s.jobDocs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]startResult, len(runs))
+	for i, r := range runs {
+		if d := docs[r.Job]; d != nil && d.Run.holds(r) && !d.Run.Start.IsZero() {
+			out[i] = startResult{d.Run.Start, true}
+		}
+	}
+	return out, nil
+}
+
+func (s *mongoStore) startOne(ctx context.Context, r Run) (time.Time, bool, error) {
 	// No projection: FerretDB does not implement it in findAndModify.
 	opts := options.FindOneAndUpdate().SetReturnDocument(options.After)
 	var doc jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
+	err := s.jobs.FindOneAndUpdate(ctx, startFilter(r), startUpdate(r), opts).Decode(&doc)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return time.Time{}, false, nil
@@ -184,44 +326,97 @@ func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) 
 	return doc.Run.Start, true, nil
 }
 
+// holds reports whether d is the record of r: the same firing, keeper and
+// lease.
+func (d *runDoc) holds(r Run) bool {
+	return d.Scheduled.Equal(r.Scheduled) && d.Keeper == r.Keeper && d.Fence == fenceTS(r.Fence)
+}
+
 func (s *mongoStore) finish(ctx context.Context, r Run) (bool, error) {
+	return s.finishes.submit(ctx, struct{}{}, r)
+}
+
+func finishModel(r Run) *mongo.UpdateOneModel {
 	set := bson.D{{Key: fieldOutcome, Value: string(r.Outcome)}}
 	if r.Error != "" {
 		set = append(set, bson.E{Key: fieldError, Value: r.Error})
 	}
-	res, err := s.jobs.UpdateOne(ctx,
-		// Only this run's record: if a later run started meanwhile (this
-		// one lost its lease), its record stays.
-		bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper}},
-		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}})
-	if err != nil {
-		return false, wrapErr(ctx, "record end of", r.Job, err)
+	// Only this run's record: if a later run started meanwhile (this one
+	// lost its lease), its record stays.
+	return mongo.NewUpdateOneModel().
+		SetFilter(bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper}}).
+		SetUpdate(bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}})
+}
+
+// finishBatch records how runs ended, in one ordered bulk write, and
+// reports for each whether its job's document held its record. Only when
+// some did not is a read needed to tell which.
+func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, runs []Run) ([]bool, error) {
+	models := make([]mongo.WriteModel, len(runs))
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		models[i] = finishModel(r)
+		ids[i] = r.Job
 	}
-	return res.MatchedCount == 1, nil
+	res, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
+	if err != nil {
+		return nil, wrapErr(ctx, "record end of", runs[0].Job, err)
+	}
+	out := make([]bool, len(runs))
+	if int(res.MatchedCount) == len(runs) {
+		for i := range out {
+			out[i] = true
+		}
+		return out, nil
+	}
+	if len(runs) == 1 {
+		return out, nil
+	}
+	docs, err := s.jobDocs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range runs {
+		if d := docs[r.Job]; d != nil {
+			out[i] = d.Run.Scheduled.Equal(r.Scheduled) && d.Run.Keeper == r.Keeper && !d.Run.End.IsZero()
+		}
+	}
+	return out, nil
 }
 
 func (s *mongoStore) addHistory(ctx context.Context, r Run) error {
 	if !s.keepHistory {
 		return nil
 	}
-	doc := bson.D{
-		{Key: fieldJob, Value: r.Job},
-		{Key: fieldKeeper, Value: r.Keeper},
-		{Key: fieldScheduled, Value: r.Scheduled},
-		{Key: fieldStart, Value: r.Start},
-		{Key: fieldFence, Value: fenceTS(r.Fence)},
-		{Key: fieldOutcome, Value: string(r.Outcome)},
+	_, err := s.adds.submit(ctx, struct{}{}, r)
+	return err
+}
+
+// historyBatch upserts runs into the history by id, in one ordered bulk
+// write: a run written twice (a retry) is the same document.
+func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) ([]struct{}, error) {
+	models := make([]mongo.WriteModel, len(runs))
+	for i, r := range runs {
+		doc := bson.D{
+			{Key: fieldJob, Value: r.Job},
+			{Key: fieldKeeper, Value: r.Keeper},
+			{Key: fieldScheduled, Value: r.Scheduled},
+			{Key: fieldStart, Value: r.Start},
+			{Key: fieldFence, Value: fenceTS(r.Fence)},
+			{Key: fieldOutcome, Value: string(r.Outcome)},
+		}
+		if r.Error != "" {
+			doc = append(doc, bson.E{Key: fieldError, Value: r.Error})
+		}
+		models[i] = mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: fieldID, Value: historyID(r.Job, r.Scheduled)}}).
+			SetUpdate(bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}).
+			SetUpsert(true)
 	}
-	if r.Error != "" {
-		doc = append(doc, bson.E{Key: fieldError, Value: r.Error})
+	if _, err := s.runs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
+		return nil, wrapErr(ctx, "record history of", runs[0].Job, err)
 	}
-	_, err := s.runs.UpdateOne(ctx, bson.D{{Key: fieldID, Value: historyID(r.Job, r.Scheduled)}},
-		bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}},
-		options.UpdateOne().SetUpsert(true))
-	if err != nil {
-		return wrapErr(ctx, "record history of", r.Job, err)
-	}
-	return nil
+	return make([]struct{}, len(runs)), nil
 }
 
 func (s *mongoStore) records(ctx context.Context, names []string) ([]Record, error) {

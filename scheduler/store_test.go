@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -174,5 +175,138 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if err != nil || len(hist) != 1 || hist[0].Keeper != "K" || !hist[0].Scheduled.Equal(f) || hist[0].Fence != r.Fence ||
 		hist[0].Outcome != OutcomeFailed || hist[0].Error != "boom" || !hist[0].Start.Equal(start) || hist[0].End.Before(start) {
 		t.Fatalf("history %+v %v", hist, err)
+	}
+}
+
+// TestBatchedWrites: three stores claim the firings of 30 jobs at once,
+// each job on its own goroutine as the scheduler does, so their claims go
+// in shared commands. Each firing is claimed exactly once, the starts,
+// ends and history written in batches are each job's own, a start in a
+// batch is refused where a later firing already ran, and the commands are
+// far fewer than the writes. Not parallel: its bursts of commands would
+// slow the timing-sensitive cluster tests sharing the server, badly so
+// under the race detector, which instruments the embedded FerretDB too.
+func TestBatchedWrites(t *testing.T) {
+	const jobs, firings = 30, 3
+	const refused = jobs - 1
+	db := mongotest.NewDatabase(t)
+	cfg := defaultConfig()
+	stores := make([]*mongoStore, 3)
+	counters := make([]*mongotest.Counter, 3)
+	for i := range stores {
+		client, counter := mongotest.CountingClient(t)
+		stores[i], counters[i] = newMongoStore(mongotest.Database(t, client, db.Name()), cfg), counter
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	name := func(j int) string { return fmt.Sprintf("job-%02d", j) }
+	keeper := func(i int) string { return string(rune('A' + i)) }
+
+	// each runs f(i, j) for every store i and job j at once.
+	each := func(f func(i, j int)) {
+		var wg sync.WaitGroup
+		for i := range stores {
+			for j := range jobs {
+				wg.Go(func() { f(i, j) })
+			}
+		}
+		wg.Wait()
+	}
+	var mu sync.Mutex
+	requests := 0
+	for k := range firings {
+		f := base.Add(time.Duration(k) * time.Second)
+		winners := make([][]int, jobs)
+		each(func(i, j int) {
+			ok, err := stores[i].claim(ctx, name(j), "@every 1s", f, keeper(i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			requests++
+			if ok {
+				winners[j] = append(winners[j], i)
+			}
+		})
+		for j, w := range winners {
+			if len(w) != 1 {
+				t.Fatalf("firing %d of %s claimed by %v, want exactly one", k, name(j), w)
+			}
+		}
+		refuse := k == firings-1
+		if refuse {
+			// Keeper Z claims and starts the next firing of the job
+			// started last (so in a batch, not alone) before the claimant
+			// of this one starts it: that start must be refused.
+			next := f.Add(time.Second)
+			if ok, err := stores[0].claim(ctx, name(refused), "@every 1s", next, "Z"); err != nil || !ok {
+				t.Fatalf("claim of the next firing: %v %v", ok, err)
+			}
+			if _, ok, err := stores[0].start(ctx, Run{Job: name(refused), Keeper: "Z", Scheduled: next, Fence: 99}); err != nil || !ok {
+				t.Fatalf("start of the next firing: %v %v", ok, err)
+			}
+		}
+		// The winners start, end and record their runs, all at once.
+		each(func(i, j int) {
+			if len(winners[j]) != 1 || winners[j][0] != i {
+				return
+			}
+			r := Run{Job: name(j), Keeper: keeper(i), Scheduled: f, Fence: uint64(1000*k + j)}
+			start, ok, err := stores[i].start(ctx, r)
+			mu.Lock()
+			requests++
+			mu.Unlock()
+			wantOK := !refuse || j != refused
+			if err != nil || ok != wantOK || ok == start.IsZero() {
+				t.Errorf("start of %s firing %d: %v %v %v, want ok=%v", name(j), k, start, ok, err, wantOK)
+				return
+			}
+			if !ok {
+				return
+			}
+			r.Start, r.Outcome = start, OutcomeSucceeded
+			if ok, err := stores[i].finish(ctx, r); err != nil || !ok {
+				t.Errorf("finish of %s firing %d: %v %v", name(j), k, ok, err)
+			}
+			if err := stores[i].addHistory(ctx, r); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			requests += 2
+			mu.Unlock()
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	recs, err := LoadRecords(ctx, stores[0].jobs)
+	if err != nil || len(recs) != jobs {
+		t.Fatalf("records: %d, %v", len(recs), err)
+	}
+	last := base.Add((firings - 1) * time.Second)
+	for j, rec := range recs[:refused] {
+		lr := rec.LastRun
+		if lr == nil || !lr.Scheduled.Equal(last) || lr.Keeper != rec.ClaimedBy || lr.Fence != uint64(1000*(firings-1)+j) ||
+			lr.Outcome != OutcomeSucceeded || lr.End.IsZero() {
+			t.Errorf("%s: record %+v, last run %+v", rec.Name, rec, lr)
+		}
+		hist, err := LoadHistory(ctx, stores[0].runs, rec.Name, 0)
+		if err != nil || len(hist) != firings {
+			t.Errorf("%s: %d runs in the history (%v), want %d", rec.Name, len(hist), err, firings)
+		}
+	}
+	if lr := recs[refused].LastRun; lr == nil || lr.Keeper != "Z" || lr.Fence != 99 {
+		t.Errorf("%s: the record of the later firing was overwritten: %+v", name(refused), lr)
+	}
+	commands := 0
+	for _, c := range counters {
+		commands += c.Total()
+	}
+	t.Logf("%d writes in %d commands", requests, commands)
+	if commands > requests/2 {
+		t.Errorf("%d writes took %d commands: not batched", requests, commands)
 	}
 }
