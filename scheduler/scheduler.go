@@ -35,7 +35,7 @@ type Scheduler struct {
 	keeper     string
 	st         store
 	releases   *batcher[struct{}, string, struct{}] // job locks, released together
-	mst        *mongoStore // st, when it is MongoDB
+	mst        *mongoStore                          // st, when it is MongoDB
 	cfg        config
 	parser     cron.Parser
 	ttl        time.Duration // the Locker's
