@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 )
@@ -91,7 +92,10 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
-	coll := db.Collection(cfg.collection, options.Collection().SetWriteConcern(cfg.wc))
+	// Reads decide who holds what (Renew's read of which leases it
+	// renewed, Holder): the primary's answer, whatever the client's read
+	// preference.
+	coll := db.Collection(cfg.collection, options.Collection().SetWriteConcern(cfg.wc).SetReadPreference(readpref.Primary()))
 	return &Locker{coll: coll, cfg: cfg}, nil
 }
 

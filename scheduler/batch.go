@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // maxBatch bounds the requests one command carries: a batch of claims for
@@ -23,11 +25,13 @@ const maxBatch = 1000
 // head when it returns. There is no goroutine to stop.
 type batcher[K comparable, Req, Res any] struct {
 	// do sends one command for reqs and returns a result per request, in
-	// order, or an error for them all. Its context is that of the request
-	// at the head of the queue, whose deadline is the earliest of the batch
-	// when, as in this package, every request of a key has the same kind
-	// of context.
+	// order, or an error for them all.
 	do func(ctx context.Context, key K, reqs []Req) ([]Res, error)
+	// timeout bounds each command. A command does not inherit the
+	// deadline of the request that sends it, which has waited longest and
+	// has the least time left, nor end with it: only cancellation (the
+	// scheduler stopping) of that request's context cancels the command.
+	timeout time.Duration
 
 	mu     sync.Mutex
 	queues map[K]*batchQueue[Req, Res]
@@ -47,8 +51,8 @@ type batchCall[Req, Res any] struct {
 	leading bool          // lead is closed; guarded by batcher.mu
 }
 
-func newBatcher[K comparable, Req, Res any](do func(context.Context, K, []Req) ([]Res, error)) *batcher[K, Req, Res] {
-	return &batcher[K, Req, Res]{do: do, queues: make(map[K]*batchQueue[Req, Res])}
+func newBatcher[K comparable, Req, Res any](timeout time.Duration, do func(context.Context, K, []Req) ([]Res, error)) *batcher[K, Req, Res] {
+	return &batcher[K, Req, Res]{do: do, timeout: timeout, queues: make(map[K]*batchQueue[Req, Res])}
 }
 
 // submit sends req with the others of key and returns its result. If ctx
@@ -107,7 +111,15 @@ func (b *batcher[K, Req, Res]) send(ctx context.Context, key K, q *batchQueue[Re
 	for i, c := range calls {
 		reqs[i] = c.req
 	}
-	res, err := b.do(ctx, key, reqs)
+	cmdCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stop()
+	res, err := b.do(cmdCtx, key, reqs)
 	if err == nil && len(res) != len(reqs) {
 		err = fmt.Errorf("batch of %d requests: %d results", len(reqs), len(res))
 	}

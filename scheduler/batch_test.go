@@ -16,7 +16,7 @@ func TestBatcherGroupsConcurrentRequests(t *testing.T) {
 	var inFlight [2]atomic.Int32
 	var mu sync.Mutex
 	var sizes []int
-	b := newBatcher(func(_ context.Context, key int, reqs []int) ([]string, error) {
+	b := newBatcher(time.Minute, func(_ context.Context, key int, reqs []int) ([]string, error) {
 		if n := inFlight[key].Add(1); n != 1 {
 			t.Errorf("%d commands in flight for key %d", n, key)
 		}
@@ -65,7 +65,7 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var sent []int
-	b := newBatcher(func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := newBatcher(time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		mu.Lock()
 		sent = append(sent, reqs...)
 		mu.Unlock()
@@ -131,7 +131,7 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 // error, not a panic.
 func TestBatcherErrors(t *testing.T) {
 	boom := errors.New("boom")
-	b := newBatcher(func(_ context.Context, key int, reqs []int) ([]int, error) {
+	b := newBatcher(time.Minute, func(_ context.Context, key int, reqs []int) ([]int, error) {
 		if key == 0 {
 			return nil, boom
 		}
@@ -142,5 +142,117 @@ func TestBatcherErrors(t *testing.T) {
 	}
 	if _, err := b.submit(context.Background(), 1, 1); err == nil {
 		t.Error("a missing result was not an error")
+	}
+}
+
+// The command sent by a request whose deadline passes meanwhile goes on
+// for the others in it (its own caller gets the result too: it was sent);
+// cancelling that request's context (the scheduler stopping) cancels it.
+func TestBatcherCommandContext(t *testing.T) {
+	release := make(chan struct{})
+	b := newBatcher(time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
+		if reqs[0] == 0 {
+			<-release
+			return reqs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(150 * time.Millisecond):
+			return reqs, nil
+		}
+	})
+	queued := func(n int) {
+		for {
+			b.mu.Lock()
+			q := b.queues[0]
+			got := q != nil && len(q.pending) == n
+			b.mu.Unlock()
+			if got {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	first := make(chan error, 1)
+	go func() { _, err := b.submit(context.Background(), 0, 0); first <- err }()
+	queued(0)
+	// A (50ms deadline) then B (none) queue behind the first command; A
+	// sends the second, which outlives A's deadline.
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := b.submit(short, 0, 1); errA <- err }()
+	queued(1)
+	go func() { _, err := b.submit(context.Background(), 0, 2); errB <- err }()
+	queued(2)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errB; err != nil {
+		t.Errorf("B failed with the deadline of the request that sent its command: %v", err)
+	}
+	if err := <-errA; err != nil {
+		t.Errorf("A, whose command was sent: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := b.submit(ctx, 0, 3); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled command: %v, want context.Canceled", err)
+		}
+	case <-time.After(100 * time.Millisecond):
+		t.Error("cancelling the sender's context did not cancel its command")
+	}
+}
+
+// A request whose context ends just as it is made head of the queue still
+// sends the next command: the queue is never left busy with nobody to send.
+func TestBatcherHeadCancelledAtHandover(t *testing.T) {
+	b := newBatcher(time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
+		if reqs[0] < 0 {
+			<-ctx.Done() // released below by cancelling
+		}
+		return reqs, nil
+	})
+	for i := range 300 {
+		blockCtx, unblock := context.WithCancel(context.Background())
+		go func() { _, _ = b.submit(blockCtx, 0, -1) }()
+		for {
+			b.mu.Lock()
+			busy := b.queues[0] != nil
+			b.mu.Unlock()
+			if busy {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		waiting := make(chan struct{})
+		go func() {
+			close(waiting)
+			_, _ = b.submit(ctx, 0, 1)
+		}()
+		<-waiting
+		time.Sleep(100 * time.Microsecond)
+		// Race the handover to request 1 against its cancellation.
+		go unblock()
+		cancel()
+		res := make(chan int, 1)
+		go func() {
+			r, _ := b.submit(context.Background(), 0, 2)
+			res <- r
+		}()
+		select {
+		case <-res:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("iteration %d: a request waited forever on a queue with no head", i)
+		}
 	}
 }

@@ -141,7 +141,7 @@ func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Schedu
 		jobs:       make(map[string]*job),
 		wake:       make(chan struct{}, 1),
 	}
-	s.releases = newBatcher(func(ctx context.Context, _ struct{}, ids []string) ([]struct{}, error) {
+	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, ids []string) ([]struct{}, error) {
 		_, err := s.locker.ReleaseLocks(ctx, s.keeper, ids...)
 		return make([]struct{}, len(ids)), err
 	})

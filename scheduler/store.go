@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
 // store persists claims and runs. mongoStore is the real one; tests of the
@@ -134,17 +135,19 @@ type startResult struct {
 
 func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
 	// Majority with journal: a claim acknowledged by a primary that then
-	// fails over must not be lost, or a firing could run twice.
-	wc := lock.DefaultWriteConcern()
+	// fails over must not be lost, or a firing could run twice. Reads from
+	// the primary: the read after a batch of claims or starts decides which
+	// succeeded, and a secondary may not have them yet.
+	opts := options.Collection().SetWriteConcern(lock.DefaultWriteConcern()).SetReadPreference(readpref.Primary())
 	s := &mongoStore{
-		jobs:        db.Collection(cfg.jobsColl, options.Collection().SetWriteConcern(wc)),
-		runs:        db.Collection(cfg.runsColl, options.Collection().SetWriteConcern(wc)),
+		jobs:        db.Collection(cfg.jobsColl, opts),
+		runs:        db.Collection(cfg.runsColl, opts),
 		keepHistory: cfg.retention > 0,
 	}
-	s.claims = newBatcher(s.claimBatch)
-	s.starts = newBatcher(s.startBatch)
-	s.finishes = newBatcher(s.finishBatch)
-	s.adds = newBatcher(s.historyBatch)
+	s.claims = newBatcher(cfg.opTimeout, s.claimBatch)
+	s.starts = newBatcher(cfg.opTimeout, s.startBatch)
+	s.finishes = newBatcher(cfg.opTimeout, s.finishBatch)
+	s.adds = newBatcher(cfg.opTimeout, s.historyBatch)
 	return s
 }
 
