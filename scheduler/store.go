@@ -112,7 +112,7 @@ type mongoStore struct {
 	keepHistory bool
 
 	// Writes of jobs that fire together go in shared commands.
-	claims   *batcher[firingKey, claimReq, bool]
+	claims   *batcher[firingKey, claimReq, claimResult]
 	starts   *batcher[firingKey, Run, startResult]
 	finishes *batcher[struct{}, Run, bool]
 	adds     *batcher[struct{}, Run, struct{}]
@@ -152,19 +152,37 @@ func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
 }
 
 func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error) {
-	return s.claims.submit(ctx, keyOf(f, keeper), claimReq{job, spec})
+	res, err := s.claims.submit(ctx, keyOf(f, keeper), claimReq{job, spec})
+	if err != nil {
+		return false, err
+	}
+	return res.won, res.err
 }
+
+type claimResult struct {
+	won bool
+	err error
+}
+
+// recoveryTimeout bounds the read that finds out which claims of a batch
+// were made after the update reported an error.
+const recoveryTimeout = 2 * time.Second
 
 // claimBatch claims firing f for each job in reqs that has had no claim of
 // a firing at or after f. One job is one command; more are two: an update
 // of those whose last claim is earlier, marking them with a fresh claim id,
 // then a read of which carry it. A job whose document does not exist yet
 // (its first claim) costs one more command.
-func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claimReq) ([]bool, error) {
+//
+// A claim made by the update but overtaken by a claim of a later firing
+// before the read is reported lost, and that firing skipped: another
+// instance's clock must have reached the next firing within one round trip.
+func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claimReq) ([]claimResult, error) {
 	f, keeper := time.Unix(0, key.f).UTC(), key.keeper
+	out := make([]claimResult, len(reqs))
 	if len(reqs) == 1 {
-		won, err := s.claimOne(ctx, reqs[0], f, keeper)
-		return []bool{won}, err
+		out[0].won, out[0].err = s.claimOne(ctx, reqs[0], f, keeper)
+		return out, nil
 	}
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {
@@ -173,37 +191,50 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 	cid := bson.NewObjectID()
 	// Each document is updated atomically: of several instances claiming f
 	// at once, one updates it and the others no longer match.
-	_, err := s.jobs.UpdateMany(ctx,
+	_, updateErr := s.jobs.UpdateMany(ctx,
 		bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}},
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}}},
 			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
 		})
-	if err != nil {
-		return nil, wrapErr(ctx, "claim firing of", fmt.Sprintf("%d jobs", len(ids)), err)
+	readCtx := ctx
+	if updateErr != nil {
+		updateErr = wrapErr(ctx, "claim firing of", fmt.Sprintf("%d jobs", len(ids)), updateErr)
+		// The update may have claimed some (it is not retried, and it is
+		// not atomic across documents): read which carry the claim id, so
+		// that those firings run rather than being lost to every instance.
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, updateErr // stopping
+		}
+		var cancel context.CancelFunc
+		readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recoveryTimeout)
+		defer cancel()
 	}
-	docs, err := s.jobDocs(ctx, ids)
+	docs, err := s.jobDocs(readCtx, ids)
 	if err != nil {
+		if updateErr != nil {
+			return nil, updateErr
+		}
 		return nil, err
 	}
-	won := make([]bool, len(reqs))
 	for i, r := range reqs {
 		d, ok := docs[r.job]
-		if !ok {
-			if won[i], err = s.claimOne(ctx, r, f, keeper); err != nil {
-				return nil, err
+		switch {
+		case ok && d.ClaimID == cid && d.Last.Equal(f):
+			out[i].won = true
+			if d.Spec != r.spec {
+				// The spec is shown, not used: a failure to update it
+				// costs nothing but a stale display until the next claim.
+				_, _ = s.jobs.UpdateOne(readCtx, bson.D{{Key: fieldID, Value: r.job}},
+					bson.D{{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: r.spec}}}})
 			}
-			continue
-		}
-		won[i] = d.ClaimID == cid && d.Last.Equal(f)
-		if won[i] && d.Spec != r.spec {
-			// The spec is shown, not used: a failure to update it costs
-			// nothing but a stale display until the next claim.
-			_, _ = s.jobs.UpdateOne(ctx, bson.D{{Key: fieldID, Value: r.job}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: r.spec}}}})
+		case updateErr != nil:
+			out[i].err = updateErr
+		case !ok:
+			out[i].won, out[i].err = s.claimOne(ctx, r, f, keeper)
 		}
 	}
-	return won, nil
+	return out, nil
 }
 
 func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keeper string) (bool, error) {

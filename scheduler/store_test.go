@@ -310,3 +310,56 @@ func TestBatchedWrites(t *testing.T) {
 		t.Errorf("%d writes took %d commands: not batched", requests, commands)
 	}
 }
+
+// TestStartAndFinishBatchesPerRun calls the batched start and end writes
+// directly with a batch in which one run must be refused, because a later
+// firing of its job started first: each run gets its own answer.
+func TestStartAndFinishBatchesPerRun(t *testing.T) {
+	t.Parallel()
+	s := newMongoStore(mongotest.NewDatabase(t), defaultConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := []string{"a", "b", "late", "c"}
+	for _, j := range jobs {
+		if ok, err := s.claimOne(ctx, claimReq{j, "@every 1s"}, f, "A"); err != nil || !ok {
+			t.Fatalf("claim %s: %v %v", j, ok, err)
+		}
+	}
+	next := f.Add(time.Second)
+	if ok, err := s.claimOne(ctx, claimReq{"late", "@every 1s"}, next, "Z"); err != nil || !ok {
+		t.Fatalf("claim of the next firing: %v %v", ok, err)
+	}
+	if _, ok, err := s.startOne(ctx, Run{Job: "late", Keeper: "Z", Scheduled: next, Fence: 99}); err != nil || !ok {
+		t.Fatalf("start of the next firing: %v %v", ok, err)
+	}
+	runs := make([]Run, len(jobs))
+	for i, j := range jobs {
+		runs[i] = Run{Job: j, Keeper: "A", Scheduled: f, Fence: uint64(i + 1)}
+	}
+	started, err := s.startBatch(ctx, keyOf(f, "A"), runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		want := r.Job != "late"
+		if started[i].ok != want || started[i].start.IsZero() == want {
+			t.Errorf("start of %s: %+v, want ok=%v", r.Job, started[i], want)
+		}
+		runs[i].Start, runs[i].Outcome = started[i].start, OutcomeSucceeded
+	}
+	ended, err := s.finishBatch(ctx, struct{}{}, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		if want := r.Job != "late"; ended[i] != want {
+			t.Errorf("end of %s: %v, want %v", r.Job, ended[i], want)
+		}
+	}
+	recs, err := LoadRecords(ctx, s.jobs, "late")
+	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Keeper != "Z" ||
+		recs[0].LastRun.Outcome != OutcomeRunning {
+		t.Fatalf("the later run's record was touched: %+v %v", recs, err)
+	}
+}
