@@ -2,9 +2,9 @@ package lock
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
@@ -58,7 +58,7 @@ type Option func(*config) error
 // Default: DefaultCollection ("locks").
 func WithCollection(name string) Option {
 	return func(c *config) error {
-		if name == "" || strings.ContainsAny(name, "$\x00") || strings.HasPrefix(name, "system.") {
+		if !mongoutil.ValidCollectionName(name) {
 			return fmt.Errorf("%w: WithCollection: invalid collection name %q", ErrInvalidOption, name)
 		}
 		c.collection = name

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
@@ -46,7 +47,7 @@ func LockIndexes(collection string, ttl time.Duration) Migration {
 		Repeatable:  true,
 	}
 	switch {
-	case !validCollection(collection):
+	case !mongoutil.ValidCollectionName(collection):
 		m.err = fmt.Errorf("invalid lock collection name %q", collection)
 		return m
 	case ttl < lock.MinTTL:
@@ -102,7 +103,7 @@ func SchedulerIndexes(runsCollection string, retention time.Duration) Migration 
 			runsCollection, int64(lock.TTLSeconds(retention))),
 		Repeatable: true,
 	}
-	if !validCollection(runsCollection) {
+	if !mongoutil.ValidCollectionName(runsCollection) {
 		m.err = fmt.Errorf("invalid scheduler runs collection name %q", runsCollection)
 		return m
 	}

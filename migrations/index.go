@@ -152,7 +152,7 @@ type indexSpec struct {
 
 func (ix Index) check() (indexSpec, error) {
 	s := indexSpec{Index: ix}
-	if !validCollection(ix.Collection) {
+	if !mongoutil.ValidCollectionName(ix.Collection) {
 		return s, fmt.Errorf("invalid collection name %q", ix.Collection)
 	}
 	keys, err := normalizeKeys(ix.Keys)
@@ -266,7 +266,7 @@ func DropIndex(version int64, collection, name string) Migration {
 		Description: fmt.Sprintf("drop index %q on %q", name, collection),
 	}
 	switch {
-	case !validCollection(collection):
+	case !mongoutil.ValidCollectionName(collection):
 		m.err = fmt.Errorf("invalid collection name %q", collection)
 		return m
 	case name == "" || name == "*" || name == "_id_":

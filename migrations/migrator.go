@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
@@ -217,7 +218,7 @@ func (m *Migrator) Plan(ctx context.Context) ([]Step, error) {
 		if mig.Explain != nil {
 			s.Actions, s.Err = mig.Explain(ctx, m.db)
 			if s.Err != nil && ctx.Err() != nil {
-				return nil, wrapErr(ctx, fmt.Sprintf("explain migration %d", mig.Version), s.Err)
+				return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("explain migration %d", mig.Version), s.Err)
 			}
 		}
 		steps[i] = s

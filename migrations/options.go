@@ -2,12 +2,12 @@ package migrations
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -48,15 +48,11 @@ type config struct {
 // Option configures a Migrator.
 type Option func(*config) error
 
-func validCollection(name string) bool {
-	return name != "" && !strings.ContainsAny(name, "$\x00") && !strings.HasPrefix(name, "system.")
-}
-
 // WithCollection sets the collection migration records are kept in.
 // Default: DefaultCollection ("mongolock_migrations").
 func WithCollection(name string) Option {
 	return func(c *config) error {
-		if !validCollection(name) {
+		if !mongoutil.ValidCollectionName(name) {
 			return fmt.Errorf("%w: WithCollection: invalid collection name %q", ErrInvalidOption, name)
 		}
 		c.collection = name
@@ -69,7 +65,7 @@ func WithCollection(name string) Option {
 // Default: lock.DefaultCollection ("locks").
 func WithLockCollection(name string) Option {
 	return func(c *config) error {
-		if !validCollection(name) {
+		if !mongoutil.ValidCollectionName(name) {
 			return fmt.Errorf("%w: WithLockCollection: invalid collection name %q", ErrInvalidOption, name)
 		}
 		c.lockCollection = name
@@ -188,7 +184,7 @@ func WithMigrations(ms ...Migration) Option {
 // scheduler.DefaultHistoryRetention (7 days).
 func WithSchedulerHistory(runsCollection string, retention time.Duration) Option {
 	return func(c *config) error {
-		if !validCollection(runsCollection) {
+		if !mongoutil.ValidCollectionName(runsCollection) {
 			return fmt.Errorf("%w: WithSchedulerHistory: invalid collection name %q", ErrInvalidOption, runsCollection)
 		}
 		if retention < 0 || (retention > 0 && retention < time.Second) {

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -110,11 +111,11 @@ func (d recordDoc) record() Record {
 func (m *Migrator) loadRecords(ctx context.Context) ([]Record, error) {
 	cur, err := m.records.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, wrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
 	}
 	var docs []recordDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
 	}
 	out := make([]Record, len(docs))
 	for i, d := range docs {
@@ -162,7 +163,7 @@ func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fenc
 		return errTakenOver{mig.Version}
 	}
 	if err != nil {
-		return wrapErr(ctx, fmt.Sprintf("record start of migration %d", mig.Version), err)
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("record start of migration %d", mig.Version), err)
 	}
 	return nil
 }
@@ -182,7 +183,7 @@ func (m *Migrator) finish(ctx context.Context, mig Migration, fence uint64, took
 		bson.D{{Key: "_id", Value: mig.Version}, {Key: fieldFence, Value: fenceString(fence)}},
 		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: now, Value: true}}}})
 	if err != nil {
-		return wrapErr(ctx, fmt.Sprintf("record outcome of migration %d", mig.Version), err)
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("record outcome of migration %d", mig.Version), err)
 	}
 	if res.MatchedCount == 0 {
 		return errTakenOver{mig.Version}
@@ -194,7 +195,7 @@ func (m *Migrator) finish(ctx context.Context, mig Migration, fence uint64, took
 func (m *Migrator) forget(ctx context.Context, version int64, fence uint64) error {
 	res, err := m.records.DeleteOne(ctx, bson.D{{Key: "_id", Value: version}, {Key: fieldFence, Value: fenceString(fence)}})
 	if err != nil {
-		return wrapErr(ctx, fmt.Sprintf("delete record of migration %d", version), err)
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("delete record of migration %d", version), err)
 	}
 	if res.DeletedCount == 0 {
 		return errTakenOver{version}
@@ -210,12 +211,4 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-// wrapErr adds context, and surfaces the context's own error when it ended.
-func wrapErr(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w (%w)", op, ctxErr, err)
-	}
-	return fmt.Errorf("%s: %w", op, err)
 }

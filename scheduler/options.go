@@ -2,10 +2,10 @@ package scheduler
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/rs/zerolog"
 )
 
@@ -243,7 +243,7 @@ func WithOpTimeout(d time.Duration) Option {
 }
 
 func checkCollection(opt, name string) error {
-	if name == "" || strings.ContainsAny(name, "$\x00") || strings.HasPrefix(name, "system.") {
+	if !mongoutil.ValidCollectionName(name) {
 		return fmt.Errorf("%w: %s: invalid collection name %q", ErrInvalidOption, opt, name)
 	}
 	return nil

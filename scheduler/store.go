@@ -547,10 +547,7 @@ func (s *mongoStore) purge(ctx context.Context, retention time.Duration) (int, e
 	return int(res.DeletedCount), nil
 }
 
-// wrapErr adds context, and surfaces the context's own error when it ended.
+// wrapErr adds what was done to which id (mongoutil.WrapErr).
 func wrapErr(ctx context.Context, op, id string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s %q: %w (%w)", op, id, ctxErr, err)
-	}
-	return fmt.Errorf("%s %q: %w", op, id, err)
+	return mongoutil.WrapErr(ctx, fmt.Sprintf("%s %q", op, id), err)
 }

@@ -1,12 +1,14 @@
-// Package mongoutil holds the few MongoDB chores lock, scheduler and the
-// command line share: reading the server's clock and keeping indexes,
-// including TTL indexes on servers that lack them (FerretDB).
+// Package mongoutil holds the few MongoDB chores lock, scheduler,
+// migrations and the command line share: reading the server's clock,
+// keeping indexes (including TTL indexes on servers that lack them, such as
+// FerretDB), checking collection names and wrapping errors.
 package mongoutil
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -125,4 +127,21 @@ func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, ke
 func clamp32(n int64) int32 {
 	const maxInt32 = 1<<31 - 1
 	return int32(min(max(n, 0), maxInt32))
+}
+
+// ValidCollectionName reports whether name can be a collection of ours:
+// not empty, no '$' or NUL, not a system collection.
+func ValidCollectionName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, "$\x00") && !strings.HasPrefix(name, "system.")
+}
+
+// WrapErr prefixes err with what was being done and, when ctx has ended,
+// surfaces ctx's own error as well: the driver's errors stop wrapping
+// context.DeadlineExceeded once the context is done, and callers test for
+// it with errors.Is.
+func WrapErr(ctx context.Context, what string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w (%w)", what, ctxErr, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

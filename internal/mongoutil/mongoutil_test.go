@@ -2,6 +2,7 @@ package mongoutil_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -52,5 +53,28 @@ func TestServerTimeAndIndexes(t *testing.T) {
 	err = mongoutil.EnsureTTLIndex(ctx, coll, "t_ttl", bson.D{{Key: "t", Value: 1}}, 5, nil)
 	if ix, _ := mongoutil.Indexes(ctx, coll); err != nil || *ix["t_ttl"].ExpireAfterSeconds != 5 {
 		t.Fatalf("collMod to 5: err %v", err)
+	}
+}
+
+func TestValidCollectionName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"locks": true, "a.b": true, "": false, "a$b": false, "a\x00b": false, "system.users": false,
+	} {
+		if got := mongoutil.ValidCollectionName(name); got != want {
+			t.Errorf("ValidCollectionName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestWrapErrSurfacesTheContext(t *testing.T) {
+	cause := errors.New("i/o timeout")
+	if err := mongoutil.WrapErr(context.Background(), "acquire \"x\"", cause); !errors.Is(err, cause) ||
+		err.Error() != `acquire "x": i/o timeout` {
+		t.Errorf("live context: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := mongoutil.WrapErr(ctx, "acquire", cause); !errors.Is(err, cause) || !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v, want both the cause and context.Canceled", err)
 	}
 }
