@@ -134,7 +134,8 @@ func (l *Locker) safety() time.Duration {
 }
 
 // AcquireLock tries to take lockID for keeperID in one round trip (plus a
-// hello, at most once per DefaultClockRefresh, to read the server's clock).
+// hello, at most once per clock refresh interval (WithClockRefresh), to
+// read the server's clock).
 //
 // It succeeds if the lock is free, already held by keeperID, or its lease has
 // expired by the server's clock; every success begins a new term with a new
@@ -237,7 +238,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	}
 	res, err := l.coll.UpdateMany(ctx, filter, update)
 	if err != nil {
-		return Renewal{}, wrapErr(ctx, "renew", renewDesc(keeperID, ids), err)
+		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}
 	r := Renewal{Deadline: sent.Add(l.cfg.ttl - l.safety())}
 	if int(res.MatchedCount) == len(ids) {
@@ -251,13 +252,13 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		{Key: fieldNonce, Value: nonce},
 	}, options.Find().SetProjection(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
-		return Renewal{}, wrapErr(ctx, "renew", renewDesc(keeperID, ids), err)
+		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}
 	var held []struct {
 		ID string `bson:"_id"`
 	}
 	if err := cur.All(ctx, &held); err != nil {
-		return Renewal{}, wrapErr(ctx, "renew", renewDesc(keeperID, ids), err)
+		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}
 	ok := make(map[string]bool, len(held))
 	for _, h := range held {
@@ -303,10 +304,8 @@ func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...s
 	if err := ValidateID("keeperID", keeperID); err != nil {
 		return 0, err
 	}
-	for _, id := range lockIDs {
-		if err := ValidateID("lockID", id); err != nil {
-			return 0, err
-		}
+	if err := validateIDs("lockIDs", lockIDs); err != nil {
+		return 0, err
 	}
 	if len(lockIDs) == 0 {
 		return 0, nil
@@ -316,7 +315,7 @@ func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...s
 		{Key: fieldKeeper, Value: keeperID},
 	})
 	if err != nil {
-		return 0, wrapErr(ctx, "release", fmt.Sprintf("%d locks of %s", len(lockIDs), keeperID), err)
+		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, lockIDs), err)
 	}
 	l.cfg.log.Debug().Strs("locks", lockIDs).Str("keeper", keeperID).Int64("released", res.DeletedCount).Msg("released")
 	return int(res.DeletedCount), nil
@@ -391,10 +390,11 @@ func wrapErr(ctx context.Context, op, id string, err error) error {
 	return mongoutil.WrapErr(ctx, fmt.Sprintf("%s %q", op, id), err)
 }
 
-// renewDesc names a renewal in errors without listing thousands of ids.
-func renewDesc(keeperID string, ids []string) string {
+// idsDesc names the locks of a call in errors without listing thousands
+// of ids: the id, quoted, when there is one.
+func idsDesc(keeperID string, ids []string) string {
 	if len(ids) == 1 {
-		return ids[0]
+		return fmt.Sprintf("%q", ids[0])
 	}
 	return fmt.Sprintf("%d locks of %s", len(ids), keeperID)
 }

@@ -199,7 +199,7 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 		})
 	readCtx := ctx
 	if updateErr != nil {
-		updateErr = wrapErr(ctx, "claim firing of", fmt.Sprintf("%d jobs", len(ids)), updateErr)
+		updateErr = mongoutil.WrapErr(ctx, fmt.Sprintf("claim firing of %d jobs", len(ids)), updateErr)
 		// The update may have claimed some (it is not retried, and it is
 		// not atomic across documents): read which carry the claim id, so
 		// that those firings run rather than being lost to every instance.
@@ -262,11 +262,11 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 func (s *mongoStore) jobDocs(ctx context.Context, ids []string) (map[string]*jobDoc, error) {
 	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
 	if err != nil {
-		return nil, wrapErr(ctx, "read", fmt.Sprintf("%d jobs", len(ids)), err)
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read %d jobs", len(ids)), err)
 	}
 	var docs []*jobDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrapErr(ctx, "read", fmt.Sprintf("%d jobs", len(ids)), err)
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read %d jobs", len(ids)), err)
 	}
 	out := make(map[string]*jobDoc, len(docs))
 	for _, d := range docs {
@@ -329,7 +329,7 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, runs []Run) ([
 	// error without saying so. These updates cannot fail one by one (no
 	// upsert), so order costs nothing.
 	if _, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
-		return nil, wrapErr(ctx, "record start of", fmt.Sprintf("%d jobs", len(runs)), err)
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("record start of %d jobs", len(runs)), err)
 	}
 	docs, err := s.jobDocs(ctx, ids)
 	if err != nil {

@@ -45,7 +45,6 @@ const (
 
 // environment is the server shared by the test binary.
 type environment struct {
-	backend  string
 	uri      string           // what clients connect to
 	embedded *embedded.Server // nil when EnvURI is set
 }
@@ -60,7 +59,7 @@ var (
 func setup() (*environment, error) {
 	envOnce.Do(func() {
 		if uri := os.Getenv(EnvURI); uri != "" {
-			env = &environment{backend: BackendMongoDB, uri: uri}
+			env = &environment{uri: uri}
 			fmt.Fprintf(os.Stderr, "mongotest: backend=mongodb uri=%s\n", redact(uri))
 			return
 		}
@@ -69,7 +68,7 @@ func setup() (*environment, error) {
 			envErr = fmt.Errorf("mongotest: start embedded FerretDB: %w", err)
 			return
 		}
-		env = &environment{backend: BackendFerretDB, uri: e.URI(), embedded: e}
+		env = &environment{uri: e.URI(), embedded: e}
 		fmt.Fprintf(os.Stderr, "mongotest: backend=ferretdb-embedded uri=%s dir=%s\n", env.uri, e.Dir())
 	})
 	return env, envErr
