@@ -43,13 +43,12 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, ttl time.Duratio
 	if err := CheckLeasesFit(ctx, coll, ttl); err != nil {
 		return err
 	}
-	err := mongoutil.EnsureTTLIndex(ctx, coll, TTLIndexName, bson.D{{Key: fieldRenewed, Value: 1}}, int64(TTLSeconds(ttl)),
-		func(msg string) { warn(msg + "; expired locks stay until taken over or purged") })
+	err := mongoutil.EnsureIndexes(ctx, coll,
+		func(msg string) { warn(msg + "; expired locks stay until taken over or purged") },
+		mongoutil.Index{Name: TTLIndexName, Keys: bson.D{{Key: fieldRenewed, Value: 1}}, TTL: true, TTLSeconds: int64(TTLSeconds(ttl))},
+		mongoutil.Index{Name: KeeperIndexName, Keys: bson.D{{Key: fieldKeeper, Value: 1}}})
 	if err != nil {
-		return wrapErr(ctx, "ensure index", TTLIndexName, err)
-	}
-	if err := mongoutil.EnsureIndex(ctx, coll, KeeperIndexName, bson.D{{Key: fieldKeeper, Value: 1}}); err != nil {
-		return wrapErr(ctx, "ensure index", KeeperIndexName, err)
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("ensure indexes of %q", coll.Name()), err)
 	}
 	return nil
 }

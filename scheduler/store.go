@@ -513,18 +513,14 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 // a TTL index on the end time that keeps runs for retention (a plain index,
 // and a call to warn, where TTL indexes are not implemented).
 func EnsureIndexes(ctx context.Context, runs *mongo.Collection, retention time.Duration, warn func(string)) error {
-	err := mongoutil.EnsureIndex(ctx, runs, HistoryIndexName, bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
-	if err != nil {
-		return wrapErr(ctx, "ensure index", HistoryIndexName, err)
+	ixs := []mongoutil.Index{{Name: HistoryIndexName, Keys: bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}}}}
+	if retention > 0 {
+		ixs = append(ixs, mongoutil.Index{Name: HistoryTTLIndexName, Keys: bson.D{{Key: fieldEnd, Value: 1}},
+			TTL: true, TTLSeconds: int64(lock.TTLSeconds(retention))})
 	}
-	if retention <= 0 {
-		return nil
-	}
-	want := int64(lock.TTLSeconds(retention))
-	err = mongoutil.EnsureTTLIndex(ctx, runs, HistoryTTLIndexName, bson.D{{Key: fieldEnd, Value: 1}}, want,
-		func(msg string) { warn(msg + "; run history is kept until PurgeHistory") })
+	err := mongoutil.EnsureIndexes(ctx, runs, func(msg string) { warn(msg + "; run history is kept until PurgeHistory") }, ixs...)
 	if err != nil {
-		return wrapErr(ctx, "ensure index", HistoryTTLIndexName, err)
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("ensure indexes of %q", runs.Name()), err)
 	}
 	return nil
 }

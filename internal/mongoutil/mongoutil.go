@@ -43,7 +43,7 @@ func ServerTime(ctx context.Context, db *mongo.Database) (time.Time, error) {
 	return res.LocalTime, nil
 }
 
-// IndexSpec is what EnsureIndex and EnsureTTLIndex look at in an index.
+// IndexSpec is what EnsureIndexes looks at in an existing index.
 type IndexSpec struct {
 	Name               string `bson:"name"`
 	ExpireAfterSeconds *int64 `bson:"expireAfterSeconds"`
@@ -70,56 +70,62 @@ func Indexes(ctx context.Context, coll *mongo.Collection) (map[string]IndexSpec,
 	return out, nil
 }
 
-// EnsureIndex creates a plain index named name on keys unless one by that
-// name exists.
-func EnsureIndex(ctx context.Context, coll *mongo.Collection, name string, keys bson.D) error {
+// Index is an index EnsureIndexes keeps: a plain one, or with TTL set one
+// that expires documents TTLSeconds after the time in its key (capped at
+// what the server accepts).
+type Index struct {
+	Name       string
+	Keys       bson.D
+	TTL        bool
+	TTLSeconds int64
+}
+
+// EnsureIndexes creates those of ixs that coll lacks by name, listing its
+// indexes once. An existing TTL index with another value is changed in
+// place with collMod; it is never dropped. A plain index already there is
+// left as it is, even where a TTL index is asked for. A server without TTL
+// indexes gets a plain index and a call to warn.
+func EnsureIndexes(ctx context.Context, coll *mongo.Collection, warn func(string), ixs ...Index) error {
 	existing, err := Indexes(ctx, coll)
 	if err != nil {
 		return err
 	}
-	if _, ok := existing[name]; ok {
-		return nil
-	}
-	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: keys, Options: options.Index().SetName(name)}); err != nil {
-		return fmt.Errorf("create index %q: %w", name, err)
+	for _, ix := range ixs {
+		if err := ensureIndex(ctx, coll, existing, ix, warn); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// EnsureTTLIndex makes the index named name on keys expire documents after
-// seconds (capped at what the server accepts). An existing TTL index with another value is changed in place
-// with collMod; it is never dropped. A server without TTL indexes gets
-// a plain index and a call to warn. A plain index already there is left as
-// it is.
-func EnsureTTLIndex(ctx context.Context, coll *mongo.Collection, name string, keys bson.D, seconds int64, warn func(string)) error {
-	seconds = int64(clamp32(seconds))
-	existing, err := Indexes(ctx, coll)
-	if err != nil {
-		return err
-	}
-	if ix, ok := existing[name]; ok {
-		if ix.ExpireAfterSeconds == nil || *ix.ExpireAfterSeconds == seconds {
+func ensureIndex(ctx context.Context, coll *mongo.Collection, existing map[string]IndexSpec, ix Index, warn func(string)) error {
+	seconds := int64(clamp32(ix.TTLSeconds))
+	if cur, ok := existing[ix.Name]; ok {
+		if !ix.TTL || cur.ExpireAfterSeconds == nil || *cur.ExpireAfterSeconds == seconds {
 			return nil
 		}
 		err := coll.Database().RunCommand(ctx, bson.D{
 			{Key: "collMod", Value: coll.Name()},
-			{Key: "index", Value: bson.D{{Key: "name", Value: name}, {Key: "expireAfterSeconds", Value: seconds}}},
+			{Key: "index", Value: bson.D{{Key: "name", Value: ix.Name}, {Key: "expireAfterSeconds", Value: seconds}}},
 		}).Err()
 		if err != nil {
-			return fmt.Errorf("change expireAfterSeconds of index %q: %w", name, err)
+			return fmt.Errorf("change expireAfterSeconds of index %q: %w", ix.Name, err)
 		}
 		return nil
 	}
-	m := mongo.IndexModel{Keys: keys, Options: options.Index().SetName(name).SetExpireAfterSeconds(int32(seconds))}
-	_, err = coll.Indexes().CreateOne(ctx, m)
+	m := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)}
+	if ix.TTL {
+		m.Options.SetExpireAfterSeconds(int32(seconds))
+	}
+	_, err := coll.Indexes().CreateOne(ctx, m)
 	var se mongo.ServerError
-	if errors.As(err, &se) && se.HasErrorCode(CodeNotImplemented) {
-		warn(fmt.Sprintf("server does not implement TTL indexes; index %s is a plain index: %v", name, err))
-		m.Options = options.Index().SetName(name)
+	if ix.TTL && errors.As(err, &se) && se.HasErrorCode(CodeNotImplemented) {
+		warn(fmt.Sprintf("server does not implement TTL indexes; index %s is a plain index: %v", ix.Name, err))
+		m.Options = options.Index().SetName(ix.Name)
 		_, err = coll.Indexes().CreateOne(ctx, m)
 	}
 	if err != nil {
-		return fmt.Errorf("create index %q: %w", name, err)
+		return fmt.Errorf("create index %q: %w", ix.Name, err)
 	}
 	return nil
 }

@@ -18,7 +18,8 @@ func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
 func TestServerTimeAndIndexes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := mongotest.NewDatabase(t)
+	client, counter := mongotest.CountingClient(t)
+	db := mongotest.Database(t, client, mongotest.NewDatabase(t).Name())
 	now, err := mongoutil.ServerTime(ctx, db)
 	if err != nil || now.IsZero() {
 		t.Fatalf("server time: %v %v", now, err)
@@ -28,12 +29,21 @@ func TestServerTimeAndIndexes(t *testing.T) {
 		t.Fatalf("indexes of a missing collection: %v %v", ix, err)
 	}
 	var warned int
-	for range 2 { // idempotent
-		if err := mongoutil.EnsureTTLIndex(ctx, coll, "t_ttl", bson.D{{Key: "t", Value: 1}}, 10, func(string) { warned++ }); err != nil {
+	ixs := []mongoutil.Index{
+		{Name: "t_ttl", Keys: bson.D{{Key: "t", Value: 1}}, TTL: true, TTLSeconds: 10},
+		{Name: "k", Keys: bson.D{{Key: "k", Value: 1}}},
+	}
+	for i := range 2 { // idempotent
+		counter.Reset()
+		if err := mongoutil.EnsureIndexes(ctx, coll, func(string) { warned++ }, ixs...); err != nil {
 			t.Fatal(err)
 		}
-		if err := mongoutil.EnsureIndex(ctx, coll, "k", bson.D{{Key: "k", Value: 1}}); err != nil {
-			t.Fatal(err)
+		// The indexes are listed once; the second time nothing is created.
+		if n := counter.Count("listIndexes"); n != 1 {
+			t.Errorf("call %d listed the indexes %d times", i+1, n)
+		}
+		if i == 1 && counter.Total() != 1 {
+			t.Errorf("second call: %d commands, want only the listing", counter.Total())
 		}
 	}
 	ix, err := mongoutil.Indexes(ctx, coll)
@@ -50,7 +60,8 @@ func TestServerTimeAndIndexes(t *testing.T) {
 	if ttl == nil || *ttl != 10 || warned != 0 {
 		t.Fatalf("ttl %v, warnings %d", ttl, warned)
 	}
-	err = mongoutil.EnsureTTLIndex(ctx, coll, "t_ttl", bson.D{{Key: "t", Value: 1}}, 5, nil)
+	ixs[0].TTLSeconds = 5
+	err = mongoutil.EnsureIndexes(ctx, coll, nil, ixs...)
 	if ix, _ := mongoutil.Indexes(ctx, coll); err != nil || *ix["t_ttl"].ExpireAfterSeconds != 5 {
 		t.Fatalf("collMod to 5: err %v", err)
 	}
