@@ -33,13 +33,14 @@ type batcher[K comparable, Req, Res any] struct {
 	// scheduler stopping) of that request's context cancels the command.
 	timeout time.Duration
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// queues holds a queue for each key with a command in flight or a head
+	// about to send one, and only those.
 	queues map[K]*batchQueue[Req, Res]
 }
 
 type batchQueue[Req, Res any] struct {
 	pending []*batchCall[Req, Res]
-	busy    bool // a command is in flight, or a head is about to send one
 }
 
 type batchCall[Req, Res any] struct {
@@ -63,15 +64,13 @@ func (b *batcher[K, Req, Res]) submit(ctx context.Context, key K, req Req) (Res,
 	c := &batchCall[Req, Res]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
 	q := b.queues[key]
-	if q == nil {
+	if q == nil { // idle: c sends the next command now
 		q = &batchQueue[Req, Res]{}
 		b.queues[key] = q
-	}
-	q.pending = append(q.pending, c)
-	if !q.busy {
-		q.busy, c.leading = true, true
+		c.leading = true
 		close(c.lead)
 	}
+	q.pending = append(q.pending, c)
 	b.mu.Unlock()
 
 	select {
@@ -135,7 +134,6 @@ func (b *batcher[K, Req, Res]) send(ctx context.Context, key K, q *batchQueue[Re
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(q.pending) == 0 {
-		q.busy = false
 		delete(b.queues, key)
 		return
 	}

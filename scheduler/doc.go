@@ -26,8 +26,11 @@
 // {_id: name, last: {$lt: F}}, update {$set: {last: F}}. If some firing at or
 // after F was claimed before, the filter matches nothing and the upsert's
 // insert collides with the existing _id (duplicate key): the claim is lost.
-// "last" only grows and each write is atomic on its document, so F is claimed
-// at most once, ever, whatever the instances' clocks say.
+// When several jobs fire at F together, their claims share one update,
+// {_id: {$in: names}, last: {$lt: F}} with {$set: {last: F, cid: C}}, C new
+// for each batch, and a read of which documents now carry C. "last" only
+// grows and each write is atomic on its document, so F is claimed at most
+// once, ever, whatever the instances' clocks say.
 //
 // That is what makes the fast job harmless: instance A, whose clock is
 // ahead, claims F, runs a job that takes a millisecond and releases the lock;
@@ -112,11 +115,14 @@
 // Alone, a firing costs the instance that runs it six round trips (claim,
 // lock, start, end, release, history; five without history) and every
 // other instance one (its losing claim), plus a renewal per TTL/3 of
-// running time. Jobs that fire together share commands: an instance's
-// claims of one firing time go in one update and one read, and so do its
-// start records; ends, history records and lock releases go in one command
-// each, whatever the jobs. A command waits only while the previous one of
-// its kind is in flight, so batching adds no delay to an idle scheduler.
+// running time. Jobs that fire together share commands, group-commit
+// style: a write is sent at once if no command of its kind is in flight,
+// and otherwise goes in the next one with every write that came meanwhile.
+// So the first of the jobs due at one time is usually claimed alone, and
+// the others together in one update and one read; start records likewise
+// (a bulk write and a read), and ends, history records and lock releases
+// in one command per batch, whatever the jobs. Batching adds no delay to
+// an idle scheduler.
 // Only the lock is taken job by job. A claimant that finds the lock held
 // spends one more round trip per attempt, about twenty at most. A server
 // that cannot keep up delays claims; firings are then skipped, never run

@@ -341,9 +341,8 @@ func (s *Scheduler) release(j *job, log zerolog.Logger) {
 }
 
 type renewResult struct {
-	r    lock.Renewal
-	err  error
-	sent time.Time
+	r   lock.Renewal
+	err error
 }
 
 // supervise renews the lease, won by a request sent at sent, while the job
@@ -381,7 +380,7 @@ func (s *Scheduler) startRenewal(ctx context.Context, j *job, timeout time.Durat
 	go func() {
 		defer wg.Done()
 		r, err := s.locker.Renew(ctx, s.keeper, j.lockID)
-		a.results <- renewResult{r: r, err: err, sent: a.sent}
+		a.results <- renewResult{r: r, err: err}
 	}()
 	return a
 }
@@ -464,19 +463,20 @@ func (s *Scheduler) renewLoop(j *job, sent time.Time, tr *trust, cancelJob conte
 			expiry.Reset(clk.Until(tr.get()))
 			renew.Reset(clk.Until(sent.Add(retry)))
 		case res := <-results:
+			sent := cur.sent
 			cur.end()
 			cur = nil
 			switch {
 			case res.err != nil:
 				log.Warn().Err(res.err).Msg("lease renewal failed; retrying")
-				renew.Reset(clk.Until(res.sent.Add(retry)))
+				renew.Reset(clk.Until(sent.Add(retry)))
 			case !slices.Contains(res.r.Held, j.lockID):
 				log.Error().Msg("lease lost; job cancelled")
 				cancelJob(lock.ErrLeaseLost)
 				return
 			default:
 				tr.extend(res.r.Deadline.Add(-s.margin))
-				renew.Reset(clk.Until(res.sent.Add(s.renewEvery)))
+				renew.Reset(clk.Until(sent.Add(s.renewEvery)))
 			}
 			expiry.Reset(clk.Until(tr.get()))
 		}

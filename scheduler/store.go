@@ -19,7 +19,9 @@ import (
 // timing logic use a fake.
 type store interface {
 	// claim records that keeper claimed firing f of job, unless a firing at
-	// or after f was claimed before; it reports whether it did.
+	// or after f was claimed before; it reports whether it did. It may
+	// report lost a claim it made but that a claim of a later firing
+	// overtook before it could tell (a batch's read): never the reverse.
 	claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error)
 	// start records r as the job's running run unless a run of a later
 	// firing started before, and returns the server's start time. It is
@@ -36,7 +38,7 @@ type store interface {
 	history(ctx context.Context, job string, limit int) ([]Run, error)
 }
 
-// Field names of a job document {_id: name, last, spec, by, at, keeper,
+// Field names of a job document {_id: name, last, spec, by, at, cid, keeper,
 // scheduled, start, end, fence, outcome, error} (the last claim, then the last
 // run, flat because FerretDB has no $currentDate on dotted paths) and of a
 // history document {_id, job, keeper, scheduled, start, end, ...}.
@@ -46,7 +48,7 @@ const (
 	fieldSpec      = "spec"
 	fieldBy        = "by"  // keeper of the last claim
 	fieldAt        = "at"  // server time of the last claim
-	fieldClaimID   = "cid" // id of the batch of claims that made the last one
+	fieldClaimID   = "cid" // id of the batch that made the last claim; means nothing without last
 	fieldJob       = "job"
 	fieldKeeper    = "keeper"
 	fieldScheduled = "scheduled"
@@ -329,7 +331,7 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, runs []Run) ([
 	// error without saying so. These updates cannot fail one by one (no
 	// upsert), so order costs nothing.
 	if _, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("record start of %d jobs", len(runs)), err)
+		return nil, mongoutil.WrapErr(ctx, "record start of "+runsDesc(runs), err)
 	}
 	docs, err := s.jobDocs(ctx, ids)
 	if err != nil {
@@ -358,6 +360,15 @@ func (s *mongoStore) startOne(ctx context.Context, r Run) (time.Time, bool, erro
 		return time.Time{}, false, fmt.Errorf("record start of %q: server returned no start time", r.Job)
 	}
 	return doc.Run.Start, true, nil
+}
+
+// runsDesc names the jobs of a batch of runs in errors: the job, quoted,
+// when there is one.
+func runsDesc(runs []Run) string {
+	if len(runs) == 1 {
+		return fmt.Sprintf("%q", runs[0].Job)
+	}
+	return fmt.Sprintf("%d jobs", len(runs))
 }
 
 // holds reports whether d is the record of r: the same firing, keeper and
@@ -394,7 +405,7 @@ func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, runs []Run) ([
 	}
 	res, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 	if err != nil {
-		return nil, wrapErr(ctx, "record end of", runs[0].Job, err)
+		return nil, mongoutil.WrapErr(ctx, "record end of "+runsDesc(runs), err)
 	}
 	out := make([]bool, len(runs))
 	if int(res.MatchedCount) == len(runs) {
@@ -403,8 +414,8 @@ func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, runs []Run) ([
 		}
 		return out, nil
 	}
-	if len(runs) == 1 {
-		return out, nil
+	if res.MatchedCount == 0 {
+		return out, nil // nothing held
 	}
 	docs, err := s.jobDocs(ctx, ids)
 	if err != nil {
@@ -412,7 +423,7 @@ func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, runs []Run) ([
 	}
 	for i, r := range runs {
 		if d := docs[r.Job]; d != nil {
-			out[i] = d.Run.Scheduled.Equal(r.Scheduled) && d.Run.Keeper == r.Keeper && !d.Run.End.IsZero()
+			out[i] = d.Run.holds(r) && !d.Run.End.IsZero()
 		}
 	}
 	return out, nil
@@ -448,7 +459,7 @@ func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) (
 			SetUpsert(true)
 	}
 	if _, err := s.runs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
-		return nil, wrapErr(ctx, "record history of", runs[0].Job, err)
+		return nil, mongoutil.WrapErr(ctx, "record history of "+runsDesc(runs), err)
 	}
 	return make([]struct{}, len(runs)), nil
 }
