@@ -25,8 +25,8 @@ var (
 	// That cause also matches lock.ErrLeaseLost.
 	ErrStalled = errors.New("runner: task stalled")
 
-	// ErrBusy reports a call made while Run is running on the same runner, or
-	// a second Run.
+	// ErrBusy reports a RunTaskOnLeader or Resign made while Run runs on the
+	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")
 )
 

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -81,10 +82,8 @@ func (f *fakeLocker) setHook(h func(ctx context.Context, op, keeper string) erro
 // failOps makes every operation in ops fail with err.
 func (f *fakeLocker) failOps(err error, ops ...string) {
 	f.setHook(func(_ context.Context, op, _ string) error {
-		for _, o := range ops {
-			if o == op {
-				return err
-			}
+		if slices.Contains(ops, op) {
+			return err
 		}
 		return nil
 	})

@@ -196,7 +196,6 @@ func (h *harness) advanceTo(at time.Time) {
 type run struct {
 	ctx   context.Context
 	fence uint64
-	start time.Time
 	stop  chan error    // makes the task return this
 	beat  chan struct{} // makes the task call Heartbeat, then answers
 	done  chan struct{} // closed when the task returned
@@ -222,7 +221,7 @@ func (h *harness) probe(name string) *probe {
 
 func (p *probe) task(ctx context.Context) error {
 	fence, _ := runner.FenceFrom(ctx)
-	rn := &run{ctx: ctx, fence: fence, start: p.clk.Now(),
+	rn := &run{ctx: ctx, fence: fence,
 		stop: make(chan error, 1), beat: make(chan struct{}), done: make(chan struct{})}
 	p.f.note("task-start:" + p.name)
 	p.runs <- rn
@@ -326,22 +325,12 @@ func waitErr(t *testing.T, errc chan error) error {
 	}
 }
 
-// indexOf returns the position of s in seq, or -1.
-func indexOf(seq []string, s string) int {
-	for i, x := range seq {
-		if x == s {
-			return i
-		}
-	}
-	return -1
-}
-
 // wantOrder checks that each of want occurs in seq, in that order.
 func wantOrder(t *testing.T, seq []string, want ...string) {
 	t.Helper()
 	pos := -1
 	for _, w := range want {
-		i := indexOf(seq[pos+1:], w)
+		i := slices.Index(seq[pos+1:], w)
 		if i < 0 {
 			t.Fatalf("sequence %v: %q missing or out of order (want order %v)", seq, w, want)
 		}

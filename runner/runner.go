@@ -26,7 +26,8 @@ var _ Locker = (*lock.Locker)(nil)
 
 // LeaderAwareRunner runs work on whichever instance holds one lock. Create it
 // with New. Its observers (IsLeader, Fence, Leader) may be called from any
-// goroutine; Run, RunTaskOnLeader and Resign are serialized.
+// goroutine. RunTaskOnLeader and Resign wait for each other; Run runs
+// alongside neither, nor alongside another Run (ErrBusy).
 type LeaderAwareRunner struct {
 	locker   Locker
 	lockID   string
@@ -186,8 +187,9 @@ func (r *LeaderAwareRunner) Leader() string {
 // The lock is then not released; it expires. A later Run waits for the
 // abandoned task to return before it campaigns.
 //
-// Only one Run may run on a runner at a time, and not alongside
-// RunTaskOnLeader or Resign: those calls return ErrBusy.
+// Run returns ErrBusy at once if another Run, a RunTaskOnLeader or a
+// Resign is in progress; while Run runs, RunTaskOnLeader and Resign return
+// ErrBusy.
 func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context.Context) error) error {
 	if task == nil {
 		return fmt.Errorf("runner: Run: nil task: %w", lock.ErrInvalidArgument)
@@ -338,7 +340,7 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 	switch {
 	case !res.returned:
 		return true, fmt.Errorf("runner: lock %q fence %d: %w", r.lockID, t.fence, ErrTaskDidNotStop)
-	case res.ended:
+	case res.cause != nil:
 		_ = r.release(context.WithoutCancel(ctx), t.fence)
 	}
 	return true, res.taskErr

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -350,7 +351,7 @@ func TestTermThatNeverStartedHasNoCallbacks(t *testing.T) {
 	}
 	// Nothing happened between the first acquisition and the second.
 	wantOrder(t, h.f.sequence(), "acquire:A", "release:A", "acquire:A", "started:A", "task-start:A")
-	if i := indexOf(h.f.sequence(), "started:A"); i != 3 {
+	if i := slices.Index(h.f.sequence(), "started:A"); i != 3 {
 		t.Fatalf("sequence %v: a callback fired for the untrusted term", h.f.sequence())
 	}
 }
@@ -617,14 +618,13 @@ func TestFailoverOnGracefulStop(t *testing.T) {
 	}
 	_ = stopA()
 	rnA.wait(t)
-	rel := h.f.next(t, opRelease)
-	h.clk.Advance(fRP) // B campaigns at least once per retry period
+	h.f.next(t, opRelease)
+	// B campaigns at least once per retry period: one period after the
+	// release, without the clock moving again, it has taken over.
+	h.clk.Advance(fRP)
 	c := h.f.next(t, opAcquire)
 	if c.keeper != "B" || !c.ok {
 		t.Fatalf("B's campaign after A released: %+v", c)
-	}
-	if d := c.start.Sub(rel.end); d > fRP {
-		t.Fatalf("B took over %v after the release, more than a retry period", d)
 	}
 	rnB := pb.next(t)
 	if rnB.fence <= rnA.fence {

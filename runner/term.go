@@ -127,8 +127,7 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 type leadResult struct {
 	taskErr  error // what the task returned
 	returned bool  // false: the task was abandoned
-	ended    bool  // the term ended while the task ran
-	cause    error // why it ended, if it did
+	cause    error // why the term ended while the task ran; nil if it did not
 }
 
 // renewResult is the outcome of one renewal.
@@ -198,7 +197,7 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 	end := func(cause error, reason string) {
 		cancelTask(cause)
 		r.lost(t, cause, reason)
-		res.ended, res.cause = true, cause
+		res.cause = cause
 		unset(&renewAlarm)
 		unset(&trustAlarm)
 		unset(&stallAlarm)
@@ -251,7 +250,7 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 				onRenewal(rr)
 			default:
 			}
-			if res.ended {
+			if res.cause != nil {
 				continue
 			}
 			if now := clk.Now(); now.Before(t.trustUntil) {
@@ -294,7 +293,7 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		case <-graceAlarm.C():
 			r.cfg.log.Error().Uint64("fence", t.fence).Dur("grace", r.cfg.gracePeriod).
 				Msg("task did not stop after its context was cancelled; abandoning it")
-			if !res.ended {
+			if res.cause == nil {
 				end(ErrTaskDidNotStop, "task did not stop")
 			}
 			stopRenewal()
