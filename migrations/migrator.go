@@ -40,7 +40,6 @@ func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 		lockTTL:        lock.DefaultTTL,
 		lockID:         DefaultLockID,
 		wait:           DefaultWait,
-		retry:          DefaultRetryPeriod,
 		log:            zerolog.Nop(),
 		clock:          clockwork.NewRealClock(),
 		runsCollection: scheduler.DefaultRunsCollection,
@@ -53,6 +52,9 @@ func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.retry == 0 { // not set; WithRetryPeriod refuses 0
+		cfg.retry = min(DefaultRetryPeriod, cfg.lockTTL/2)
 	}
 	if cfg.retry >= cfg.lockTTL {
 		return nil, fmt.Errorf("%w: retry period %v is not shorter than the lock TTL %v", ErrInvalidOption, cfg.retry, cfg.lockTTL)

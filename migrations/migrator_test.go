@@ -581,6 +581,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if _, err := migrations.New(db, migrations.WithLockTTL(time.Second), migrations.WithRetryPeriod(time.Second)); !errors.Is(err, migrations.ErrInvalidOption) {
 		t.Errorf("retry >= ttl: %v", err)
 	}
+	// Left unset, the retry period fits a short TTL.
+	if _, err := migrations.New(db, migrations.WithLockTTL(time.Second)); err != nil {
+		t.Errorf("1s lock TTL with the default retry period: %v", err)
+	}
 	if _, err := migrations.New(db, migrations.WithMigrations(counted(migrations.LockIndexesVersion, "x"))); !errors.Is(err, migrations.ErrInvalidMigration) {
 		t.Errorf("version of a built-in: %v", err)
 	}

@@ -135,7 +135,8 @@ func WithWait(d time.Duration) Option {
 }
 
 // WithRetryPeriod sets how often a waiting migrator polls. It must be
-// shorter than the lock TTL. Default: DefaultRetryPeriod (1s).
+// shorter than the lock TTL. Default: DefaultRetryPeriod (1s), or half the
+// lock TTL if that is shorter.
 func WithRetryPeriod(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -75,11 +75,10 @@ type emitter struct {
 	w    io.Writer
 	json bool
 	name string
-	now  func() time.Time
 }
 
 func (e *emitter) emit(ev demoEvent) {
-	ev.T, ev.Instance = e.now(), e.name
+	ev.T, ev.Instance = time.Now(), e.name
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.json {

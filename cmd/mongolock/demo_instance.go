@@ -76,7 +76,7 @@ func (a *app) demoInstance(ctx context.Context, args []string) error {
 		return err
 	}
 	log = log.With().Str("instance", *name).Logger()
-	em := &emitter{w: a.stdout, json: *events, name: *name, now: time.Now}
+	em := &emitter{w: a.stdout, json: *events, name: *name}
 
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(errShutdown)
@@ -126,7 +126,6 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 			migrations.WithLockCollection(a.g.collection),
 			migrations.WithLockTTL(a.g.ttl),
 			migrations.WithKeeperID(keeper),
-			migrations.WithRetryPeriod(min(migrations.DefaultRetryPeriod, a.g.ttl/2)),
 			migrations.WithLogger(log),
 		)
 		if err != nil {

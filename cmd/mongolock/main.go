@@ -6,7 +6,7 @@
 //	mongolock [global flags] locks show ID [--json]
 //	mongolock [global flags] locks release ID --keeper K
 //	mongolock [global flags] locks release ID --force [--yes]
-//	mongolock [global flags] jobs [--json]
+//	mongolock [global flags] jobs [JOB...] [--json] [--history N]
 //	mongolock [global flags] demo [--duration D] [--instances N] [--keep]
 //	mongolock [global flags] demo-instance [--name N] [--for D]
 //

@@ -60,7 +60,6 @@ func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, a
 		migrations.WithLockTTL(a.g.ttl),
 		migrations.WithSchedulerHistory(f.runs, f.retention),
 		migrations.WithWait(f.wait),
-		migrations.WithRetryPeriod(min(migrations.DefaultRetryPeriod, a.g.ttl/2)),
 		migrations.WithLogger(log),
 	)
 	if err != nil {
