@@ -23,6 +23,11 @@ type Holder struct {
 	// was read; the document stays until it is taken over, purged or removed
 	// by the TTL monitor.
 	Expired bool
+	// ReadAt is the server's time when the document was read, as Expired
+	// judged it: the lower bound of the Locker's estimate of the server's
+	// clock (zero if it has none). ExpiresAt.Sub(ReadAt) is how long the
+	// lease had left.
+	ReadAt time.Time
 }
 
 // Holder returns who holds lockID. A free or expired lock gives an error
@@ -83,7 +88,7 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 		ExpiresAt:  d.Renewed.Add(ttl),
 	}
 	if lo, _, ok := l.clock.bounds(l.cfg.clock.Now()); ok {
-		h.Expired = h.ExpiresAt.Before(lo)
+		h.ReadAt, h.Expired = lo, h.ExpiresAt.Before(lo)
 	}
 	return h
 }

@@ -45,6 +45,9 @@ func TestAcquireReleaseAndFences(t *testing.T) {
 	if err != nil || h.KeeperID != "A" || h.Fence != l2.Fence {
 		t.Fatalf("holder after foreign release: %+v %v", h, err)
 	}
+	if left := h.ExpiresAt.Sub(h.ReadAt); h.ReadAt.IsZero() || left <= 0 || left > 10*time.Second {
+		t.Fatalf("holder read at %v, lease left %v: want a server time with under the 10s TTL left", h.ReadAt, left)
+	}
 	if err := a.ReleaseLock(ctx, "job", "A"); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mongolock/mongolock/internal/mongoutil"
-
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -335,15 +333,6 @@ func (a *app) locker(db *mongo.Database, log zerolog.Logger) (*lock.Locker, erro
 		return nil, usagef("%v", err)
 	}
 	return l, nil
-}
-
-// serverNow reads the server's clock, for "expires in".
-func serverNow(ctx context.Context, db *mongo.Database) (time.Time, error) {
-	now, err := mongoutil.ServerTime(ctx, db)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read the server's clock: %w", err)
-	}
-	return now, nil
 }
 
 func isTerminal(v any) bool {

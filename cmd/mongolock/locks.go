@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mongolock/mongolock/lock"
 )
@@ -26,22 +25,23 @@ type lockJSON struct {
 	Fence       string `json:"fence"`
 }
 
-func toJSON(h lock.Holder, now time.Time) lockJSON {
+func toJSON(h lock.Holder) lockJSON {
 	return lockJSON{
 		Lock:        h.LockID,
 		Keeper:      h.KeeperID,
 		AcquiredAt:  jsonTime(h.AcquiredAt),
 		RenewedAt:   jsonTime(h.RenewedAt),
 		ExpiresAt:   jsonTime(h.ExpiresAt),
-		ExpiresInMS: max(h.ExpiresAt.Sub(now), 0).Milliseconds(),
+		ExpiresInMS: max(h.ExpiresAt.Sub(h.ReadAt), 0).Milliseconds(),
 		Expired:     h.Expired,
 		Fence:       strconv.FormatUint(h.Fence, 10),
 	}
 }
 
-// expiresIn says when a lease ends, by the server's clock at now.
-func expiresIn(h lock.Holder, now time.Time) string {
-	left := h.ExpiresAt.Sub(now)
+// expiresIn says when a lease ends, by the server's clock when it was read,
+// as h.Expired judged it.
+func expiresIn(h lock.Holder) string {
+	left := h.ExpiresAt.Sub(h.ReadAt)
 	if h.Expired || left <= 0 {
 		return fmt.Sprintf("expired %s ago", fmtDur(max(-left, 0)))
 	}
@@ -91,14 +91,10 @@ func (a *app) locksList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	now, err := serverNow(ctx, l.Collection().Database())
-	if err != nil {
-		return err
-	}
 	if *asJSON {
 		out := make([]lockJSON, 0, len(holders))
 		for _, h := range holders {
-			out = append(out, toJSON(h, now))
+			out = append(out, toJSON(h))
 		}
 		return a.printJSON(out)
 	}
@@ -109,7 +105,7 @@ func (a *app) locksList(ctx context.Context, args []string) error {
 	tw := table(a.stdout)
 	fmt.Fprintln(tw, "LOCK\tKEEPER\tACQUIRED\tRENEWED\tEXPIRES IN\tFENCE")
 	for _, h := range holders {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", h.LockID, orDash(h.KeeperID), fmtTime(h.AcquiredAt), fmtTime(h.RenewedAt), expiresIn(h, now), h.Fence)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", h.LockID, orDash(h.KeeperID), fmtTime(h.AcquiredAt), fmtTime(h.RenewedAt), expiresIn(h), h.Fence)
 	}
 	return tw.Flush()
 }
@@ -143,16 +139,12 @@ func (a *app) locksShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	now, err := serverNow(ctx, l.Collection().Database())
-	if err != nil {
-		return err
-	}
 	if *asJSON {
-		return a.printJSON(toJSON(h, now))
+		return a.printJSON(toJSON(h))
 	}
-	state := "held, expires in " + expiresIn(h, now)
+	state := "held, expires in " + expiresIn(h)
 	if h.Expired {
-		state = expiresIn(h, now) + "; the next AcquireLock takes it over"
+		state = expiresIn(h) + "; the next AcquireLock takes it over"
 	}
 	tw := table(a.stdout)
 	fmt.Fprintf(tw, "lock:\t%s\n", h.LockID)
@@ -212,11 +204,7 @@ func (a *app) locksRelease(ctx context.Context, args []string) error {
 		return err
 	}
 	if !*yes {
-		now, err := serverNow(ctx, l.Collection().Database())
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stderr, "Lock %q is held by %q (fence %d, %s).\n", h.LockID, h.KeeperID, h.Fence, expiresIn(h, now))
+		fmt.Fprintf(a.stderr, "Lock %q is held by %q (fence %d, %s).\n", h.LockID, h.KeeperID, h.Fence, expiresIn(h))
 		fmt.Fprintf(a.stderr, "Its holder is not told and may still be working. Force-release it? Type yes: ")
 		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
 		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "yes" && ans != "y" {
