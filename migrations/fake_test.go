@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -114,7 +115,11 @@ func TestKeepAliveRenewsBeforeEachDeadline(t *testing.T) {
 				return err
 			}
 			clk.Advance(5 * time.Second)
-			<-fl.renewed
+			select {
+			case <-fl.renewed:
+			case <-ctx.Done():
+				return fmt.Errorf("no renewal after the clock passed its time: %w", ctx.Err())
+			}
 			deadlines = append(deadlines, deadline)
 			deadline = clk.Now().Add(10 * time.Second)
 			if runCtx.Err() != nil {
