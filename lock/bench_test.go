@@ -136,3 +136,54 @@ func BenchmarkRenew(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAcquireMany takes n free locks with one AcquireLocks call,
+// against the baseline of one AcquireLock call per lock, interleaved in the
+// same loop; each round releases them all with one ReleaseLocks, not timed.
+func BenchmarkAcquireMany(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
+			if n > 100 && mongotest.Backend() == mongotest.BackendFerretDB {
+				// Each conditional upsert reads the whole collection:
+				// a round of a thousand takes about a minute.
+				b.Skip("1 000 locks only on MongoDB (set MONGODB_URI); FerretDB scans the collection for every upsert")
+			}
+			db := mongotest.NewDatabase(b)
+			l, err := lock.New(db, lock.WithTTL(10*time.Minute))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("lock-%05d", i)
+			}
+			release := func() {
+				if got, err := l.ReleaseLocks(ctx, "k", ids...); err != nil || got != n {
+					b.Fatalf("released %d of %d: %v", got, n, err)
+				}
+			}
+			var batched, single time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				a, err := l.AcquireLocks(ctx, "k", ids...)
+				if err != nil || len(a.Leases) != n {
+					b.Fatalf("batched acquire: %d acquired, %v", len(a.Leases), err)
+				}
+				batched += time.Since(start)
+				release()
+				start = time.Now()
+				for _, id := range ids {
+					mustAcquire(b, ctx, l, id, "k")
+				}
+				single += time.Since(start)
+				release()
+			}
+			per := float64(b.N) * float64(n)
+			b.ReportMetric(float64(batched.Nanoseconds())/per/1e3, "batched-µs/lock")
+			b.ReportMetric(float64(single.Nanoseconds())/per/1e3, "single-µs/lock")
+			b.ReportMetric(float64(single)/float64(batched), "single/batched")
+		})
+	}
+}

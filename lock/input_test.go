@@ -32,6 +32,7 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		"ForceRelease": func(id, _ string) error { return l.ForceRelease(ctx, id) },
 		"ReleaseAll":   func(_, kid string) error { _, err := l.ReleaseAll(ctx, kid); return err },
 		"ReleaseLocks": func(id, kid string) error { _, err := l.ReleaseLocks(ctx, kid, "ok", id); return err },
+		"AcquireLocks": func(id, kid string) error { _, err := l.AcquireLocks(ctx, kid, "ok", id); return err },
 	}
 	for opName, op := range ops {
 		for what, v := range bad {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,6 +36,7 @@ type lockDoc struct {
 	Acquired time.Time      `bson:"at"`
 	Fence    bson.Timestamp `bson:"fence"`
 	TTL      int64          `bson:"ttl"`
+	Nonce    string         `bson:"rn"`
 }
 
 func fenceOf(ts bson.Timestamp) uint64 { return uint64(ts.T)<<32 | uint64(ts.I) }
@@ -156,21 +159,7 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	filter := bson.D{
-		{Key: fieldID, Value: lockID},
-		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldKeeper, Value: keeperID}},
-			l.lapsed(lo),
-		}},
-	}
-	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: l.ttlMS()}}},
-		{Key: "$currentDate", Value: bson.D{
-			{Key: fieldRenewed, Value: true},
-			{Key: fieldAcquired, Value: true},
-			{Key: fieldFence, Value: bson.D{{Key: "$type", Value: "timestamp"}}},
-		}},
-	}
+	filter, update := l.acquireFilter(lockID, keeperID, lo), acquireUpdate(keeperID, l.ttlMS(), newNonce())
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	var doc lockDoc
 	err := l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
@@ -196,6 +185,179 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 	l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Uint64("fence", lease.Fence).
 		Dur("took", recv.Sub(sent)).Msg("acquired")
 	return lease, true, nil
+}
+
+// acquireFilter matches lockID if keeperID may take it: it holds it, or
+// its lease has lapsed by the server's clock, whose time is at least lo.
+// When nothing matches, an upsert with it inserts a document with the same
+// id, which fails with a duplicate key error if the lock exists (it is held
+// by another keeper) and begins a term if it does not.
+func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time) bson.D {
+	return bson.D{
+		{Key: fieldID, Value: lockID},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldKeeper, Value: keeperID}},
+			l.lapsed(lo),
+		}},
+	}
+}
+
+// acquireUpdate begins a term of keeperID, with a new fencing token and a
+// nonce telling the write that began it.
+func acquireUpdate(keeperID string, ttlMS int64, nonce string) bson.D {
+	return bson.D{
+		{Key: "$set", Value: bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}, {Key: fieldNonce, Value: nonce}}},
+		{Key: "$currentDate", Value: bson.D{
+			{Key: fieldRenewed, Value: true},
+			{Key: fieldAcquired, Value: true},
+			{Key: fieldFence, Value: bson.D{{Key: "$type", Value: "timestamp"}}},
+		}},
+	}
+}
+
+// Acquisition is the outcome of AcquireLocks.
+type Acquisition struct {
+	// Leases are the locks acquired, in the order requested.
+	Leases []Lease
+	// Refused lists the locks other keepers hold.
+	Refused []string
+}
+
+// AcquireLocks tries to take each of lockIDs for keeperID, as AcquireLock
+// takes one, in two round trips however many there are (one for a single
+// lock; plus a hello, as for AcquireLock, when the clock estimate is old):
+// a write of them all, then a read of which it took and their fencing
+// tokens. Each lease's Deadline is timed from the sending of the write
+// that won it.
+//
+// Every requested id ends up in exactly one of Leases and Refused unless
+// it returns an error; then Leases holds the locks known to be acquired,
+// and any other may or may not have been (as with AcquireLock's errors).
+// Use it to take many locks at once, such as those of jobs that fire
+// together.
+func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return Acquisition{}, err
+	}
+	if err := validateIDs("lockIDs", lockIDs); err != nil {
+		return Acquisition{}, err
+	}
+	ids := dedup(lockIDs)
+	switch len(ids) {
+	case 0:
+		return Acquisition{}, nil
+	case 1:
+		lease, ok, err := l.AcquireLock(ctx, ids[0], keeperID)
+		switch {
+		case err != nil:
+			return Acquisition{}, err
+		case !ok:
+			return Acquisition{Refused: ids}, nil
+		}
+		return Acquisition{Leases: []Lease{lease}}, nil
+	}
+	if err := l.refreshClock(ctx); err != nil {
+		return Acquisition{}, fmt.Errorf("acquire %s: %w", idsDesc(keeperID, ids), err)
+	}
+	leases := make(map[string]Lease, len(ids))
+	refused := make(map[string]bool)
+	result := func() Acquisition {
+		var a Acquisition
+		for _, id := range ids {
+			if lease, ok := leases[id]; ok {
+				a.Leases = append(a.Leases, lease)
+			} else if refused[id] {
+				a.Refused = append(a.Refused, id)
+			}
+		}
+		return a
+	}
+	// One pass settles every lock on MongoDB. FerretDB 1.24 ends an
+	// unordered bulk write at its first error without reporting the
+	// writes it skipped; the read finds them unsettled, and the next pass
+	// sends them again. Each pass settles at least the lock that failed.
+	// A pass that settles none (every lock changed between its write and
+	// its read) ends the call with an error rather than looping.
+	todo := slices.Clone(ids)
+	for len(todo) > 0 {
+		n, err := l.acquirePass(ctx, keeperID, todo, leases, refused)
+		if err != nil {
+			return result(), mongoutil.WrapErr(ctx, "acquire "+idsDesc(keeperID, ids), err)
+		}
+		if n == 0 {
+			return result(), fmt.Errorf("acquire %s: %d locks neither acquired nor refused", idsDesc(keeperID, ids), len(todo))
+		}
+		todo = slices.DeleteFunc(todo, func(id string) bool {
+			_, ok := leases[id]
+			return ok || refused[id]
+		})
+	}
+	a := result()
+	l.cfg.log.Debug().Str("keeper", keeperID).Int("acquired", len(a.Leases)).Strs("refused", a.Refused).Msg("acquired")
+	return a, nil
+}
+
+// acquirePass sends one write taking ids, unordered, then reads their
+// documents. It adds to leases those the write took and to refused those
+// other keepers hold, and returns how many it added. The read, not the
+// write's errors, tells which: FerretDB 1.24 reports the wrong index for a
+// failed write of an unordered bulk.
+func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string, leases map[string]Lease, refused map[string]bool) (int, error) {
+	nonce := newNonce()
+	sent := l.cfg.clock.Now()
+	lo, _, _ := l.clock.bounds(sent)
+	update := acquireUpdate(keeperID, l.ttlMS(), nonce)
+	models := make([]mongo.WriteModel, len(ids))
+	for i, id := range ids {
+		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo)).SetUpdate(update).SetUpsert(true)
+	}
+	_, err := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) && bwe.WriteConcernError == nil &&
+		!slices.ContainsFunc(bwe.WriteErrors, func(we mongo.BulkWriteError) bool { return !mongo.IsDuplicateKeyError(we.WriteError) }) {
+		err = nil // duplicate keys only: locks held by other keepers
+	}
+	if err != nil {
+		return 0, err
+	}
+	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return 0, err
+	}
+	var docs []lockDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, err
+	}
+	recv := l.cfg.clock.Now()
+	added := 0
+	for _, d := range docs {
+		switch {
+		case d.Keeper == keeperID && d.Nonce == nonce:
+			l.clock.observe(d.Renewed, sent, recv)
+			leases[d.ID] = Lease{
+				LockID:     d.ID,
+				KeeperID:   keeperID,
+				Fence:      fenceOf(d.Fence),
+				AcquiredAt: d.Acquired,
+				Deadline:   sent.Add(l.cfg.ttl - l.safety()),
+			}
+		case d.Keeper != keeperID && !l.lapsedDoc(d, lo):
+			// What the write's filter refused, or what another keeper
+			// took since.
+			refused[d.ID] = true
+		default:
+			// Not written (FerretDB stops at the first failed write), or
+			// changed since: sent again.
+			continue
+		}
+		added++
+	}
+	return added, nil
+}
+
+// lapsedDoc reports whether lapsed(lo) matches d.
+func (l *Locker) lapsedDoc(d lockDoc, lo time.Time) bool {
+	return d.Renewed.Before(lo.Add(-l.cfg.ttl)) && d.TTL <= l.ttlMS()
 }
 
 // Renew extends the leases keeperID holds on lockIDs, in one round trip when

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,5 +192,116 @@ func TestNewKeeperIDUnique(t *testing.T) {
 			t.Fatalf("keeper id %q lacks the pid", id)
 		}
 		seen[id] = true
+	}
+}
+
+// TestAcquireMany takes, in one call, a lock the caller holds, a free one,
+// one never used and one whose holder's lease lapsed, next to one another
+// keeper holds: each lands in Leases or Refused, in the order asked, with
+// a new term for every lease, and the other keeper's lock is untouched.
+func TestAcquireMany(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	ls, _ := newLockers(t, 3, lock.WithTTL(ttl))
+	a, b, c := ls[0], ls[1], ls[2]
+	ctx := testCtx(t, 30*time.Second)
+
+	gone := mustAcquire(t, ctx, c, "lapsed", "C")
+	time.Sleep(ttl + 100*time.Millisecond)
+	own := mustAcquire(t, ctx, a, "own", "A")
+	freed := mustAcquire(t, ctx, a, "freed", "A")
+	if err := a.ReleaseLock(ctx, "freed", "A"); err != nil {
+		t.Fatal(err)
+	}
+	other := mustAcquire(t, ctx, b, "other", "B")
+
+	before := time.Now()
+	got, err := a.AcquireLocks(ctx, "A", "own", "other", "new", "lapsed", "other", "freed", "own")
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, l := range got.Leases {
+		ids = append(ids, l.LockID)
+		if l.KeeperID != "A" {
+			t.Errorf("lease %+v: keeper %q", l, l.KeeperID)
+		}
+		if !l.Deadline.After(before) || l.Deadline.After(after.Add(ttl)) {
+			t.Errorf("lease of %q ends %v after the call began, %v after it ended: want within the TTL %v of the write that won it",
+				l.LockID, l.Deadline.Sub(before), l.Deadline.Sub(after), ttl)
+		}
+		h, err := b.Holder(ctx, l.LockID)
+		if err != nil || h.KeeperID != "A" || h.Fence != l.Fence {
+			t.Errorf("holder of %q: %+v %v, want A with fence %d", l.LockID, h, err, l.Fence)
+		}
+	}
+	if want := []string{"own", "new", "lapsed", "freed"}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("acquired %v, want %v in that order", ids, want)
+	}
+	if fmt.Sprint(got.Refused) != "[other]" {
+		t.Fatalf("refused %v, want [other]", got.Refused)
+	}
+	for _, prev := range []lock.Lease{own, freed, gone} {
+		i := slices.IndexFunc(got.Leases, func(l lock.Lease) bool { return l.LockID == prev.LockID })
+		if got.Leases[i].Fence <= prev.Fence {
+			t.Errorf("%q: fence %d, want above the previous term's %d", prev.LockID, got.Leases[i].Fence, prev.Fence)
+		}
+	}
+	if h, err := a.Holder(ctx, "other"); err != nil || h.KeeperID != "B" || h.Fence != other.Fence {
+		t.Fatalf("refused lock: %+v %v, want B's term unchanged", h, err)
+	}
+}
+
+// TestAcquireManyRace: keepers taking overlapping sets of locks at once
+// each get every lock they asked for either as a lease or as refused, and
+// each lock goes to exactly one of them, the one the database names.
+func TestAcquireManyRace(t *testing.T) {
+	t.Parallel()
+	const keepers, locks = 4, 40
+	ls, _ := newLockers(t, keepers, lock.WithTTL(30*time.Second))
+	ctx := testCtx(t, 60*time.Second)
+	results := make([]lock.Acquisition, keepers)
+	var wg sync.WaitGroup
+	for k := range keepers {
+		wg.Go(func() {
+			ids := make([]string, locks)
+			for i := range ids {
+				ids[i] = fmt.Sprint("r", (i+7*k)%locks) // a different order each
+				if k%2 == 1 {
+					ids[i] = fmt.Sprint("r", (locks-1-i+7*k)%locks)
+				}
+			}
+			a, err := ls[k].AcquireLocks(ctx, fmt.Sprint("K", k), ids...)
+			if err != nil {
+				t.Error(err)
+			}
+			results[k] = a
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	winner := map[string]lock.Lease{}
+	for k, a := range results {
+		if n := len(a.Leases) + len(a.Refused); n != locks {
+			t.Errorf("K%d: %d acquired + %d refused, want all %d", k, len(a.Leases), len(a.Refused), locks)
+		}
+		for _, l := range a.Leases {
+			if w, ok := winner[l.LockID]; ok {
+				t.Errorf("%q acquired by both %s and %s", l.LockID, w.KeeperID, l.KeeperID)
+			}
+			winner[l.LockID] = l
+		}
+	}
+	if len(winner) != locks {
+		t.Errorf("%d of %d locks acquired by someone", len(winner), locks)
+	}
+	for id, w := range winner {
+		h, err := ls[0].Holder(ctx, id)
+		if err != nil || h.KeeperID != w.KeeperID || h.Fence != w.Fence {
+			t.Errorf("holder of %q: %+v %v, want %s with fence %d", id, h, err, w.KeeperID, w.Fence)
+		}
 	}
 }

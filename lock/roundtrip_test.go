@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 
 // TestRoundTrips counts commands with the driver's command monitor: acquire,
 // renew-many, release, release of several and release-all take one each; a
-// renewal that lost a lock takes two (to say which); a Locker's first call
-// adds a hello to read the server's clock.
+// renewal that lost a lock takes two (to say which), and so does acquiring
+// many (to read their fences); a Locker's first call adds a hello to read
+// the server's clock.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	client, counter := mongotest.CountingClient(t)
@@ -62,6 +64,17 @@ func TestRoundTrips(t *testing.T) {
 			}
 			return err
 		}, map[string]int{"delete": 1}},
+		{"acquire many", func() error {
+			ids := make([]string, 50)
+			for i := range ids {
+				ids[i] = fmt.Sprint("m", i)
+			}
+			a, err := l.AcquireLocks(ctx, "k", ids...)
+			if len(a.Leases) != len(ids) {
+				t.Errorf("acquired %d of %d", len(a.Leases), len(ids))
+			}
+			return err
+		}, map[string]int{"update": 1, "find": 1}},
 		{"release all", func() error { _, err := l.ReleaseAll(ctx, "k"); return err }, map[string]int{"delete": 1}},
 	}
 	for _, s := range steps {
