@@ -119,11 +119,10 @@
 // style: a write is sent at once if no command of its kind is in flight,
 // and otherwise goes in the next one with every write that came meanwhile.
 // So the first of the jobs due at one time is usually claimed alone, and
-// the others together in one update and one read; start records likewise
-// (a bulk write and a read), and ends, history records and lock releases
-// in one command per batch, whatever the jobs. Batching adds no delay to
-// an idle scheduler.
-// Only the lock is taken job by job. A claimant that finds the lock held
+// the others together in one update and one read; locks and start records
+// likewise (a bulk write and a read each), and ends, history records and
+// lock releases in one command per batch, whatever the jobs. Batching adds
+// no delay to an idle scheduler. A claimant that finds the lock held
 // spends one more round trip per attempt, about twenty at most. A server
 // that cannot keep up delays claims; firings are then skipped, never run
 // twice, and each instance keeps at most one firing per job in flight.

@@ -27,7 +27,7 @@ type fakeLocker struct {
 	renewals  int
 	releases  int
 	acquireOK int
-	// onAcquire, if set, is called by AcquireLock before anything else,
+	// onAcquire, if set, is called by AcquireLocks for each lock before anything else,
 	// with the lock id: a test can let time pass there.
 	onAcquire func(id string)
 	// onRenew, if set, is called by Renew before anything else; a non-nil
@@ -49,7 +49,20 @@ func newFakeLocker(clk clockwork.Clock, ttl time.Duration) *fakeLocker {
 
 func (l *fakeLocker) TTL() time.Duration { return l.ttl }
 
-func (l *fakeLocker) AcquireLock(_ context.Context, id, keeper string) (lock.Lease, bool, error) {
+func (l *fakeLocker) AcquireLocks(ctx context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
+	var a lock.Acquisition
+	for _, id := range ids {
+		lease, ok := l.acquire(id, keeper)
+		if ok {
+			a.Leases = append(a.Leases, lease)
+		} else {
+			a.Refused = append(a.Refused, id)
+		}
+	}
+	return a, nil
+}
+
+func (l *fakeLocker) acquire(id, keeper string) (lock.Lease, bool) {
 	l.mu.Lock()
 	hook := l.onAcquire
 	sent := l.clock.Now() // the deadline counts from the sending
@@ -61,12 +74,12 @@ func (l *fakeLocker) AcquireLock(_ context.Context, id, keeper string) (lock.Lea
 	defer l.mu.Unlock()
 	now := l.clock.Now()
 	if cur, ok := l.leases[id]; ok && cur.keeper != keeper && now.Before(cur.expires) {
-		return lock.Lease{}, false, nil
+		return lock.Lease{}, false
 	}
 	l.fence++
 	l.acquireOK++
 	l.leases[id] = fakeLease{keeper: keeper, expires: sent.Add(l.ttl)}
-	return lock.Lease{LockID: id, KeeperID: keeper, Fence: l.fence, Deadline: sent.Add(l.ttl)}, true, nil
+	return lock.Lease{LockID: id, KeeperID: keeper, Fence: l.fence, Deadline: sent.Add(l.ttl)}, true
 }
 
 func (l *fakeLocker) Renew(ctx context.Context, keeper string, ids ...string) (lock.Renewal, error) {

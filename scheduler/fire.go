@@ -105,8 +105,12 @@ func (s *Scheduler) lockFor(j *job, f time.Time, log zerolog.Logger) (lock.Lease
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
 		sent := clk.Now()
-		lease, ok, err := s.locker.AcquireLock(ctx, j.lockID, s.keeper)
+		res, err := s.acquires.submit(ctx, struct{}{}, j.lockID)
 		cancel()
+		lease, ok := res.lease, res.ok
+		if err == nil {
+			err = res.err
+		}
 		switch {
 		case err == nil && ok:
 			// Checked here rather than left to the renewal loop, which
@@ -149,6 +153,37 @@ func (s *Scheduler) lockFor(j *job, f time.Time, log zerolog.Logger) (lock.Lease
 		s.release(j, log)
 	}
 	return lock.Lease{}, time.Time{}, false
+}
+
+type acquireResult struct {
+	lease lock.Lease
+	ok    bool
+	err   error
+}
+
+// acquireBatch takes the locks ids in one call. When the call fails, the
+// locks it reports acquired are still the caller's, and those it reports
+// refused still held elsewhere; the error goes to the others, which may
+// or may not have been taken.
+func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) ([]acquireResult, error) {
+	a, err := s.locker.AcquireLocks(ctx, s.keeper, ids...)
+	leases := make(map[string]lock.Lease, len(a.Leases))
+	for _, l := range a.Leases {
+		leases[l.LockID] = l
+	}
+	out := make([]acquireResult, len(ids))
+	for i, id := range ids {
+		switch l, ok := leases[id]; {
+		case ok:
+			out[i] = acquireResult{lease: l, ok: true}
+		case slices.Contains(a.Refused, id):
+		case err != nil:
+			out[i].err = err
+		default:
+			out[i].err = fmt.Errorf("acquire %q: neither acquired nor refused", id)
+		}
+	}
+	return out, nil
 }
 
 // sleep waits d on the scheduler's clock; false if it is stopping.

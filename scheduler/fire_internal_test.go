@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -384,5 +385,38 @@ func TestStopWaitWhileRecordingStart(t *testing.T) {
 	}
 	if h := r.locker.holder(r.s.LockID("j")); h != "" {
 		t.Fatalf("lock left held by %q", h)
+	}
+}
+
+// partialLocker's AcquireLocks reports one lock acquired and one refused,
+// and fails for the rest.
+type partialLocker struct{ *fakeLocker }
+
+func (partialLocker) AcquireLocks(_ context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
+	return lock.Acquisition{
+		Leases:  []lock.Lease{{LockID: ids[0], KeeperID: keeper, Fence: 7}},
+		Refused: ids[1:2],
+	}, errBoom
+}
+
+// TestAcquireBatchKeepsWhatAFailedCallSettled: when a batched acquisition
+// fails part way, the jobs whose locks it took still run, those it found
+// held wait as usual, and only the others see the error (and release).
+func TestAcquireBatchKeepsWhatAFailedCallSettled(t *testing.T) {
+	s := &Scheduler{locker: partialLocker{}, keeper: "me"}
+	res, err := s.acquireBatch(context.Background(), struct{}{}, []string{"a", "b", "c", "d"})
+	if err != nil || len(res) != 4 {
+		t.Fatalf("results %+v, error %v", res, err)
+	}
+	if r := res[0]; !r.ok || r.err != nil || r.lease.Fence != 7 {
+		t.Errorf("acquired lock: %+v, want its lease", r)
+	}
+	if r := res[1]; r.ok || r.err != nil {
+		t.Errorf("refused lock: %+v, want not acquired and no error", r)
+	}
+	for _, r := range res[2:] {
+		if r.ok || !errors.Is(r.err, errBoom) {
+			t.Errorf("unsettled lock: %+v, want the call's error", r)
+		}
 	}
 }

@@ -16,7 +16,10 @@ import (
 
 // Locker is what a Scheduler needs from lock.Locker.
 type Locker interface {
-	AcquireLock(ctx context.Context, lockID, keeperID string) (lock.Lease, bool, error)
+	// AcquireLocks takes those of lockIDs no other keeper holds, in two
+	// round trips however many: jobs that fire together take their locks
+	// together.
+	AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (lock.Acquisition, error)
 	Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error)
 	// ReleaseLocks releases those of lockIDs keeperID holds, in one round
 	// trip: jobs that end together release their locks together.
@@ -34,8 +37,9 @@ type Scheduler struct {
 	locker     Locker
 	keeper     string
 	st         store
-	releases   *batcher[struct{}, string, struct{}] // job locks, released together
-	mst        *mongoStore                          // st, when it is MongoDB
+	acquires   *batcher[struct{}, string, acquireResult] // job locks, taken together
+	releases   *batcher[struct{}, string, struct{}]      // and released together
+	mst        *mongoStore                               // st, when it is MongoDB
 	cfg        config
 	parser     cron.Parser
 	ttl        time.Duration // the Locker's
@@ -141,6 +145,7 @@ func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Schedu
 		jobs:       make(map[string]*job),
 		wake:       make(chan struct{}, 1),
 	}
+	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
 	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, ids []string) ([]struct{}, error) {
 		_, err := s.locker.ReleaseLocks(ctx, s.keeper, ids...)
 		return make([]struct{}, len(ids)), err
