@@ -109,7 +109,7 @@ func (s *Server) startFerret() (string, error) {
 		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
 		Logger:    s.log,
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + s.dir + "/",
+		SQLiteURL: "file:" + s.dir + "/?_pragma=synchronous(normal)",
 	})
 	ferretNew.Unlock()
 	if err != nil {
