@@ -106,9 +106,11 @@ func (s *Server) Dir() string { return s.dir }
 func (s *Server) startFerret() (string, error) {
 	ferretNew.Lock()
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
-		Logger:    s.log,
-		Handler:   "sqlite",
+		Listener: ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Logger:   s.log,
+		Handler:  "sqlite",
+		// WAL (FerretDB's default) with synchronous=normal: commits
+		// survive the process, not the machine, and skip an fsync each.
 		SQLiteURL: "file:" + s.dir + "/?_pragma=synchronous(normal)",
 	})
 	ferretNew.Unlock()
