@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -173,8 +174,8 @@ const recoveryTimeout = 2 * time.Second
 // claimBatch claims firing f for each job in reqs that has had no claim of
 // a firing at or after f. One job is one command; more are two: an update
 // of those whose last claim is earlier, marking them with a fresh claim id,
-// then a read of which carry it. A job whose document does not exist yet
-// (its first claim) costs one more command.
+// then a read of which carry it. Jobs whose documents do not exist yet
+// (their first claims) cost two more together (firstClaims).
 //
 // A claim made by the update but overtaken by a claim of a later firing
 // before the read is reported lost, and that firing skipped: another
@@ -219,6 +220,7 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 		}
 		return nil, err
 	}
+	var missing []int // jobs never claimed: no document yet
 	for i, r := range reqs {
 		d, ok := docs[r.job]
 		switch {
@@ -233,10 +235,73 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 		case updateErr != nil:
 			out[i].err = updateErr
 		case !ok:
-			out[i].won, out[i].err = s.claimOne(ctx, r, f, keeper)
+			missing = append(missing, i)
 		}
 	}
+	if len(missing) > 0 {
+		s.firstClaims(ctx, reqs, missing, f, keeper, cid, out)
+	}
 	return out, nil
+}
+
+// firstClaims claims firing f for the jobs reqs[i], i in todo, whose
+// documents did not exist, with the claim id cid, and sets their results
+// in out: a bulk write of the upserts claimOne sends, then a read of which
+// carry cid. Like AcquireLocks, it decides by the read: FerretDB 1.24 ends
+// a bulk write at its first failed write (a duplicate key: another
+// instance made the document first) without saying which it skipped, and
+// those are sent again.
+func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []int, f time.Time, keeper string, cid bson.ObjectID, out []claimResult) {
+	fail := func(err error) {
+		for _, i := range todo {
+			out[i].err = err
+		}
+	}
+	for len(todo) > 0 {
+		models := make([]mongo.WriteModel, len(todo))
+		ids := make([]string, len(todo))
+		for k, i := range todo {
+			r := reqs[i]
+			ids[k] = r.job
+			models[k] = mongo.NewUpdateOneModel().SetUpsert(true).
+				SetFilter(bson.D{{Key: fieldID, Value: r.job}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}).
+				SetUpdate(bson.D{
+					{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldSpec, Value: r.spec}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}}},
+					{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
+				})
+		}
+		_, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		var bwe mongo.BulkWriteException
+		if errors.As(err, &bwe) && bwe.WriteConcernError == nil &&
+			!slices.ContainsFunc(bwe.WriteErrors, func(we mongo.BulkWriteError) bool { return !mongo.IsDuplicateKeyError(we.WriteError) }) {
+			err = nil // duplicate keys only: claims lost to other instances
+		}
+		if err != nil {
+			fail(mongoutil.WrapErr(ctx, fmt.Sprintf("claim first firing of %d jobs", len(todo)), err))
+			return
+		}
+		docs, err := s.jobDocs(ctx, ids)
+		if err != nil {
+			fail(err)
+			return
+		}
+		next := todo[:0:0]
+		for _, i := range todo {
+			switch d, ok := docs[reqs[i].job]; {
+			case ok && d.ClaimID == cid && d.Last.Equal(f):
+				out[i].won = true
+			case ok && !d.Last.Before(f):
+				// Lost: out[i] stays zero.
+			default:
+				next = append(next, i) // not written, or claimable again
+			}
+		}
+		if len(next) == len(todo) {
+			fail(fmt.Errorf("claim first firing of %d jobs: neither claimed nor lost", len(todo)))
+			return
+		}
+		todo = next
+	}
 }
 
 func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keeper string) (bool, error) {

@@ -363,3 +363,56 @@ func TestStartAndFinishBatchesPerRun(t *testing.T) {
 		t.Fatalf("the later run's record was touched: %+v %v", recs, err)
 	}
 }
+
+// TestFirstClaimsTogether: the first claims of jobs that have no document
+// yet go in one bulk write and one read after the batch's update and read,
+// not one command each, and jobs claimed before in the same batch are
+// judged as usual.
+func TestFirstClaimsTogether(t *testing.T) {
+	t.Parallel()
+	const jobs = 40
+	client, counter := mongotest.CountingClient(t)
+	s := newMongoStore(mongotest.Database(t, client, mongotest.NewDatabase(t).Name()), defaultConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// job-00 was claimed for f by another keeper, job-01 for an earlier
+	// firing; the others were never claimed.
+	if ok, err := s.claim(ctx, "job-00", "@every 1s", f, "other"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := s.claim(ctx, "job-01", "@every 1s", f.Add(-time.Second), "other"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	reqs := make([]claimReq, jobs)
+	for j := range reqs {
+		reqs[j] = claimReq{fmt.Sprintf("job-%02d", j), "@every 1s"}
+	}
+	counter.Reset()
+	res, err := s.claimBatch(ctx, keyOf(f, "me"), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, r := range res {
+		if r.err != nil || r.won != (j != 0) {
+			t.Errorf("%s: won=%v err=%v, want won=%v", reqs[j].job, r.won, r.err, j != 0)
+		}
+	}
+	// update and find, then a bulk update and a find for the new ones.
+	if got := counter.Total(); got != 4 {
+		t.Errorf("%d commands, want 4: the first claims were not batched", got)
+	}
+	recs, err := LoadRecords(ctx, s.jobs)
+	if err != nil || len(recs) != jobs {
+		t.Fatalf("records: %d, %v", len(recs), err)
+	}
+	for _, rec := range recs {
+		wantBy := "me"
+		if rec.Name == "job-00" {
+			wantBy = "other"
+		}
+		if !rec.LastClaimed.Equal(f) || rec.ClaimedBy != wantBy || rec.Spec != "@every 1s" {
+			t.Errorf("%s: %+v, want claimed for %v by %s", rec.Name, rec, f, wantBy)
+		}
+	}
+}
