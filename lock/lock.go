@@ -159,7 +159,7 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	filter, update := l.acquireFilter(lockID, keeperID, lo), acquireUpdate(keeperID, l.ttlMS(), newNonce())
+	filter, update := l.acquireFilter(lockID, keeperID, lo), acquireUpdate(keeperID, l.ttlMS(), "")
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	var doc lockDoc
 	err := l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
@@ -202,11 +202,15 @@ func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time) bson.D {
 	}
 }
 
-// acquireUpdate begins a term of keeperID, with a new fencing token and a
-// nonce telling the write that began it.
+// acquireUpdate begins a term of keeperID, with a new fencing token and,
+// unless it is empty, a nonce telling the write that began it.
 func acquireUpdate(keeperID string, ttlMS int64, nonce string) bson.D {
+	set := bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}}
+	if nonce != "" {
+		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
+	}
 	return bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}, {Key: fieldNonce, Value: nonce}}},
+		{Key: "$set", Value: set},
 		{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},
 			{Key: fieldAcquired, Value: true},
