@@ -6,7 +6,9 @@
 // write-concern-majority findAndModify upsert keyed on the lock id and the
 // keeper id: a duplicate-key error means another keeper holds a live lease.
 // A lease whose time is up by the server's clock is taken over in that same
-// round trip, without waiting for MongoDB's TTL monitor.
+// round trip, without waiting for MongoDB's TTL monitor. AcquireLocks sends
+// the same upserts for many locks in one bulk write, then reads which it
+// took.
 //
 // # Time
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -26,7 +25,7 @@ const (
 	fieldAcquired = "at"    // server time the current term began
 	fieldFence    = "fence" // BSON timestamp issued by the server when the term began
 	fieldTTL      = "ttl"   // lease length in milliseconds of the keeper that wrote it
-	fieldNonce    = "rn"    // random tag of the last renewal
+	fieldNonce    = "rn"    // random tag of the last renewal or batched acquisition
 )
 
 type lockDoc struct {
@@ -113,12 +112,25 @@ func (l *Locker) Collection() *mongo.Collection { return l.coll }
 // longer than this Locker's count: a longer one expires later.
 func (l *Locker) lapsed(lo time.Time) bson.D {
 	return bson.D{
-		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-l.cfg.ttl)}}},
+		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: l.lapsedBefore(lo)}}},
 		{Key: "$or", Value: bson.A{
 			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.ttlMS()}}}},
 			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
 		}},
 	}
+}
+
+// lapsedBefore is the renewal time before which a lease of this Locker's
+// TTL has lapsed, given lo: in the server's milliseconds, so that lapsed
+// and lapsedDoc draw the line at the same instant.
+func (l *Locker) lapsedBefore(lo time.Time) bson.DateTime {
+	return bson.NewDateTimeFromTime(lo.Add(-l.cfg.ttl))
+}
+
+// lapsedDoc reports whether lapsed(lo) matches d. A document without a
+// renewal time (none that this package wrote) does not match.
+func (l *Locker) lapsedDoc(d lockDoc, lo time.Time) bool {
+	return !d.Renewed.IsZero() && bson.NewDateTimeFromTime(d.Renewed) < l.lapsedBefore(lo) && d.TTL <= l.ttlMS()
 }
 
 // ttlMS is the TTL stored in lock documents and compared in takeovers:
@@ -228,11 +240,13 @@ type Acquisition struct {
 }
 
 // AcquireLocks tries to take each of lockIDs for keeperID, as AcquireLock
-// takes one, in two round trips however many there are (one for a single
-// lock; plus a hello, as for AcquireLock, when the clock estimate is old):
-// a write of them all, then a read of which it took and their fencing
-// tokens. Each lease's Deadline is timed from the sending of the write
-// that won it.
+// takes one. On MongoDB that is two round trips however many there are
+// (one for a single lock; plus a hello, as for AcquireLock, when the clock
+// estimate is old): a write of them all, then a read of which it took and
+// their fencing tokens. On FerretDB 1.24, whose bulk writes stop at the
+// first lock held by another keeper, the locks after it cost another two,
+// and so on for each write that races with another keeper's. Each lease's
+// Deadline is timed from the sending of the write that won it.
 //
 // Every requested id ends up in exactly one of Leases and Refused unless
 // it returns an error; then Leases holds the locks known to be acquired,
@@ -297,7 +311,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 		})
 	}
 	a := result()
-	l.cfg.log.Debug().Str("keeper", keeperID).Int("acquired", len(a.Leases)).Strs("refused", a.Refused).Msg("acquired")
+	l.cfg.log.Debug().Str("keeper", keeperID).Int("acquired", len(a.Leases)).Int("refused", len(a.Refused)).Msg("acquired")
 	return a, nil
 }
 
@@ -316,12 +330,7 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo)).SetUpdate(update).SetUpsert(true)
 	}
 	_, err := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	var bwe mongo.BulkWriteException
-	if errors.As(err, &bwe) && bwe.WriteConcernError == nil &&
-		!slices.ContainsFunc(bwe.WriteErrors, func(we mongo.BulkWriteError) bool { return !mongo.IsDuplicateKeyError(we.WriteError) }) {
-		err = nil // duplicate keys only: locks held by other keepers
-	}
-	if err != nil {
+	if err != nil && !mongoutil.OnlyDuplicateKeys(err) { // duplicate keys: locks held by other keepers
 		return 0, err
 	}
 	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
@@ -359,11 +368,6 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	return added, nil
 }
 
-// lapsedDoc reports whether lapsed(lo) matches d.
-func (l *Locker) lapsedDoc(d lockDoc, lo time.Time) bool {
-	return d.Renewed.Before(lo.Add(-l.cfg.ttl)) && d.TTL <= l.ttlMS()
-}
-
 // Renew extends the leases keeperID holds on lockIDs, in one round trip when
 // all are still held (two when some are not, to tell which; plus a hello,
 // as for AcquireLock, when the clock estimate is old). It never re-creates
@@ -373,7 +377,8 @@ func (l *Locker) lapsedDoc(d lockDoc, lo time.Time) bool {
 // have taken it. Taking a lapsed lease again needs AcquireLock, which issues
 // a new fencing token. Renew keeps fencing tokens unchanged. Concurrent
 // Renew calls by one keeper for the same locks may report each other's
-// renewals as lost.
+// renewals as lost, and so may a Renew running alongside that keeper's
+// AcquireLocks of the same locks.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
 	if err := ValidateID("keeperID", keeperID); err != nil {
 		return Renewal{}, err

@@ -1,17 +1,22 @@
 package lock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -197,16 +202,22 @@ func TestNewKeeperIDUnique(t *testing.T) {
 
 // TestAcquireMany takes, in one call, a lock the caller holds, a free one,
 // one never used and one whose holder's lease lapsed, next to one another
-// keeper holds: each lands in Leases or Refused, in the order asked, with
-// a new term for every lease, and the other keeper's lock is untouched.
+// keeper holds and one whose holder's longer lease has not lapsed: each
+// lands in Leases or Refused, in the order asked, with a new term for
+// every lease, and the other keepers' locks are untouched. The held locks
+// come first, so that on FerretDB, whose bulk writes stop at the first
+// failed write, the rest are written by a later pass and the first pass
+// must not count the caller's old terms as new ones.
 func TestAcquireMany(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second
-	ls, _ := newLockers(t, 3, lock.WithTTL(ttl))
+	ls, db := newLockers(t, 3, lock.WithTTL(ttl))
 	a, b, c := ls[0], ls[1], ls[2]
+	long := onNewClient(t, db.Name(), lock.WithTTL(time.Minute))
 	ctx := testCtx(t, 30*time.Second)
 
 	gone := mustAcquire(t, ctx, c, "lapsed", "C")
+	longer := mustAcquire(t, ctx, long, "longer", "L")
 	time.Sleep(ttl + 100*time.Millisecond)
 	own := mustAcquire(t, ctx, a, "own", "A")
 	freed := mustAcquire(t, ctx, a, "freed", "A")
@@ -216,7 +227,7 @@ func TestAcquireMany(t *testing.T) {
 	other := mustAcquire(t, ctx, b, "other", "B")
 
 	before := time.Now()
-	got, err := a.AcquireLocks(ctx, "A", "own", "other", "new", "lapsed", "other", "freed", "own")
+	got, err := a.AcquireLocks(ctx, "A", "other", "longer", "own", "new", "lapsed", "other", "freed", "own")
 	after := time.Now()
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +239,7 @@ func TestAcquireMany(t *testing.T) {
 			t.Errorf("lease %+v: keeper %q", l, l.KeeperID)
 		}
 		if !l.Deadline.After(before) || l.Deadline.After(after.Add(ttl)) {
-			t.Errorf("lease of %q ends %v after the call began, %v after it ended: want within the TTL %v of the write that won it",
+			t.Errorf("lease of %q ends %v after the call began, %v after it ended: want within the TTL %v of the call",
 				l.LockID, l.Deadline.Sub(before), l.Deadline.Sub(after), ttl)
 		}
 		h, err := b.Holder(ctx, l.LockID)
@@ -239,8 +250,8 @@ func TestAcquireMany(t *testing.T) {
 	if want := []string{"own", "new", "lapsed", "freed"}; fmt.Sprint(ids) != fmt.Sprint(want) {
 		t.Fatalf("acquired %v, want %v in that order", ids, want)
 	}
-	if fmt.Sprint(got.Refused) != "[other]" {
-		t.Fatalf("refused %v, want [other]", got.Refused)
+	if fmt.Sprint(got.Refused) != "[other longer]" {
+		t.Fatalf("refused %v, want [other longer]", got.Refused)
 	}
 	for _, prev := range []lock.Lease{own, freed, gone} {
 		i := slices.IndexFunc(got.Leases, func(l lock.Lease) bool { return l.LockID == prev.LockID })
@@ -248,8 +259,45 @@ func TestAcquireMany(t *testing.T) {
 			t.Errorf("%q: fence %d, want above the previous term's %d", prev.LockID, got.Leases[i].Fence, prev.Fence)
 		}
 	}
-	if h, err := a.Holder(ctx, "other"); err != nil || h.KeeperID != "B" || h.Fence != other.Fence {
-		t.Fatalf("refused lock: %+v %v, want B's term unchanged", h, err)
+	for _, prev := range []lock.Lease{other, longer} {
+		if h, err := a.Holder(ctx, prev.LockID); err != nil || h.KeeperID != prev.KeeperID || h.Fence != prev.Fence {
+			t.Errorf("refused lock %q: %+v %v, want %s's term unchanged", prev.LockID, h, err, prev.KeeperID)
+		}
+	}
+}
+
+// TestAcquireManyDeadlineFromWrite: a lease's deadline counts from the
+// sending of the write that won it, not from the read that tells which
+// it won; a read held up for a while leaves the lease that much less time.
+func TestAcquireManyDeadlineFromWrite(t *testing.T) {
+	t.Parallel()
+	const ttl, delay = 2 * time.Second, 500 * time.Millisecond
+	var delayFinds atomic.Bool
+	client := mongotest.NewClient(t, options.Client().SetMonitor(&event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			if e.CommandName == "find" && delayFinds.Load() {
+				time.Sleep(delay)
+			}
+		},
+	}))
+	l, err := lock.New(mongotest.Database(t, client, newDB(t)), lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	mustAcquire(t, ctx, l, "warm-up", "k") // reads the server's clock
+	delayFinds.Store(true)
+	got, err := l.AcquireLocks(ctx, "k", "x", "y")
+	after := time.Now()
+	if err != nil || len(got.Leases) != 2 {
+		t.Fatalf("acquired %+v: %v", got, err)
+	}
+	for _, lease := range got.Leases {
+		// The write went at least delay before the call returned.
+		if lease.Deadline.After(after.Add(ttl - delay)) {
+			t.Errorf("lease of %q ends %v after the call returned, want at most TTL %v minus the read's %v",
+				lease.LockID, lease.Deadline.Sub(after), ttl, delay)
+		}
 	}
 }
 

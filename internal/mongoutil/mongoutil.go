@@ -151,3 +151,20 @@ func WrapErr(ctx context.Context, what string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// OnlyDuplicateKeys reports whether err is a bulk write's report of
+// duplicate keys alone, with no write concern error: the writes that did
+// not fail are as durable as asked, and each that failed found a document
+// it may not change.
+func OnlyDuplicateKeys(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return false
+	}
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we.WriteError) {
+			return false
+		}
+	}
+	return true
+}

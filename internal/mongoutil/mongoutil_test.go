@@ -3,11 +3,13 @@ package mongoutil_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -87,5 +89,27 @@ func TestWrapErrSurfacesTheContext(t *testing.T) {
 	cancel()
 	if err := mongoutil.WrapErr(ctx, "acquire", cause); !errors.Is(err, cause) || !errors.Is(err, context.Canceled) {
 		t.Errorf("ended context: %v, want both the cause and context.Canceled", err)
+	}
+}
+
+func TestOnlyDuplicateKeys(t *testing.T) {
+	dup := mongo.BulkWriteError{WriteError: mongo.WriteError{Index: 1, Code: 11000}}
+	other := mongo.BulkWriteError{WriteError: mongo.WriteError{Index: 2, Code: 2}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"not a bulk write error", errors.New("boom"), false},
+		{"duplicate keys", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{dup, dup}}, true},
+		{"wrapped", fmt.Errorf("x: %w", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{dup}}), true},
+		{"another write error too", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{dup, other}}, false},
+		{"write concern error", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{dup}, WriteConcernError: &mongo.WriteConcernError{Code: 64}}, false},
+		{"no write errors", mongo.BulkWriteException{}, false},
+	} {
+		if got := mongoutil.OnlyDuplicateKeys(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
