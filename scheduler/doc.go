@@ -123,7 +123,8 @@
 // likewise (a bulk write and a read each), and ends, history records and
 // lock releases in one command per batch, whatever the jobs. Batching adds
 // no delay to an idle scheduler. A claimant that finds the lock held
-// spends one more round trip per attempt, about twenty at most. A server
+// spends one or two more round trips per attempt, about twenty attempts at
+// most. A server
 // that cannot keep up delays claims; firings are then skipped, never run
 // twice, and each instance keeps at most one firing per job in flight.
 //

@@ -171,12 +171,16 @@ func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) 
 	for _, l := range a.Leases {
 		leases[l.LockID] = l
 	}
+	refused := make(map[string]bool, len(a.Refused))
+	for _, id := range a.Refused {
+		refused[id] = true
+	}
 	out := make([]acquireResult, len(ids))
 	for i, id := range ids {
 		switch l, ok := leases[id]; {
 		case ok:
 			out[i] = acquireResult{lease: l, ok: true}
-		case slices.Contains(a.Refused, id):
+		case refused[id]:
 		case err != nil:
 			out[i].err = err
 		default:

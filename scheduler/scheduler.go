@@ -17,8 +17,8 @@ import (
 // Locker is what a Scheduler needs from lock.Locker.
 type Locker interface {
 	// AcquireLocks takes those of lockIDs no other keeper holds, in two
-	// round trips however many: jobs that fire together take their locks
-	// together.
+	// round trips however many on MongoDB: jobs that fire together take
+	// their locks together.
 	AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (lock.Acquisition, error)
 	Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error)
 	// ReleaseLocks releases those of lockIDs keeperID holds, in one round

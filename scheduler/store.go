@@ -1,10 +1,10 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -247,17 +247,17 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 // firstClaims claims firing f for the jobs reqs[i], i in todo, whose
 // documents did not exist, with the claim id cid, and sets their results
 // in out: a bulk write of the upserts claimOne sends, then a read of which
-// carry cid. Like AcquireLocks, it decides by the read: FerretDB 1.24 ends
-// a bulk write at its first failed write (a duplicate key: another
-// instance made the document first) without saying which it skipped, and
-// those are sent again.
+// carry cid (claimOne itself for a single job). Like AcquireLocks, it
+// decides by the read: FerretDB 1.24 ends a bulk write at its first failed
+// write (a duplicate key: another instance made the document first)
+// without saying which it skipped, and those are sent again.
 func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []int, f time.Time, keeper string, cid bson.ObjectID, out []claimResult) {
-	fail := func(err error) {
-		for _, i := range todo {
-			out[i].err = err
-		}
-	}
 	for len(todo) > 0 {
+		if len(todo) == 1 {
+			i := todo[0]
+			out[i].won, out[i].err = s.claimOne(ctx, reqs[i], f, keeper)
+			return
+		}
 		models := make([]mongo.WriteModel, len(todo))
 		ids := make([]string, len(todo))
 		for k, i := range todo {
@@ -270,19 +270,25 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 					{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
 				})
 		}
-		_, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-		var bwe mongo.BulkWriteException
-		if errors.As(err, &bwe) && bwe.WriteConcernError == nil &&
-			!slices.ContainsFunc(bwe.WriteErrors, func(we mongo.BulkWriteError) bool { return !mongo.IsDuplicateKeyError(we.WriteError) }) {
-			err = nil // duplicate keys only: claims lost to other instances
+		readCtx := ctx
+		_, writeErr := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		if writeErr != nil && !mongoutil.OnlyDuplicateKeys(writeErr) {
+			writeErr = mongoutil.WrapErr(ctx, fmt.Sprintf("claim first firing of %d jobs", len(todo)), writeErr)
+			// Some upserts may have gone through: read which, as
+			// claimBatch does after its update fails.
+			if errors.Is(ctx.Err(), context.Canceled) {
+				fail(out, todo, writeErr)
+				return
+			}
+			var cancel context.CancelFunc
+			readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recoveryTimeout)
+			defer cancel()
+		} else {
+			writeErr = nil
 		}
+		docs, err := s.jobDocs(readCtx, ids)
 		if err != nil {
-			fail(mongoutil.WrapErr(ctx, fmt.Sprintf("claim first firing of %d jobs", len(todo)), err))
-			return
-		}
-		docs, err := s.jobDocs(ctx, ids)
-		if err != nil {
-			fail(err)
+			fail(out, todo, cmp.Or(writeErr, err))
 			return
 		}
 		next := todo[:0:0]
@@ -290,17 +296,29 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 			switch d, ok := docs[reqs[i].job]; {
 			case ok && d.ClaimID == cid && d.Last.Equal(f):
 				out[i].won = true
+			case writeErr != nil:
+				out[i].err = writeErr
 			case ok && !d.Last.Before(f):
 				// Lost: out[i] stays zero.
 			default:
 				next = append(next, i) // not written, or claimable again
 			}
 		}
+		if writeErr != nil {
+			return
+		}
 		if len(next) == len(todo) {
-			fail(fmt.Errorf("claim first firing of %d jobs: neither claimed nor lost", len(todo)))
+			fail(out, todo, fmt.Errorf("claim first firing of %d jobs: neither claimed nor lost", len(todo)))
 			return
 		}
 		todo = next
+	}
+}
+
+// fail sets err as the result of reqs[i] for i in todo.
+func fail(out []claimResult, todo []int, err error) {
+	for _, i := range todo {
+		out[i].err = err
 	}
 }
 

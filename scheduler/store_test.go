@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // TestClaimOncePerFiring checks the claim against the server: a firing is
@@ -413,6 +414,28 @@ func TestFirstClaimsTogether(t *testing.T) {
 		}
 		if !rec.LastClaimed.Equal(f) || rec.ClaimedBy != wantBy || rec.Spec != "@every 1s" {
 			t.Errorf("%s: %+v, want claimed for %v by %s", rec.Name, rec, f, wantBy)
+		}
+	}
+}
+
+// TestFirstClaimsResend: a first claim that finds the document made by
+// another instance meanwhile is lost, and the claims after it in the same
+// bulk write are made all the same, on FerretDB by a second pass.
+func TestFirstClaimsResend(t *testing.T) {
+	t.Parallel()
+	s := newMongoStore(mongotest.NewDatabase(t), defaultConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ok, err := s.claim(ctx, "job-0", "@every 1s", f, "other"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	reqs := []claimReq{{"job-0", "@every 1s"}, {"job-1", "@every 1s"}, {"job-2", "@every 1s"}, {"job-3", "@every 1s"}}
+	out := make([]claimResult, len(reqs))
+	s.firstClaims(ctx, reqs, []int{0, 1, 2, 3}, f, "me", bson.NewObjectID(), out)
+	for i, r := range out {
+		if r.err != nil || r.won != (i != 0) {
+			t.Errorf("%s: won=%v err=%v, want won=%v", reqs[i].job, r.won, r.err, i != 0)
 		}
 	}
 }
