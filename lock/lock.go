@@ -186,17 +186,23 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 		// Cannot happen on a server with document-level atomicity.
 		return Lease{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
 	}
-	l.clock.observe(doc.Renewed, sent, recv)
-	lease := Lease{
-		LockID:     lockID,
-		KeeperID:   keeperID,
-		Fence:      fenceOf(doc.Fence),
-		AcquiredAt: doc.Acquired,
-		Deadline:   sent.Add(l.cfg.ttl - l.safety()),
-	}
+	lease := l.newLease(doc, sent, recv)
 	l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Uint64("fence", lease.Fence).
 		Dur("took", recv.Sub(sent)).Msg("acquired")
 	return lease, true, nil
+}
+
+// newLease is the lease d records, won by a write sent at sent whose
+// answer came by recv; d's renewal time is a reading of the server's clock.
+func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Lease {
+	l.clock.observe(d.Renewed, sent, recv)
+	return Lease{
+		LockID:     d.ID,
+		KeeperID:   d.Keeper,
+		Fence:      fenceOf(d.Fence),
+		AcquiredAt: d.Acquired,
+		Deadline:   sent.Add(l.cfg.ttl - l.safety()),
+	}
 }
 
 // acquireFilter matches lockID if keeperID may take it: it holds it, or
@@ -254,10 +260,7 @@ type Acquisition struct {
 // Use it to take many locks at once, such as those of jobs that fire
 // together.
 func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
-	if err := ValidateID("keeperID", keeperID); err != nil {
-		return Acquisition{}, err
-	}
-	if err := validateIDs("lockIDs", lockIDs); err != nil {
+	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Acquisition{}, err
 	}
 	ids := dedup(lockIDs)
@@ -346,14 +349,7 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	for _, d := range docs {
 		switch {
 		case d.Keeper == keeperID && d.Nonce == nonce:
-			l.clock.observe(d.Renewed, sent, recv)
-			leases[d.ID] = Lease{
-				LockID:     d.ID,
-				KeeperID:   keeperID,
-				Fence:      fenceOf(d.Fence),
-				AcquiredAt: d.Acquired,
-				Deadline:   sent.Add(l.cfg.ttl - l.safety()),
-			}
+			leases[d.ID] = l.newLease(d, sent, recv)
 		case d.Keeper != keeperID && !l.lapsedDoc(d, lo):
 			// What the write's filter refused, or what another keeper
 			// took since.
@@ -380,10 +376,7 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 // renewals as lost, and so may a Renew running alongside that keeper's
 // AcquireLocks of the same locks.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
-	if err := ValidateID("keeperID", keeperID); err != nil {
-		return Renewal{}, err
-	}
-	if err := validateIDs("lockIDs", lockIDs); err != nil {
+	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Renewal{}, err
 	}
 	ids := dedup(lockIDs)
@@ -472,10 +465,7 @@ func (l *Locker) ReleaseLock(ctx context.Context, lockID, keeperID string) error
 // deletes another keeper's lock. Use it to let go of locks taken together.
 // With no lockIDs it does nothing.
 func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
-	if err := ValidateID("keeperID", keeperID); err != nil {
-		return 0, err
-	}
-	if err := validateIDs("lockIDs", lockIDs); err != nil {
+	if err := validateMany(keeperID, lockIDs); err != nil {
 		return 0, err
 	}
 	if len(lockIDs) == 0 {

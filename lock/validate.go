@@ -33,3 +33,11 @@ func validateIDs(arg string, ids []string) error {
 	}
 	return nil
 }
+
+// validateMany checks the arguments of the calls on several locks.
+func validateMany(keeperID string, lockIDs []string) error {
+	if err := ValidateID("keeperID", keeperID); err != nil {
+		return err
+	}
+	return validateIDs("lockIDs", lockIDs)
+}
