@@ -77,22 +77,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkRenew(b *testing.B) {
 	for _, n := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
-			if n > 1000 && mongotest.Backend() == mongotest.BackendFerretDB {
-				// FerretDB scans the collection and evaluates $in for
-				// every document: one call takes minutes at 10 000.
-				b.Skip("10 000 locks only on MongoDB (set MONGODB_URI); FerretDB evaluates $in without an index")
-			}
-			db := mongotest.NewDatabase(b)
-			l, err := lock.New(db, lock.WithTTL(10*time.Minute))
-			if err != nil {
-				b.Fatal(err)
-			}
+			// FerretDB scans the collection and evaluates $in for every
+			// document: one call takes minutes at 10 000.
+			l, ids := manyLocks(b, n, 1000, "FerretDB evaluates $in without an index")
 			ctx := context.Background()
-			ids := make([]string, n)
 			docs := make([]any, n)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("lock-%05d", i)
-			}
 			// Acquire the first properly, insert the rest in bulk to save time.
 			mustAcquire(b, ctx, l, ids[0], "k")
 			var first bson.M
@@ -129,10 +118,7 @@ func BenchmarkRenew(b *testing.B) {
 				single += time.Since(mid)
 				batched += mid.Sub(start)
 			}
-			per := float64(b.N) * float64(n)
-			b.ReportMetric(float64(batched.Nanoseconds())/per/1e3, "batched-µs/lock")
-			b.ReportMetric(float64(single.Nanoseconds())/per/1e3, "single-µs/lock")
-			b.ReportMetric(float64(single)/float64(batched), "single/batched")
+			reportBatched(b, n, batched, single)
 		})
 	}
 }
@@ -143,21 +129,10 @@ func BenchmarkRenew(b *testing.B) {
 func BenchmarkAcquireMany(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
-			if n > 100 && mongotest.Backend() == mongotest.BackendFerretDB {
-				// Each conditional upsert reads the whole collection:
-				// a round of a thousand takes about a minute.
-				b.Skip("1 000 locks only on MongoDB (set MONGODB_URI); FerretDB scans the collection for every upsert")
-			}
-			db := mongotest.NewDatabase(b)
-			l, err := lock.New(db, lock.WithTTL(10*time.Minute))
-			if err != nil {
-				b.Fatal(err)
-			}
+			// Each conditional upsert reads the whole collection: a
+			// round of a thousand takes about a minute.
+			l, ids := manyLocks(b, n, 100, "FerretDB scans the collection for every upsert")
 			ctx := context.Background()
-			ids := make([]string, n)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("lock-%05d", i)
-			}
 			release := func() {
 				if got, err := l.ReleaseLocks(ctx, "k", ids...); err != nil || got != n {
 					b.Fatalf("released %d of %d: %v", got, n, err)
@@ -179,10 +154,34 @@ func BenchmarkAcquireMany(b *testing.B) {
 				single += time.Since(start)
 				release()
 			}
-			per := float64(b.N) * float64(n)
-			b.ReportMetric(float64(batched.Nanoseconds())/per/1e3, "batched-µs/lock")
-			b.ReportMetric(float64(single.Nanoseconds())/per/1e3, "single-µs/lock")
-			b.ReportMetric(float64(single)/float64(batched), "single/batched")
+			reportBatched(b, n, batched, single)
 		})
 	}
+}
+
+// manyLocks returns a Locker with a long TTL on a fresh database and n lock
+// ids, or skips the benchmark on FerretDB above ferretMax locks, saying why.
+func manyLocks(b *testing.B, n, ferretMax int, why string) (*lock.Locker, []string) {
+	b.Helper()
+	if n > ferretMax && mongotest.Backend() == mongotest.BackendFerretDB {
+		b.Skipf("over %d locks only on MongoDB (set MONGODB_URI): %s", ferretMax, why)
+	}
+	l, err := lock.New(mongotest.NewDatabase(b), lock.WithTTL(10*time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lock-%05d", i)
+	}
+	return l, ids
+}
+
+// reportBatched reports the time per lock of the batched call and of the
+// baseline of one call per lock, and their ratio.
+func reportBatched(b *testing.B, n int, batched, single time.Duration) {
+	per := float64(b.N) * float64(n)
+	b.ReportMetric(float64(batched.Nanoseconds())/per/1e3, "batched-µs/lock")
+	b.ReportMetric(float64(single.Nanoseconds())/per/1e3, "single-µs/lock")
+	b.ReportMetric(float64(single)/float64(batched), "single/batched")
 }
