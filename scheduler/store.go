@@ -195,22 +195,18 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 	// Each document is updated atomically: of several instances claiming f
 	// at once, one updates it and the others no longer match.
 	_, updateErr := s.jobs.UpdateMany(ctx,
-		bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}},
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}}},
-			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
-		})
+		claimFilter(bson.D{{Key: "$in", Value: ids}}, f), claimUpdate(f, keeper, "", cid))
 	readCtx := ctx
 	if updateErr != nil {
 		updateErr = mongoutil.WrapErr(ctx, fmt.Sprintf("claim firing of %d jobs", len(ids)), updateErr)
 		// The update may have claimed some (it is not retried, and it is
 		// not atomic across documents): read which carry the claim id, so
 		// that those firings run rather than being lost to every instance.
-		if errors.Is(ctx.Err(), context.Canceled) {
+		var cancel context.CancelFunc
+		var ok bool
+		if readCtx, cancel, ok = recoveryContext(ctx); !ok {
 			return nil, updateErr // stopping
 		}
-		var cancel context.CancelFunc
-		readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recoveryTimeout)
 		defer cancel()
 	}
 	docs, err := s.jobDocs(readCtx, ids)
@@ -264,11 +260,7 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 			r := reqs[i]
 			ids[k] = r.job
 			models[k] = mongo.NewUpdateOneModel().SetUpsert(true).
-				SetFilter(bson.D{{Key: fieldID, Value: r.job}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}).
-				SetUpdate(bson.D{
-					{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldSpec, Value: r.spec}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}}},
-					{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
-				})
+				SetFilter(claimFilter(r.job, f)).SetUpdate(claimUpdate(f, keeper, r.spec, cid))
 		}
 		readCtx := ctx
 		_, writeErr := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
@@ -276,12 +268,12 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 			writeErr = mongoutil.WrapErr(ctx, fmt.Sprintf("claim first firing of %d jobs", len(todo)), writeErr)
 			// Some upserts may have gone through: read which, as
 			// claimBatch does after its update fails.
-			if errors.Is(ctx.Err(), context.Canceled) {
+			var cancel context.CancelFunc
+			var ok bool
+			if readCtx, cancel, ok = recoveryContext(ctx); !ok {
 				fail(out, todo, writeErr)
 				return
 			}
-			var cancel context.CancelFunc
-			readCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recoveryTimeout)
 			defer cancel()
 		} else {
 			writeErr = nil
@@ -315,6 +307,37 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 	}
 }
 
+// claimFilter matches the documents of the jobs id selects (a job name, or
+// an operator such as $in) whose last claim is for a firing before f.
+func claimFilter(id any, f time.Time) bson.D {
+	return bson.D{{Key: fieldID, Value: id}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}
+}
+
+// claimUpdate records keeper's claim of firing f, with spec unless it is
+// empty, and claim id cid, or none if cid is zero.
+func claimUpdate(f time.Time, keeper, spec string, cid bson.ObjectID) bson.D {
+	set := bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}}
+	if spec != "" {
+		set = append(set, bson.E{Key: fieldSpec, Value: spec})
+	}
+	update := bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}}
+	if cid.IsZero() {
+		return append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldClaimID, Value: ""}}}, bson.E{Key: "$set", Value: set})
+	}
+	return append(update, bson.E{Key: "$set", Value: append(set, bson.E{Key: fieldClaimID, Value: cid})})
+}
+
+// recoveryContext is the context of the read that finds out which claims
+// a failed write made, not ended by ctx's deadline; ok is false if ctx was
+// cancelled (the scheduler is stopping) and nothing should be read.
+func recoveryContext(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, nil, false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoveryTimeout)
+	return rctx, cancel, true
+}
+
 // fail sets err as the result of reqs[i] for i in todo.
 func fail(out []claimResult, todo []int, err error) {
 	for _, i := range todo {
@@ -327,13 +350,8 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 	// document exists with last >= f, the upsert tries to insert a second
 	// document with the same _id and fails with a duplicate key error: the
 	// claim was lost. If it does not exist, this is the job's first claim.
-	filter := bson.D{{Key: fieldID, Value: r.job}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}
-	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldLast, Value: f}, {Key: fieldSpec, Value: r.spec}, {Key: fieldBy, Value: keeper}}},
-		{Key: "$unset", Value: bson.D{{Key: fieldClaimID, Value: ""}}},
-		{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
-	}
-	res, err := s.jobs.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	res, err := s.jobs.UpdateOne(ctx, claimFilter(r.job, f), claimUpdate(f, keeper, r.spec, bson.ObjectID{}),
+		options.UpdateOne().SetUpsert(true))
 	switch {
 	case mongo.IsDuplicateKeyError(err):
 		return false, nil
