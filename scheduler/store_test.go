@@ -9,6 +9,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // TestClaimOncePerFiring checks the claim against the server: a firing is
@@ -24,7 +25,7 @@ func TestClaimOncePerFiring(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := testFiring
 	claim := func(s *mongoStore, f time.Time, keeper string) bool {
 		t.Helper()
 		ok, err := s.claim(ctx, "j", "@every 1s", f, keeper)
@@ -102,13 +103,9 @@ func TestClaimOncePerFiring(t *testing.T) {
 // another keeper or term is not.
 func TestStartIdempotent(t *testing.T) {
 	t.Parallel()
-	s := newMongoStore(mongotest.NewDatabase(t), defaultConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if ok, err := s.claim(ctx, "j", "@daily", f, "A"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
+	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	f := testFiring
+	mustClaim(t, ctx, s, "j", "@daily", f, "A")
 	r := Run{Job: "j", Keeper: "A", Scheduled: f, Fence: 1<<32 | 7}
 	for i := range 2 {
 		if _, ok, err := s.start(ctx, r); err != nil || !ok {
@@ -136,13 +133,9 @@ func TestStartIdempotent(t *testing.T) {
 func TestRecordsRoundTrip(t *testing.T) {
 	t.Parallel()
 	db := mongotest.NewDatabase(t)
-	s := newMongoStore(db, defaultConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if ok, err := s.claim(ctx, "j", "@daily", f, "K"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
+	s, ctx := newTestStore(t, db)
+	f := testFiring
+	mustClaim(t, ctx, s, "j", "@daily", f, "K")
 	r := Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1<<32 | 5}
 	start, ok, err := s.start(ctx, r)
 	if err != nil || !ok || start.IsZero() {
@@ -200,7 +193,7 @@ func TestBatchedWrites(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := testFiring
 	name := func(j int) string { return fmt.Sprintf("job-%02d", j) }
 	keeper := func(i int) string { return string(rune('A' + i)) }
 
@@ -317,10 +310,8 @@ func TestBatchedWrites(t *testing.T) {
 // firing of its job started first: each run gets its own answer.
 func TestStartAndFinishBatchesPerRun(t *testing.T) {
 	t.Parallel()
-	s := newMongoStore(mongotest.NewDatabase(t), defaultConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	f := testFiring
 	jobs := []string{"a", "b", "late", "c"}
 	for _, j := range jobs {
 		if ok, err := s.claimOne(ctx, claimReq{j, "@every 1s"}, f, "A"); err != nil || !ok {
@@ -373,18 +364,12 @@ func TestFirstClaimsTogether(t *testing.T) {
 	t.Parallel()
 	const jobs = 40
 	client, counter := mongotest.CountingClient(t)
-	s := newMongoStore(mongotest.Database(t, client, mongotest.NewDatabase(t).Name()), defaultConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, ctx := newTestStore(t, mongotest.Database(t, client, mongotest.NewDatabase(t).Name()))
+	f := testFiring
 	// job-00 was claimed for f by another keeper, job-01 for an earlier
 	// firing; the others were never claimed.
-	if ok, err := s.claim(ctx, "job-00", "@every 1s", f, "other"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
-	if ok, err := s.claim(ctx, "job-01", "@every 1s", f.Add(-time.Second), "other"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
+	mustClaim(t, ctx, s, "job-00", "@every 1s", f, "other")
+	mustClaim(t, ctx, s, "job-01", "@every 1s", f.Add(-time.Second), "other")
 	reqs := make([]claimReq, jobs)
 	for j := range reqs {
 		reqs[j] = claimReq{fmt.Sprintf("job-%02d", j), "@every 1s"}
@@ -423,13 +408,9 @@ func TestFirstClaimsTogether(t *testing.T) {
 // bulk write are made all the same, on FerretDB by a second pass.
 func TestFirstClaimsResend(t *testing.T) {
 	t.Parallel()
-	s := newMongoStore(mongotest.NewDatabase(t), defaultConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if ok, err := s.claim(ctx, "job-0", "@every 1s", f, "other"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
+	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	f := testFiring
+	mustClaim(t, ctx, s, "job-0", "@every 1s", f, "other")
 	reqs := []claimReq{{"job-0", "@every 1s"}, {"job-1", "@every 1s"}, {"job-2", "@every 1s"}, {"job-3", "@every 1s"}}
 	out := make([]claimResult, len(reqs))
 	s.firstClaims(ctx, reqs, []int{0, 1, 2, 3}, f, "me", bson.NewObjectID(), out)
@@ -437,5 +418,25 @@ func TestFirstClaimsResend(t *testing.T) {
 		if r.err != nil || r.won != (i != 0) {
 			t.Errorf("%s: won=%v err=%v, want won=%v", reqs[i].job, r.won, r.err, i != 0)
 		}
+	}
+}
+
+// testFiring is a firing time for store tests, after any real one.
+var testFiring = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newTestStore returns a store on db and a context for the test's calls.
+func newTestStore(t *testing.T, db *mongo.Database) (*mongoStore, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return newMongoStore(db, defaultConfig()), ctx
+}
+
+// mustClaim claims firing f of job for keeper and fails the test unless
+// the claim is won.
+func mustClaim(t *testing.T, ctx context.Context, s *mongoStore, job, spec string, f time.Time, keeper string) {
+	t.Helper()
+	if ok, err := s.claim(ctx, job, spec, f, keeper); err != nil || !ok {
+		t.Fatalf("claim of %s at %v by %s: won=%v err=%v", job, f, keeper, ok, err)
 	}
 }
