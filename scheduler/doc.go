@@ -124,9 +124,9 @@
 // lock releases in one command per batch, whatever the jobs. Batching adds
 // no delay to an idle scheduler. A claimant that finds the lock held
 // spends one or two more round trips per attempt, about twenty attempts at
-// most. A server
-// that cannot keep up delays claims; firings are then skipped, never run
-// twice, and each instance keeps at most one firing per job in flight.
+// most. A server that cannot keep up delays claims; firings are then
+// skipped, never run twice, and each instance keeps at most one firing per
+// job in flight.
 //
 // # What is not promised
 //

@@ -27,8 +27,8 @@ type fakeLocker struct {
 	renewals  int
 	releases  int
 	acquireOK int
-	// onAcquire, if set, is called by AcquireLocks for each lock before anything else,
-	// with the lock id: a test can let time pass there.
+	// onAcquire, if set, is called by AcquireLocks for each lock, with
+	// its id, before anything else: a test can let time pass there.
 	onAcquire func(id string)
 	// onRenew, if set, is called by Renew before anything else; a non-nil
 	// error is returned. A test can make a renewal hang until ctx is done.
