@@ -8,18 +8,38 @@ var (
 	// ErrNotHeld reports that a lock is free, expired, or held by another keeper.
 	ErrNotHeld = errors.New("lock: not held")
 
-	// ErrLeaseLost is the cause given to contexts cancelled because a lease
-	// could no longer be trusted. lock itself never cancels anything; the
-	// runner and scheduler packages use it.
+	// ErrLeaseLost is the cause of a Lease's end when it could no longer
+	// be trusted: a renewal found it taken over or expired, or none
+	// succeeded before the renew deadline. Contexts of work under the lease
+	// are cancelled with it, a safety margin before anyone else could take
+	// the lock.
 	ErrLeaseLost = errors.New("lock: lease lost")
 
-	// ErrInvalidArgument reports a bad lock or keeper id; nothing was written.
+	// ErrNotTrusted reports a lock granted too late to trust: its lease
+	// had passed its renew deadline when the answer came (the server or
+	// the network was slow). It was released again.
+	ErrNotTrusted = errors.New("lock: acquired too late to trust the lease")
+
+	// ErrSessionClosed reports a call on a closed Session, and is the cause
+	// of the end of the leases it held.
+	ErrSessionClosed = errors.New("lock: session closed")
+
+	// ErrAlreadyHeld reports an acquisition through a Mutex that already
+	// holds its lock: a Mutex is not re-entrant.
+	ErrAlreadyHeld = errors.New("lock: already held by this mutex")
+
+	// ErrTaskDidNotStop reports work that ignored its cancelled context for
+	// a grace period and was abandoned (Session.Do).
+	ErrTaskDidNotStop = errors.New("lock: task did not stop after its context was cancelled")
+
+	// ErrInvalidArgument reports a bad lock or keeper id, or a nil
+	// function; nothing was written.
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 
 	// ErrLeaseTooLong reports a lock whose lease outlasts the TTL index that
 	// EnsureIndexes would make; see CheckLeasesFit.
 	ErrLeaseTooLong = errors.New("lock: lease longer than the TTL index keeps it")
 
-	// ErrInvalidOption reports a bad option passed to New.
+	// ErrInvalidOption reports a bad option passed to New or NewSession.
 	ErrInvalidOption = errors.New("lock: invalid option")
 )

@@ -13,6 +13,9 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
+// Run work under a lock: Do waits for the lock, keeps it alive while the
+// work runs, cancels the work's context if the lease is lost, and releases
+// the lock when the work returns.
 func Example() {
 	ctx := context.Background()
 	client, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI())) // your MongoDB URI
@@ -20,18 +23,67 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer client.Disconnect(ctx)
+	db := client.Database("example_lock")
+	defer db.Drop(ctx)
 
-	locker, err := lock.New(client.Database("example_lock"), lock.WithTTL(30*time.Second))
+	locker, err := lock.New(db, lock.WithTTL(30*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer client.Database("example_lock").Drop(ctx)
 	if err := locker.EnsureIndexes(ctx); err != nil {
 		log.Fatal(err)
 	}
+	// One Session per process: it owns the keeper id and the keep-alive.
+	session, err := lock.NewSession(locker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close() // releases whatever it still holds
 
-	me := lock.NewKeeperID()
-	lease, ok, err := locker.AcquireLock(ctx, "nightly-report", me)
+	err = session.Do(ctx, "nightly-report", func(ctx context.Context) error {
+		fence, _ := lock.FenceFrom(ctx)
+		fmt.Println("running, fence > 0:", fence > 0)
+		// ... work, passing the fence to the resource so it can reject a
+		// deposed holder, and stopping when ctx is cancelled ...
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// running, fence > 0: true
+}
+
+// One attempt with AcquireLock, and what the caller must check.
+func ExampleMutex_AcquireLock() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	db := client.Database("example_lock_mutex")
+	defer db.Drop(ctx)
+	locker, err := lock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	session, err := lock.NewSession(locker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close()
+	other, err := lock.NewSession(locker) // another instance, say
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer other.Close()
+
+	m, err := session.Mutex("nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, ok, err := m.AcquireLock(ctx)
 	if err != nil {
 		log.Fatal(err) // the outcome is unknown: treat as not acquired
 	}
@@ -39,17 +91,17 @@ func Example() {
 		fmt.Println("someone else is running the report")
 		return
 	}
-	fmt.Println("acquired, fence > 0:", lease.Fence > 0)
+	fmt.Println("acquired, fence > 0:", lease.Fence() > 0)
 
 	// Another instance is turned away while the lease lives.
-	_, ok, _ = locker.AcquireLock(ctx, "nightly-report", lock.NewKeeperID())
+	m2, _ := other.Mutex("nightly-report")
+	_, ok, _ = m2.AcquireLock(ctx)
 	fmt.Println("second instance acquired:", ok)
 
-	// ... work, checking time.Now().Before(lease.Deadline), passing
-	// lease.Fence to the resource so it can reject a deposed holder ...
+	// ... work, stopping when lease.Done() is closed ...
 
-	if err := locker.ReleaseLock(ctx, "nightly-report", me); err != nil {
-		log.Fatal(err)
+	if err := m.ReleaseLock(ctx); err != nil {
+		log.Fatal(err) // e.g. the lease was lost while working
 	}
 	fmt.Println("released")
 	// Output:

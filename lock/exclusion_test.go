@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -16,15 +18,15 @@ import (
 // to holder.
 func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
-	hammer(t, func(int) lock.Clock { return nil })
+	hammer(t, func(int) clockwork.Clock { return nil })
 }
 
 // TestMutualExclusionSkewedClocks: the same with every client's clock wrong
 // by up to ±TTL.
 func TestMutualExclusionSkewedClocks(t *testing.T) {
 	t.Parallel()
-	hammer(t, func(i int) lock.Clock {
-		return skewClock(time.Duration(float64(hammerTTL) * (2*rand.Float64() - 1)))
+	hammer(t, func(i int) clockwork.Clock {
+		return mongotest.SkewedClock(time.Duration(float64(hammerTTL) * (2*rand.Float64() - 1)))
 	})
 }
 
@@ -60,7 +62,7 @@ func (c *critical) leave(who string) {
 	}
 }
 
-func hammer(t *testing.T, clock func(i int) lock.Clock) {
+func hammer(t *testing.T, clock func(i int) clockwork.Clock) {
 	const clients = 8
 	dur := 4 * time.Second
 	if testing.Short() {
@@ -73,7 +75,7 @@ func hammer(t *testing.T, clock func(i int) lock.Clock) {
 	var wg sync.WaitGroup
 	for i := range clients {
 		opts := []lock.Option{lock.WithTTL(hammerTTL)}
-		var clk lock.Clock = skewClock(0)
+		var clk clockwork.Clock = mongotest.SkewedClock(0)
 		if c := clock(i); c != nil {
 			clk = c
 			opts = append(opts, lock.WithClock(c))
@@ -84,7 +86,7 @@ func hammer(t *testing.T, clock func(i int) lock.Clock) {
 			defer wg.Done()
 			kid := fmt.Sprintf("k%d", i)
 			for term := 0; time.Now().Before(deadline); term++ {
-				lease, ok, err := l.AcquireLock(ctx, "hot", kid)
+				lease, ok, err := acquireOne(ctx, l, "hot", kid)
 				if err != nil {
 					t.Errorf("%s: %v", kid, err)
 					return
@@ -109,7 +111,7 @@ func hammer(t *testing.T, clock func(i int) lock.Clock) {
 				}
 				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 				cs.leave(who)
-				if err := l.ReleaseLock(ctx, "hot", kid); err != nil {
+				if err := releaseOne(ctx, l, "hot", kid); err != nil {
 					t.Errorf("%s release: %v", kid, err)
 					return
 				}
@@ -138,9 +140,9 @@ func TestTakeoverAfterExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got lock.Lease
+	var got lock.Grant
 	for {
-		l, ok, err := contender.AcquireLock(ctx, "t", "next")
+		l, ok, err := acquireOne(ctx, contender, "t", "next")
 		if err != nil {
 			t.Fatal(err)
 		}

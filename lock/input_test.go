@@ -25,12 +25,11 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		"nul byte":     "a\x00b",
 	}
 	ops := map[string]func(lockID, keeperID string) error{
-		"AcquireLock":  func(id, kid string) error { _, _, err := l.AcquireLock(ctx, id, kid); return err },
-		"ReleaseLock":  func(id, kid string) error { return l.ReleaseLock(ctx, id, kid) },
+		"AcquireLock":  func(id, kid string) error { _, _, err := acquireOne(ctx, l, id, kid); return err },
+		"ReleaseLock":  func(id, kid string) error { return releaseOne(ctx, l, id, kid) },
 		"Renew":        func(id, kid string) error { _, err := l.Renew(ctx, kid, "ok", id); return err },
 		"Holder":       func(id, _ string) error { _, err := l.Holder(ctx, id); return err },
 		"ForceRelease": func(id, _ string) error { return l.ForceRelease(ctx, id) },
-		"ReleaseAll":   func(_, kid string) error { _, err := l.ReleaseAll(ctx, kid); return err },
 		"ReleaseLocks": func(id, kid string) error { _, err := l.ReleaseLocks(ctx, kid, "ok", id); return err },
 		"AcquireLocks": func(id, kid string) error { _, err := l.AcquireLocks(ctx, kid, "ok", id); return err },
 	}
@@ -43,8 +42,7 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 				} else {
 					kid = v
 				}
-				if (opName == "Holder" || opName == "ForceRelease") && arg == "keeperID" ||
-					opName == "ReleaseAll" && arg == "lockID" {
+				if (opName == "Holder" || opName == "ForceRelease") && arg == "keeperID" {
 					continue
 				}
 				err := op(id, kid)
@@ -59,7 +57,7 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 		}
 	}
 	// MaxIDLength itself is fine.
-	if _, ok, err := l.AcquireLock(ctx, strings.Repeat("é", lock.MaxIDLength/2), "k"); !ok || err != nil {
+	if _, ok, err := acquireOne(ctx, l, strings.Repeat("é", lock.MaxIDLength/2), "k"); !ok || err != nil {
 		t.Fatalf("id of exactly %d bytes: ok=%v err=%v", lock.MaxIDLength, ok, err)
 	}
 	n, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{{Key: "kid", Value: bson.D{{Key: "$ne", Value: "k"}}}})
@@ -104,7 +102,7 @@ func TestCancelledContextSurfaces(t *testing.T) {
 	ls, _ := newLockers(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, ok, err := ls[0].AcquireLock(ctx, "c", "k")
+	_, ok, err := acquireOne(ctx, ls[0], "c", "k")
 	if ok || !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire with cancelled context: ok=%v err=%v, want context.Canceled", ok, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -48,8 +49,9 @@ type Locker struct {
 	clock serverClock
 }
 
-// Lease is a successful acquisition.
-type Lease struct {
+// Grant is what the store reports of a lock it granted: one term of one
+// keeper. A Session turns grants into Leases it keeps alive.
+type Grant struct {
 	LockID   string
 	KeeperID string
 	// Fence strictly increases for a lock id with every acquisition, across
@@ -62,6 +64,9 @@ type Lease struct {
 	// must stop trusting the lease unless it renewed it: nobody can take the
 	// lock over before then.
 	Deadline time.Time
+	// Sent is the instant, on the Locker's clock, the write that won the
+	// term was sent; Deadline counts from it.
+	Sent time.Time
 }
 
 // Renewal is the outcome of Renew.
@@ -83,7 +88,7 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 		ttl:          DefaultTTL,
 		wc:           DefaultWriteConcern(),
 		log:          zerolog.Nop(),
-		clock:        systemClock{},
+		clock:        clockwork.NewRealClock(),
 		clockRefresh: DefaultClockRefresh,
 	}
 	for _, o := range opts {
@@ -103,6 +108,10 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 
 // TTL returns the lease length.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+
+// Clock returns the local clock lease deadlines are instants of
+// (WithClock).
+func (l *Locker) Clock() clockwork.Clock { return l.cfg.clock }
 
 // Collection returns the collection holding the lock documents.
 func (l *Locker) Collection() *mongo.Collection { return l.coll }
@@ -148,26 +157,15 @@ func (l *Locker) safety() time.Duration {
 	return time.Millisecond + driftOf(l.cfg.ttl)
 }
 
-// AcquireLock tries to take lockID for keeperID in one round trip (plus a
+// acquireOne tries to take lockID for keeperID in one round trip (plus a
 // hello, at most once per clock refresh interval (WithClockRefresh), to
-// read the server's clock).
-//
-// It succeeds if the lock is free, already held by keeperID, or its lease has
-// expired by the server's clock; every success begins a new term with a new
-// fencing token, so a holder calling it again extends its lease and gets a
-// larger token. If another keeper holds a live lease it returns acquired=false
-// and a nil error. Any error means the lock was not acquired as far as the
-// caller may assume; the write may still have happened, in which case the
-// lock stays held by keeperID until it expires or is released.
-func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Lease, bool, error) {
-	if err := ValidateID("lockID", lockID); err != nil {
-		return Lease{}, false, err
-	}
-	if err := ValidateID("keeperID", keeperID); err != nil {
-		return Lease{}, false, err
-	}
+// read the server's clock): a findAndModify upsert, which succeeds if the
+// lock is free, already held by keeperID, or its lease has expired by the
+// server's clock. Another keeper's live lease gives ok=false and a nil
+// error.
+func (l *Locker) acquireOne(ctx context.Context, keeperID, lockID string) (Grant, bool, error) {
 	if err := l.refreshClock(ctx); err != nil {
-		return Lease{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
+		return Grant{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
@@ -178,25 +176,22 @@ func (l *Locker) AcquireLock(ctx context.Context, lockID, keeperID string) (Leas
 	recv := l.cfg.clock.Now()
 	switch {
 	case mongo.IsDuplicateKeyError(err):
-		l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Msg("held by another keeper")
-		return Lease{}, false, nil
+		return Grant{}, false, nil
 	case err != nil:
-		return Lease{}, false, wrapErr(ctx, "acquire", lockID, err)
+		return Grant{}, false, wrapErr(ctx, "acquire", lockID, err)
 	case doc.Keeper != keeperID:
 		// Cannot happen on a server with document-level atomicity.
-		return Lease{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
+		return Grant{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
 	}
-	lease := l.newLease(doc, sent, recv)
-	l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Uint64("fence", lease.Fence).
-		Dur("took", recv.Sub(sent)).Msg("acquired")
-	return lease, true, nil
+	return l.newLease(doc, sent, recv), true, nil
 }
 
-// newLease is the lease d records, won by a write sent at sent whose
+// newLease is the grant d records, won by a write sent at sent whose
 // answer came by recv; d's renewal time is a reading of the server's clock.
-func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Lease {
+func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Grant {
 	l.clock.observe(d.Renewed, sent, recv)
-	return Lease{
+	return Grant{
+		Sent:       sent,
 		LockID:     d.ID,
 		KeeperID:   d.Keeper,
 		Fence:      fenceOf(d.Fence),
@@ -239,14 +234,17 @@ func acquireUpdate(keeperID string, ttlMS int64, nonce string) bson.D {
 
 // Acquisition is the outcome of AcquireLocks.
 type Acquisition struct {
-	// Leases are the locks acquired, in the order requested.
-	Leases []Lease
+	// Granted are the locks acquired, in the order requested.
+	Granted []Grant
 	// Refused lists the locks other keepers hold.
 	Refused []string
 }
 
-// AcquireLocks tries to take each of lockIDs for keeperID, as AcquireLock
-// takes one. On MongoDB that is two round trips however many there are
+// AcquireLocks tries to take each of lockIDs for keeperID. A lock is taken
+// if it is free, already held by keeperID, or its lease has expired by the
+// server's clock; every success begins a new term with a new fencing
+// token. Another keeper's live lease refuses it. For one lock it is one
+// findAndModify upsert; for more, on MongoDB that is two round trips however many there are
 // (one for a single lock; plus a hello, as for AcquireLock, when the clock
 // estimate is old): a write of them all, then a read of which it took and
 // their fencing tokens. On FerretDB 1.24, whose bulk writes stop at the
@@ -256,9 +254,10 @@ type Acquisition struct {
 //
 // Every requested id ends up in exactly one of Leases and Refused unless
 // it returns an error; then Leases holds the locks known to be acquired,
-// and any other may or may not have been (as with AcquireLock's errors).
-// Use it to take many locks at once, such as those of jobs that fire
-// together.
+// and any other may or may not have been: the write may have happened, in
+// which case the lock stays held by keeperID until it expires or is
+// released. It is the store operation Sessions use; users take locks
+// through a Session's Mutex.
 func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
 	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Acquisition{}, err
@@ -268,25 +267,25 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	case 0:
 		return Acquisition{}, nil
 	case 1:
-		lease, ok, err := l.AcquireLock(ctx, ids[0], keeperID)
+		g, ok, err := l.acquireOne(ctx, keeperID, ids[0])
 		switch {
 		case err != nil:
 			return Acquisition{}, err
 		case !ok:
 			return Acquisition{Refused: ids}, nil
 		}
-		return Acquisition{Leases: []Lease{lease}}, nil
+		return Acquisition{Granted: []Grant{g}}, nil
 	}
 	if err := l.refreshClock(ctx); err != nil {
 		return Acquisition{}, fmt.Errorf("acquire %s: %w", idsDesc(keeperID, ids), err)
 	}
-	leases := make(map[string]Lease, len(ids))
+	leases := make(map[string]Grant, len(ids))
 	refused := make(map[string]bool)
 	result := func() Acquisition {
 		var a Acquisition
 		for _, id := range ids {
 			if lease, ok := leases[id]; ok {
-				a.Leases = append(a.Leases, lease)
+				a.Granted = append(a.Granted, lease)
 			} else if refused[id] {
 				a.Refused = append(a.Refused, id)
 			}
@@ -313,9 +312,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 			return ok || refused[id]
 		})
 	}
-	a := result()
-	l.cfg.log.Debug().Str("keeper", keeperID).Int("acquired", len(a.Leases)).Int("refused", len(a.Refused)).Msg("acquired")
-	return a, nil
+	return result(), nil
 }
 
 // acquirePass sends one write taking ids, unordered, then reads their
@@ -323,7 +320,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 // other keepers hold, and returns how many it added. The read, not the
 // write's errors, tells which: FerretDB 1.24 reports the wrong index for a
 // failed write of an unordered bulk.
-func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string, leases map[string]Lease, refused map[string]bool) (int, error) {
+func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string, leases map[string]Grant, refused map[string]bool) (int, error) {
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
@@ -370,8 +367,8 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 // a lease that was released or taken over, and refuses one that may have
 // expired when it was sent; a lease that expires while the request is in
 // flight may still be extended, which is safe because no other keeper can
-// have taken it. Taking a lapsed lease again needs AcquireLock, which issues
-// a new fencing token. Renew keeps fencing tokens unchanged. Concurrent
+// have taken it. Taking a lapsed lease again needs AcquireLocks, which
+// issues a new fencing token. Renew keeps fencing tokens unchanged. Concurrent
 // Renew calls by one keeper for the same locks may report each other's
 // renewals as lost, and so may a Renew running alongside that keeper's
 // AcquireLocks of the same locks.
@@ -435,35 +432,12 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 			r.Lost = append(r.Lost, id)
 		}
 	}
-	l.cfg.log.Debug().Str("keeper", keeperID).Strs("lost", r.Lost).Msg("renewal found lost leases")
 	return r, nil
 }
 
-// ReleaseLock deletes lockID if keeperID holds it, in one round trip. It never
-// releases another keeper's lock; if keeperID did not hold it, it returns an
-// error wrapping ErrNotHeld.
-func (l *Locker) ReleaseLock(ctx context.Context, lockID, keeperID string) error {
-	if err := ValidateID("lockID", lockID); err != nil {
-		return err
-	}
-	if err := ValidateID("keeperID", keeperID); err != nil {
-		return err
-	}
-	res, err := l.coll.DeleteOne(ctx, bson.D{{Key: fieldID, Value: lockID}, {Key: fieldKeeper, Value: keeperID}})
-	if err != nil {
-		return wrapErr(ctx, "release", lockID, err)
-	}
-	if res.DeletedCount == 0 {
-		return fmt.Errorf("release %q by %q: %w", lockID, keeperID, ErrNotHeld)
-	}
-	l.cfg.log.Debug().Str("lock", lockID).Str("keeper", keeperID).Msg("released")
-	return nil
-}
-
 // ReleaseLocks deletes those of lockIDs that keeperID holds, in one round
-// trip, and returns how many it deleted; like ReleaseLock, it never
-// deletes another keeper's lock. Use it to let go of locks taken together.
-// With no lockIDs it does nothing.
+// trip, and returns how many it deleted. It never deletes another keeper's
+// lock. With no lockIDs it does nothing.
 func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
 	if err := validateMany(keeperID, lockIDs); err != nil {
 		return 0, err
@@ -477,20 +451,6 @@ func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...s
 	})
 	if err != nil {
 		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, lockIDs), err)
-	}
-	l.cfg.log.Debug().Strs("locks", lockIDs).Str("keeper", keeperID).Int64("released", res.DeletedCount).Msg("released")
-	return int(res.DeletedCount), nil
-}
-
-// ReleaseAll deletes every lock keeperID holds, in one round trip, and
-// returns how many there were. Use it at shutdown.
-func (l *Locker) ReleaseAll(ctx context.Context, keeperID string) (int, error) {
-	if err := ValidateID("keeperID", keeperID); err != nil {
-		return 0, err
-	}
-	res, err := l.coll.DeleteMany(ctx, bson.D{{Key: fieldKeeper, Value: keeperID}})
-	if err != nil {
-		return 0, wrapErr(ctx, "release all of", keeperID, err)
 	}
 	return int(res.DeletedCount), nil
 }

@@ -33,7 +33,7 @@ func TestAcquireReleaseAndFences(t *testing.T) {
 	if d := time.Until(l1.Deadline); d <= 9*time.Second || d > 10*time.Second {
 		t.Fatalf("deadline in %v, want just under the 10s TTL", d)
 	}
-	if _, ok, err := b.AcquireLock(ctx, "job", "B"); ok || err != nil {
+	if _, ok, err := acquireOne(ctx, b, "job", "B"); ok || err != nil {
 		t.Fatalf("second keeper: ok=%v err=%v, want not acquired and no error", ok, err)
 	}
 	// The holder acquiring again extends its lease in a new term.
@@ -42,7 +42,7 @@ func TestAcquireReleaseAndFences(t *testing.T) {
 		t.Fatalf("re-acquire fence %d, want > %d", l2.Fence, l1.Fence)
 	}
 	// Another keeper can neither release nor renew it.
-	if err := b.ReleaseLock(ctx, "job", "B"); !errors.Is(err, lock.ErrNotHeld) {
+	if err := releaseOne(ctx, b, "job", "B"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("foreign release: %v, want ErrNotHeld", err)
 	}
 	if r, err := b.Renew(ctx, "B", "job"); err != nil || len(r.Held) != 0 || len(r.Lost) != 1 {
@@ -55,7 +55,7 @@ func TestAcquireReleaseAndFences(t *testing.T) {
 	if left := h.ExpiresAt.Sub(h.ReadAt); h.ReadAt.IsZero() || left <= 0 || left > 10*time.Second {
 		t.Fatalf("holder read at %v, lease left %v: want a server time with under the 10s TTL left", h.ReadAt, left)
 	}
-	if err := a.ReleaseLock(ctx, "job", "A"); err != nil {
+	if err := releaseOne(ctx, a, "job", "A"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Holder(ctx, "job"); !errors.Is(err, lock.ErrNotHeld) {
@@ -66,7 +66,7 @@ func TestAcquireReleaseAndFences(t *testing.T) {
 	if l3.Fence <= l2.Fence {
 		t.Fatalf("fence after release %d, want > %d", l3.Fence, l2.Fence)
 	}
-	if err := a.ReleaseLock(ctx, "job", "A"); !errors.Is(err, lock.ErrNotHeld) {
+	if err := releaseOne(ctx, a, "job", "A"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("release by former holder: %v, want ErrNotHeld", err)
 	}
 }
@@ -81,7 +81,7 @@ func TestRenewMany(t *testing.T) {
 		fences[id] = mustAcquire(t, ctx, a, id, "A").Fence
 	}
 	mustAcquire(t, ctx, b, "w", "B")
-	if err := a.ReleaseLock(ctx, "z", "A"); err != nil {
+	if err := releaseOne(ctx, a, "z", "A"); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now()
@@ -115,11 +115,8 @@ func TestRenewMany(t *testing.T) {
 	if n, err := a.ReleaseLocks(ctx, "A"); err != nil || n != 0 {
 		t.Fatalf("release of no locks: %d %v", n, err)
 	}
-	if n, err := a.ReleaseAll(ctx, "A"); err != nil || n != 1 {
-		t.Fatalf("release all: %d %v, want 1 (y)", n, err)
-	}
 	if h, err := a.Holder(ctx, "w"); err != nil || h.KeeperID != "B" {
-		t.Fatalf("ReleaseLocks or ReleaseAll touched another keeper's lock: %+v %v", h, err)
+		t.Fatalf("ReleaseLocks touched another keeper's lock: %+v %v", h, err)
 	}
 }
 
@@ -221,7 +218,7 @@ func TestAcquireMany(t *testing.T) {
 	time.Sleep(ttl + 100*time.Millisecond)
 	own := mustAcquire(t, ctx, a, "own", "A")
 	freed := mustAcquire(t, ctx, a, "freed", "A")
-	if err := a.ReleaseLock(ctx, "freed", "A"); err != nil {
+	if err := releaseOne(ctx, a, "freed", "A"); err != nil {
 		t.Fatal(err)
 	}
 	other := mustAcquire(t, ctx, b, "other", "B")
@@ -233,7 +230,7 @@ func TestAcquireMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, l := range got.Leases {
+	for _, l := range got.Granted {
 		ids = append(ids, l.LockID)
 		if l.KeeperID != "A" {
 			t.Errorf("lease %+v: keeper %q", l, l.KeeperID)
@@ -253,13 +250,13 @@ func TestAcquireMany(t *testing.T) {
 	if fmt.Sprint(got.Refused) != "[other longer]" {
 		t.Fatalf("refused %v, want [other longer]", got.Refused)
 	}
-	for _, prev := range []lock.Lease{own, freed, gone} {
-		i := slices.IndexFunc(got.Leases, func(l lock.Lease) bool { return l.LockID == prev.LockID })
-		if got.Leases[i].Fence <= prev.Fence {
-			t.Errorf("%q: fence %d, want above the previous term's %d", prev.LockID, got.Leases[i].Fence, prev.Fence)
+	for _, prev := range []lock.Grant{own, freed, gone} {
+		i := slices.IndexFunc(got.Granted, func(l lock.Grant) bool { return l.LockID == prev.LockID })
+		if got.Granted[i].Fence <= prev.Fence {
+			t.Errorf("%q: fence %d, want above the previous term's %d", prev.LockID, got.Granted[i].Fence, prev.Fence)
 		}
 	}
-	for _, prev := range []lock.Lease{other, longer} {
+	for _, prev := range []lock.Grant{other, longer} {
 		if h, err := a.Holder(ctx, prev.LockID); err != nil || h.KeeperID != prev.KeeperID || h.Fence != prev.Fence {
 			t.Errorf("refused lock %q: %+v %v, want %s's term unchanged", prev.LockID, h, err, prev.KeeperID)
 		}
@@ -289,10 +286,10 @@ func TestAcquireManyDeadlineFromWrite(t *testing.T) {
 	delayFinds.Store(true)
 	got, err := l.AcquireLocks(ctx, "k", "x", "y")
 	after := time.Now()
-	if err != nil || len(got.Leases) != 2 {
+	if err != nil || len(got.Granted) != 2 {
 		t.Fatalf("acquired %+v: %v", got, err)
 	}
-	for _, lease := range got.Leases {
+	for _, lease := range got.Granted {
 		// The write went at least delay before the call returned.
 		if lease.Deadline.After(after.Add(ttl - delay)) {
 			t.Errorf("lease of %q ends %v after the call returned, want at most TTL %v minus the read's %v",
@@ -331,12 +328,12 @@ func TestAcquireManyRace(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	winner := map[string]lock.Lease{}
+	winner := map[string]lock.Grant{}
 	for k, a := range results {
-		if n := len(a.Leases) + len(a.Refused); n != locks {
-			t.Errorf("K%d: %d acquired + %d refused, want all %d", k, len(a.Leases), len(a.Refused), locks)
+		if n := len(a.Granted) + len(a.Refused); n != locks {
+			t.Errorf("K%d: %d acquired + %d refused, want all %d", k, len(a.Granted), len(a.Refused), locks)
 		}
-		for _, l := range a.Leases {
+		for _, l := range a.Granted {
 			if w, ok := winner[l.LockID]; ok {
 				t.Errorf("%q acquired by both %s and %s", l.LockID, w.KeeperID, l.KeeperID)
 			}

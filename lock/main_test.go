@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -13,12 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
-
-// skewClock is the system clock shifted by a fixed offset, as on a machine
-// whose wall clock is wrong.
-type skewClock time.Duration
-
-func (s skewClock) Now() time.Time { return time.Now().Add(time.Duration(s)) }
 
 // newLockers returns n Lockers on one fresh database, each on its own client.
 func newLockers(t testing.TB, n int, opts ...lock.Option) ([]*lock.Locker, *mongo.Database) {
@@ -49,11 +44,30 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func mustAcquire(t testing.TB, ctx context.Context, l *lock.Locker, id, kid string) lock.Lease {
+func mustAcquire(t testing.TB, ctx context.Context, l *lock.Locker, id, kid string) lock.Grant {
 	t.Helper()
-	lease, ok, err := l.AcquireLock(ctx, id, kid)
+	lease, ok, err := acquireOne(ctx, l, id, kid)
 	if err != nil || !ok {
 		t.Fatalf("acquire %q by %q: ok=%v err=%v", id, kid, ok, err)
 	}
 	return lease
+}
+
+// acquireOne takes one lock through the store API.
+func acquireOne(ctx context.Context, l *lock.Locker, id, kid string) (lock.Grant, bool, error) {
+	a, err := l.AcquireLocks(ctx, kid, id)
+	if err != nil || len(a.Granted) == 0 {
+		return lock.Grant{}, false, err
+	}
+	return a.Granted[0], true, nil
+}
+
+// releaseOne releases one lock through the store API; ErrNotHeld if kid
+// did not hold it.
+func releaseOne(ctx context.Context, l *lock.Locker, id, kid string) error {
+	n, err := l.ReleaseLocks(ctx, kid, id)
+	if err == nil && n == 0 {
+		return fmt.Errorf("release %q: %w", id, lock.ErrNotHeld)
+	}
+	return err
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -32,22 +34,12 @@ func DefaultWriteConcern() *writeconcern.WriteConcern {
 	return &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &j}
 }
 
-// Clock supplies the local time. Only differences between readings are used
-// (Go's monotonic clock), never the wall time, so a skewed clock is harmless.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 type config struct {
 	collection   string
 	ttl          time.Duration
 	wc           *writeconcern.WriteConcern
 	log          zerolog.Logger
-	clock        Clock
+	clock        clockwork.Clock
 	clockRefresh time.Duration
 }
 
@@ -108,8 +100,12 @@ func WithLogger(l zerolog.Logger) Option {
 	}
 }
 
-// WithClock sets the local clock, for tests. Default: the system clock.
-func WithClock(clk Clock) Option {
+// WithClock sets the local clock of every time read and timer: the
+// Locker's, and those of every Session, runner, scheduler and migrator
+// built on it. Only differences between its readings are used, never its
+// wall time, so a clock that is set wrong is harmless. For tests.
+// Default: the system clock.
+func WithClock(clk clockwork.Clock) Option {
 	return func(c *config) error {
 		if clk == nil {
 			return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidOption)

@@ -146,8 +146,9 @@ func ValidCollectionName(name string) bool {
 // context.DeadlineExceeded once the context is done, and callers test for
 // it with errors.Is.
 func WrapErr(ctx context.Context, what string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w (%w)", what, ctxErr, err)
+	if ctx.Err() != nil {
+		// The cause tells a timeout (lock.WithTimeout) from a cancellation.
+		return fmt.Errorf("%s: %w (%w)", what, context.Cause(ctx), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

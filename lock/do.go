@@ -1,0 +1,81 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Do runs fn holding lockID: it waits for the lock (Mutex.Lock), keeps it
+// alive while fn runs, and releases it when fn returns, even if ctx was
+// cancelled meanwhile (bounded by the release timeout).
+//
+// fn's context is cancelled when ctx ends, and, with cause ErrLeaseLost, a
+// safety margin before anyone else could take the lock over if the lease
+// is lost; LeaseFrom and FenceFrom read the lease and its fencing token
+// from it. Do returns fn's error, joined with an error wrapping
+// ErrLeaseLost if the lease ended while fn ran. A fn that ignores its
+// cancelled context for the grace period (WithGracePeriod) is abandoned:
+// Do returns an error wrapping ErrTaskDidNotStop, and the lock stays taken
+// in this Session, unrenewed, until fn returns (other processes may take
+// it once its lease expires). A panic in fn is raised again in Do's
+// goroutine after the release.
+func (s *Session) Do(ctx context.Context, lockID string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("do %q: %w: nil function", lockID, ErrInvalidArgument)
+	}
+	m, err := s.Mutex(lockID)
+	if err != nil {
+		return err
+	}
+	lease, err := m.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := lease.Bind(ctx)
+	defer cancel(nil)
+
+	type result struct {
+		err   error
+		panic any
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			r.panic = recover()
+			done <- r
+		}()
+		r.err = fn(fctx)
+	}()
+
+	var res result
+	select {
+	case res = <-done:
+	case <-fctx.Done():
+		grace := s.clock.NewTimer(s.cfg.gracePeriod)
+		select {
+		case res = <-done:
+			grace.Stop()
+		case <-grace.Chan():
+			// Stop renewing: the lease runs out, and the slot stays taken
+			// until fn returns, so nobody in this Session runs beside it.
+			lease.Abandon(ErrTaskDidNotStop)
+			go func() {
+				<-done
+				_ = m.ReleaseLock(context.Background())
+			}()
+			return errors.Join(
+				fmt.Errorf("do %q fence %d: %w", lockID, lease.Fence(), ErrTaskDidNotStop),
+				context.Cause(fctx))
+		}
+	}
+	rerr := m.ReleaseLock(ctx)
+	if res.panic != nil {
+		panic(res.panic)
+	}
+	if errors.Is(rerr, ErrLeaseLost) {
+		return errors.Join(res.err, fmt.Errorf("do %q fence %d: %w", lockID, lease.Fence(), ErrLeaseLost))
+	}
+	return errors.Join(res.err, rerr)
+}

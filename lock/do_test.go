@@ -1,0 +1,206 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// TestDoCancelsBeforeContenderAcquires: the holder's connection is cut
+// while fn runs under Do. fn's context is cancelled with cause exactly
+// ErrLeaseLost, and that happens before a contender in another Session,
+// polling all along, sends the write that takes the lock over.
+func TestDoCancelsBeforeContenderAcquires(t *testing.T) {
+	t.Parallel()
+	const ttl = 1500 * time.Millisecond
+	dbName := newDB(t)
+	client, fault := mongotest.NewProxiedClient(t)
+	hl, err := lock.New(mongotest.Database(t, client, dbName), lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := faultySession(t, hl)
+	rec := newRecorder()
+	contender := newSession(t, onNewClient(t, dbName, lock.WithTTL(ttl)), lock.WithObserver(rec))
+	ctx := testCtx(t, 30*time.Second)
+
+	started := make(chan struct{})
+	var cancelled time.Time
+	var cause error
+	var fence uint64
+	done := make(chan error, 1)
+	go func() {
+		done <- holder.Do(ctx, "job", func(ctx context.Context) error {
+			fence, _ = lock.FenceFrom(ctx)
+			close(started)
+			<-ctx.Done()
+			cancelled, cause = time.Now(), context.Cause(ctx)
+			return ctx.Err()
+		})
+	}()
+	<-started
+	took := make(chan *lock.Lease, 1)
+	go func() {
+		lease, err := newMutex(t, contender, "job").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		took <- lease
+	}()
+	rec.await(t, 10*time.Second, "a refusal", func(ev []lock.Event) bool { return len(filter(ev, lock.Refused)) > 0 })
+	fault.Cut()
+
+	lease := <-took
+	if lease == nil {
+		t.FailNow()
+	}
+	err = <-done
+	fault.Restore()
+	acq := rec.of(lock.Acquired, "job")
+	if len(acq) != 1 {
+		t.Fatalf("contender's Acquired events: %+v", acq)
+	}
+	sent := acq[0].At.Add(-acq[0].Took) // the sending of the write that took it
+	if cause != lock.ErrLeaseLost {
+		t.Errorf("fn's context cause %v, want ErrLeaseLost itself", cause)
+	}
+	if !cancelled.Before(sent) {
+		t.Fatalf("fn cancelled %v after the contender took the lock over", cancelled.Sub(sent))
+	}
+	t.Logf("fn cancelled %v before the contender's winning write", sent.Sub(cancelled))
+	if !errors.Is(err, lock.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Do: %v, want fn's error and ErrLeaseLost", err)
+	}
+	if fence == 0 || lease.Fence() <= fence {
+		t.Errorf("contender's fence %d, holder's %d", lease.Fence(), fence)
+	}
+}
+
+// TestDoReleasesAfterCallerCancelled: Do's caller cancels its context;
+// fn returns, and Do still deletes the lock rather than leaving it to
+// expire. fn's context carries the lease and its fence.
+func TestDoReleasesAfterCallerCancelled(t *testing.T) {
+	t.Parallel()
+	ls, _ := newLockers(t, 1, lock.WithTTL(10*time.Second))
+	s := newSession(t, ls[0])
+	ctx, cancel := context.WithCancel(testCtx(t, 30*time.Second))
+	err := s.Do(ctx, "r", func(fctx context.Context) error {
+		lease, ok := lock.LeaseFrom(fctx)
+		fence, fok := lock.FenceFrom(fctx)
+		if !ok || !fok || lease.LockID() != "r" || lease.KeeperID() != s.KeeperID() || fence != lease.Fence() || fence == 0 {
+			t.Errorf("fn's context carries lease %v (%v), fence %d (%v)", lease, ok, fence, fok)
+		}
+		if h, err := ls[0].Holder(fctx, "r"); err != nil || h.Fence != fence {
+			t.Errorf("holder while fn runs: %+v %v", h, err)
+		}
+		cancel()
+		<-fctx.Done()
+		if cause := context.Cause(fctx); cause != context.Canceled {
+			t.Errorf("cause %v, want the caller's cancellation", cause)
+		}
+		return fctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("Do: %v, want fn's context.Canceled alone", err)
+	}
+	if _, err := ls[0].Holder(testCtx(t, 10*time.Second), "r"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("lock after Do returned: %v, want released", err)
+	}
+}
+
+// TestDoAbandonsTaskThatIgnoresCancellation: fn ignores its cancelled
+// context. Do returns ErrTaskDidNotStop exactly a grace period after the
+// cancellation, stops renewing the lease, keeps the lock from others in
+// the Session until fn returns, and then releases it.
+func TestDoAbandonsTaskThatIgnoresCancellation(t *testing.T) {
+	t.Parallel()
+	const grace = 2 * time.Second
+	cases := []struct {
+		name  string
+		cause error
+		end   func(f *fakeStore, cancel context.CancelFunc)
+	}{
+		{"caller cancelled", context.Canceled, func(_ *fakeStore, cancel context.CancelFunc) { cancel() }},
+		{"lease lost", lock.ErrLeaseLost, func(f *fakeStore, _ context.CancelFunc) {
+			f.drop("x")
+			f.put("x", "other")
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeStore(3 * time.Second)
+				s := newSession(t, f, lock.WithGracePeriod(grace))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				stop := make(chan struct{})
+				fnCtx := make(chan context.Context, 1)
+				type result struct {
+					err error
+					at  time.Time
+				}
+				done := make(chan result, 1)
+				go func() {
+					err := s.Do(ctx, "x", func(ctx context.Context) error {
+						fnCtx <- ctx
+						<-stop // ignores ctx
+						return nil
+					})
+					done <- result{err, time.Now()}
+				}()
+				time.Sleep(100 * time.Millisecond)
+				c.end(f, cancel)
+				<-(<-fnCtx).Done()
+				ended := time.Now()
+				res := <-done
+				err := res.err
+				if got := res.at.Sub(ended); got != grace {
+					t.Errorf("Do returned %v after fn's context ended, want the grace period %v", got, grace)
+				}
+				if !errors.Is(err, lock.ErrTaskDidNotStop) || !errors.Is(err, c.cause) {
+					t.Errorf("Do: %v, want ErrTaskDidNotStop and %v", err, c.cause)
+				}
+				renews := len(f.callsOf("renew"))
+				time.Sleep(3 * s.Timings().RenewInterval)
+				if n := len(f.callsOf("renew")); n != renews {
+					t.Errorf("%d renewals of the abandoned lease", n-renews)
+				}
+				other := newMutex(t, s, "x")
+				if _, ok, err := other.AcquireLock(context.Background()); ok || err != nil {
+					t.Fatalf("lock of an abandoned task taken in its Session while it runs: %v %v", ok, err)
+				}
+				close(stop)
+				synctest.Wait()
+				if n := len(f.callsOf("release")); n != 1 {
+					t.Errorf("%d releases once the abandoned fn returned, want 1", n)
+				}
+				mustLock(t, context.Background(), other)
+			})
+		})
+	}
+}
+
+// TestDoPanics: a panic in fn is raised again in Do's goroutine, after the
+// lock is released.
+func TestDoPanics(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore(3 * time.Second)
+		s := newSession(t, f)
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+			if h := f.holder("p"); h != "" {
+				t.Errorf("lock held by %q after the panic", h)
+			}
+		}()
+		_ = s.Do(context.Background(), "p", func(context.Context) error { panic("boom") })
+		t.Error("Do returned after fn panicked")
+	})
+}

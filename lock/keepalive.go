@@ -1,0 +1,233 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// renewal is a keep-alive renewal in flight.
+type renewal struct {
+	leases []*Lease
+	sent   time.Time
+	result chan renewalResult // buffered
+	cancel context.CancelFunc
+}
+
+type renewalResult struct {
+	r   Renewal
+	err error
+}
+
+// keepAlive is the only loop that renews leases. Every lease the Session
+// holds is renewed in one store call, due a renew interval after the
+// oldest lease's last renewal, so N leases cost one round trip per renew
+// interval. A failed renewal is retried every retry period; each attempt
+// gives up after half the time the leases have left (at least a retry
+// period), so a hung connection leaves time for another. A lease whose
+// renew deadline passes ends with ErrLeaseLost, as does one a renewal finds
+// taken over or expired.
+func (s *Session) keepAlive() {
+	defer close(s.done)
+	var cur *renewal
+	var retryAt time.Time // after a failure: when to try again
+	failures := 0         // renewals failed in a row
+	defer func() {
+		if cur != nil {
+			cur.cancel()
+			<-cur.result
+		}
+	}()
+	for {
+		s.mu.Lock()
+		now := s.clock.Now()
+		events := s.expireLocked(now)
+		due, expiry, any := s.planLocked(retryAt)
+		if !any && cur == nil {
+			retryAt, failures = time.Time{}, 0 // nothing left that failed
+		}
+		var batch []*Lease
+		if any && cur == nil && !now.Before(due) {
+			batch = s.activeLocked()
+		}
+		s.mu.Unlock()
+		for _, e := range events {
+			s.Emit(e)
+		}
+		if len(batch) > 0 {
+			cur = s.startRenewal(batch, now)
+			continue
+		}
+
+		var timer clockwork.Timer
+		var timerC <-chan time.Time
+		if any {
+			at := expiry
+			if cur == nil {
+				at = earliest(at, due)
+			}
+			timer = s.clock.NewTimer(max(0, at.Sub(now)))
+			timerC = timer.Chan()
+		}
+		var resultC chan renewalResult
+		if cur != nil {
+			resultC = cur.result
+		}
+		stopped := false
+		select {
+		case <-s.stop:
+			stopped = true
+		case <-s.wake:
+		case <-timerC:
+		case res := <-resultC:
+			cur.cancel()
+			var ev []Event
+			if res.err != nil {
+				retryAt = cur.sent.Add(s.cfg.timings.RetryPeriod)
+				failures++
+				ev = s.renewalFailed(cur.leases, res.err, failures)
+			} else {
+				retryAt, failures = time.Time{}, 0
+				ev = s.applyRenewal(cur.leases, res.r, cur.sent)
+			}
+			cur = nil
+			for _, e := range ev {
+				s.Emit(e)
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if stopped {
+			return
+		}
+	}
+}
+
+// planLocked returns when the next renewal is due, when the first lease
+// stops being trusted, and whether there is any lease to keep.
+func (s *Session) planLocked(retryAt time.Time) (due, expiry time.Time, any bool) {
+	for _, sl := range s.slots {
+		l := sl.lease
+		if l == nil || l.ended {
+			continue
+		}
+		d := l.lastSent.Add(s.cfg.timings.RenewInterval)
+		if !any || d.Before(due) {
+			due = d
+		}
+		if !any || l.trustUntil.Before(expiry) {
+			expiry = l.trustUntil
+		}
+		any = true
+	}
+	if any && !retryAt.IsZero() {
+		due = retryAt
+	}
+	return due, expiry, any
+}
+
+// activeLocked lists the leases kept alive.
+func (s *Session) activeLocked() []*Lease {
+	var out []*Lease
+	for _, sl := range s.slots {
+		if sl.lease != nil && !sl.lease.ended {
+			out = append(out, sl.lease)
+		}
+	}
+	return out
+}
+
+// expireLocked ends the leases whose renew deadline has passed at now.
+func (s *Session) expireLocked(now time.Time) []Event {
+	var ev []Event
+	for _, sl := range s.slots {
+		l := sl.lease
+		if l == nil || l.ended || now.Before(l.trustUntil) {
+			continue
+		}
+		s.endLocked(l, ErrLeaseLost)
+		if s.observed() {
+			ev = append(ev, Event{Kind: LeaseLost, LockID: l.grant.LockID, Fence: l.grant.Fence,
+				Err: ErrLeaseLost, Reason: "renew deadline passed", Took: now.Sub(l.lastSent)})
+		}
+	}
+	return ev
+}
+
+// startRenewal sends one renewal of leases.
+func (s *Session) startRenewal(leases []*Lease, now time.Time) *renewal {
+	remaining := leases[0].trustUntil.Sub(now)
+	ids := make([]string, len(leases))
+	for i, l := range leases {
+		ids[i] = l.grant.LockID
+		remaining = min(remaining, l.trustUntil.Sub(now))
+	}
+	rp := s.cfg.timings.RetryPeriod
+	timeout := min(remaining, max(rp, remaining/2))
+	ctx, cancel := WithTimeout(context.Background(), s.clock, timeout)
+	r := &renewal{leases: leases, sent: now, result: make(chan renewalResult, 1), cancel: cancel}
+	go func() {
+		ren, err := s.store.Renew(ctx, s.cfg.keeperID, ids...)
+		r.result <- renewalResult{r: ren, err: err}
+	}()
+	return r
+}
+
+// applyRenewal moves on the deadlines of the leases r renewed, sent at
+// sent, and ends those it found lost. Leases released or lost meanwhile
+// are left alone.
+func (s *Session) applyRenewal(leases []*Lease, r Renewal, sent time.Time) []Event {
+	held := make(map[string]bool, len(r.Held))
+	for _, id := range r.Held {
+		held[id] = true
+	}
+	var ev []Event
+	s.mu.Lock()
+	now := s.clock.Now()
+	for _, l := range leases {
+		if l.ended {
+			continue
+		}
+		if !held[l.grant.LockID] {
+			s.endLocked(l, ErrLeaseLost)
+			if s.observed() {
+				ev = append(ev, Event{Kind: LeaseLost, LockID: l.grant.LockID, Fence: l.grant.Fence,
+					Err: ErrLeaseLost, Reason: "renewal found it taken over or expired", Took: now.Sub(sent)})
+			}
+			continue
+		}
+		if sent.After(l.lastSent) {
+			l.lastSent = sent
+		}
+		if t := earliest(r.Deadline, sent.Add(s.cfg.timings.RenewDeadline)); t.After(l.trustUntil) {
+			l.trustUntil = t
+		}
+		if s.observed() {
+			ev = append(ev, Event{Kind: Renewed, LockID: l.grant.LockID, Fence: l.grant.Fence,
+				Took: now.Sub(sent), Remaining: l.trustUntil.Sub(now)})
+		}
+	}
+	s.mu.Unlock()
+	return ev
+}
+
+// renewalFailed reports a failed renewal of leases, the attempt-th in a
+// row.
+func (s *Session) renewalFailed(leases []*Lease, err error, attempt int) []Event {
+	if !s.observed() {
+		return nil
+	}
+	var ev []Event
+	s.mu.Lock()
+	now := s.clock.Now()
+	for _, l := range leases {
+		if !l.ended {
+			ev = append(ev, Event{Kind: RenewFailed, LockID: l.grant.LockID, Fence: l.grant.Fence,
+				Err: err, Remaining: max(0, l.trustUntil.Sub(now)), Attempt: attempt})
+		}
+	}
+	s.mu.Unlock()
+	return ev
+}

@@ -1,0 +1,271 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// TestKeepAliveRenewsAllInOneCallPerInterval: however many leases a
+// Session holds, and however out of step they were taken, the keep-alive
+// renews them all with one store call per renew interval.
+func TestKeepAliveRenewsAllInOneCallPerInterval(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 100, 1000} {
+		t.Run(fmt.Sprintf("locks=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeStore(3 * time.Second)
+				s := newSession(t, f)
+				ri := s.Timings().RenewInterval
+				ctx := context.Background()
+				ids := lockIDs(n)
+				start := time.Now()
+				// Half now, half a third of an interval later.
+				first, err := s.AcquireLocks(ctx, ids[:(n+1)/2]...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(ri / 3)
+				second, err := s.AcquireLocks(ctx, ids[(n+1)/2:]...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leases := append(first.Leases, second.Leases...)
+				if len(leases) != n {
+					t.Fatalf("took %d of %d", len(leases), n)
+				}
+				const rounds = 5
+				time.Sleep(start.Add(rounds*ri + ri/2).Sub(time.Now()))
+				renews := f.callsOf("renew")
+				if len(renews) != rounds {
+					t.Fatalf("%d renew calls in %d renew intervals, want %d", len(renews), rounds, rounds)
+				}
+				for i, c := range renews {
+					if len(c.ids) != n {
+						t.Errorf("renew %d covered %d of %d locks", i, len(c.ids), n)
+					}
+					if want := start.Add(time.Duration(i+1) * ri); !c.at.Equal(want) {
+						t.Errorf("renew %d sent at %v, want %v (one renew interval after the last)", i, c.at.Sub(start), want.Sub(start))
+					}
+				}
+				for _, l := range leases {
+					if err := l.Err(); err != nil {
+						t.Fatalf("lease %s: %v", l.LockID(), err)
+					}
+				}
+			})
+		})
+	}
+}
+
+func lockIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lock-%05d", i)
+	}
+	return ids
+}
+
+// TestKeepAliveLeaseEndsAtRenewDeadline: while renewals fail, the
+// keep-alive retries them, and the lease ends with ErrLeaseLost exactly at
+// its renew deadline, whether renewals fail at once or hang.
+func TestKeepAliveLeaseEndsAtRenewDeadline(t *testing.T) {
+	t.Parallel()
+	failures := map[string]func(context.Context, []string) error{
+		"renewals fail": func(context.Context, []string) error { return errors.New("connection refused") },
+		"renewals hang": blockUntilDone,
+	}
+	for name, fail := range failures {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeStore(3 * time.Second)
+				rec := newRecorder()
+				s := newSession(t, f, lock.WithObserver(rec))
+				tm := s.Timings()
+				f.hook("renew", fail)
+				start := time.Now()
+				m := newMutex(t, s, "a")
+				l := mustLock(t, context.Background(), m)
+				if !l.Deadline().Equal(start.Add(tm.RenewDeadline)) {
+					t.Fatalf("deadline %v after the acquisition, want the renew deadline %v", l.Deadline().Sub(start), tm.RenewDeadline)
+				}
+				time.Sleep(tm.RenewDeadline - time.Nanosecond)
+				if err := l.Err(); err != nil || l.Remaining() != time.Nanosecond {
+					t.Fatalf("a nanosecond before the deadline: err %v, remaining %v", err, l.Remaining())
+				}
+				<-l.Done()
+				if took := time.Since(start); took != tm.RenewDeadline {
+					t.Errorf("lease ended %v after the acquisition, want exactly the renew deadline %v", took, tm.RenewDeadline)
+				}
+				if !errors.Is(l.Err(), lock.ErrLeaseLost) || l.Remaining() != 0 {
+					t.Errorf("after the deadline: err %v, remaining %v", l.Err(), l.Remaining())
+				}
+				renews := f.callsOf("renew")
+				if len(renews) < 3 {
+					t.Errorf("%d renewal attempts before the deadline, want retries", len(renews))
+				}
+				for _, c := range renews {
+					if c.at.Sub(start) >= tm.RenewDeadline {
+						t.Errorf("renewal sent %v after the acquisition, at or past the deadline", c.at.Sub(start))
+					}
+				}
+				if lost := rec.of(lock.LeaseLost, "a"); len(lost) != 1 || !lost[0].At.Equal(start.Add(tm.RenewDeadline)) {
+					t.Errorf("LeaseLost events %+v, want one at the deadline", lost)
+				}
+				if err := m.ReleaseLock(context.Background()); !errors.Is(err, lock.ErrLeaseLost) {
+					t.Errorf("release of the lost lease: %v, want ErrLeaseLost", err)
+				}
+			})
+		})
+	}
+}
+
+// TestKeepAliveOneCommandPerInterval counts the keep-alive's commands with
+// the command monitor: one update per round, whether the Session holds one
+// lock or a hundred (a thousand on MongoDB: FerretDB reads the whole
+// collection for an $in filter).
+func TestKeepAliveOneCommandPerInterval(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 100, 1000} {
+		t.Run(fmt.Sprintf("locks=%d", n), func(t *testing.T) {
+			t.Parallel()
+			if n > 100 && mongotest.Backend() == mongotest.BackendFerretDB {
+				t.Skip("over 100 locks only on MongoDB (set MONGODB_URI): FerretDB evaluates $in without an index")
+			}
+			client, counter := mongotest.CountingClient(t)
+			l, err := lock.New(mongotest.Database(t, client, newDB(t)), lock.WithTTL(12*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			// A renew interval well above what a round takes (a second for
+			// 100 locks on FerretDB under -race), so that no round is under
+			// way when the counts are reset and read.
+			s := newSession(t, l, lock.WithObserver(rec), lock.WithRenewInterval(3*time.Second))
+			ctx := testCtx(t, 30*time.Second)
+			taken, err := s.AcquireLocks(ctx, lockIDs(n)...)
+			if err != nil || len(taken.Leases) != n {
+				t.Fatalf("took %d of %d: %v", len(taken.Leases), n, err)
+			}
+			counter.Reset()
+			rec.reset()
+			const rounds = 2
+			start := time.Now()
+			rec.await(t, 20*time.Second, fmt.Sprint(rounds, " rounds of renewals"), func(ev []lock.Event) bool {
+				return len(filter(ev, lock.Renewed)) >= rounds*n
+			})
+			took := time.Since(start)
+			if got := counter.Count("update"); got != rounds {
+				t.Errorf("%d update commands for %d rounds of %d renewals, want one per round", got, rounds, n)
+			}
+			if got := counter.Total(); got != rounds {
+				t.Errorf("%d commands in all for %d rounds, want %d", got, rounds, rounds)
+			}
+			if failed := filter(rec.all(), lock.RenewFailed, lock.LeaseLost); len(failed) > 0 {
+				t.Errorf("renewals failed: %v", kinds(failed))
+			}
+			if min := (rounds - 1) * s.Timings().RenewInterval; took < min {
+				t.Errorf("%d rounds in %v, less than %v: not one per renew interval", rounds, took, min)
+			}
+		})
+	}
+}
+
+// filter returns the events of the given kinds.
+func filter(events []lock.Event, kinds ...lock.EventKind) []lock.Event {
+	var out []lock.Event
+	for _, e := range events {
+		for _, k := range kinds {
+			if e.Kind == k {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// TestRenewLostLease: renewing a lease that was lost returns an error
+// wrapping ErrLeaseLost, never nil, and never revives it.
+func TestRenewLostLease(t *testing.T) {
+	t.Parallel()
+	t.Run("taken over", func(t *testing.T) {
+		t.Parallel()
+		ls, _ := newLockers(t, 2, lock.WithTTL(10*time.Second))
+		ctx := testCtx(t, 30*time.Second)
+		s1, s2 := newSession(t, ls[0]), newSession(t, ls[1])
+		m1 := newMutex(t, s1, "job")
+		lease := mustLock(t, ctx, m1)
+		if err := lease.Renew(ctx); err != nil {
+			t.Fatalf("renew of a live lease: %v", err)
+		}
+		if err := ls[1].ForceRelease(ctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		taker := mustLock(t, ctx, newMutex(t, s2, "job"))
+		for range 2 {
+			if err := lease.Renew(ctx); !errors.Is(err, lock.ErrLeaseLost) {
+				t.Fatalf("renew of a lease taken over: %v, want ErrLeaseLost", err)
+			}
+		}
+		select {
+		case <-lease.Done():
+		default:
+			t.Fatal("lease found lost is not done")
+		}
+		if !errors.Is(lease.Err(), lock.ErrLeaseLost) || lease.Remaining() != 0 {
+			t.Fatalf("lost lease: err %v, remaining %v", lease.Err(), lease.Remaining())
+		}
+		if err := m1.ReleaseLock(ctx); !errors.Is(err, lock.ErrLeaseLost) {
+			t.Fatalf("release of a lease taken over: %v, want ErrLeaseLost", err)
+		}
+		if h, err := ls[0].Holder(ctx, "job"); err != nil || h.KeeperID != s2.KeeperID() || h.Fence != taker.Fence() {
+			t.Fatalf("holder after the old holder's renew and release: %+v %v, want the taker's term", h, err)
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		t.Parallel()
+		const ttl = 600 * time.Millisecond
+		dbName := newDB(t)
+		client, fault := mongotest.NewProxiedClient(t)
+		l, err := lock.New(mongotest.Database(t, client, dbName), lock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := onNewClient(t, dbName, lock.WithTTL(ttl))
+		s := faultySession(t, l)
+		ctx := testCtx(t, 30*time.Second)
+		lease := mustLock(t, ctx, newMutex(t, s, "job"))
+		fault.Cut()
+		<-lease.Done()
+		// Past the TTL: the lock document has expired by the server's clock.
+		time.Sleep(ttl)
+		fault.Restore()
+		for range 2 {
+			if err := lease.Renew(ctx); !errors.Is(err, lock.ErrLeaseLost) {
+				t.Fatalf("renew of an expired lease: %v, want ErrLeaseLost", err)
+			}
+		}
+		if h, err := other.Holder(ctx, "job"); !errors.Is(err, lock.ErrNotHeld) {
+			t.Fatalf("holder after renewing an expired lease: %+v %v, want it still expired", h, err)
+		}
+	})
+}
+
+// faultySession returns a Session on a Locker whose connection a test
+// breaks, closed at cleanup without checking that the release of what it
+// holds succeeds: the driver may not have reconnected yet.
+func faultySession(t testing.TB, l *lock.Locker, opts ...lock.SessionOption) *lock.Session {
+	t.Helper()
+	s, err := lock.NewSession(l, append([]lock.SessionOption{lock.WithReleaseTimeout(time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}

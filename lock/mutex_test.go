@@ -1,0 +1,374 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// TestMutexesExclude: goroutines, each with its own Mutex on one lock,
+// hammer it through Lock and Do, all in one Session or spread over two.
+// No two are ever inside together, and fencing tokens strictly increase
+// from holder to holder.
+func TestMutexesExclude(t *testing.T) {
+	t.Parallel()
+	for _, sessions := range []int{1, 2} {
+		t.Run(fmt.Sprintf("sessions=%d", sessions), func(t *testing.T) {
+			t.Parallel()
+			const goroutines = 6
+			dur := 2 * time.Second
+			if testing.Short() {
+				dur = 500 * time.Millisecond
+			}
+			ls, _ := newLockers(t, sessions, lock.WithTTL(3*time.Second))
+			ss := make([]*lock.Session, sessions)
+			for i, l := range ls {
+				ss[i] = newSession(t, l)
+			}
+			var cs critical
+			ctx := testCtx(t, dur)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				s := ss[g%sessions]
+				m := newMutex(t, s, "hot")
+				wg.Go(func() {
+					for term := 0; ctx.Err() == nil; term++ {
+						who := fmt.Sprintf("g%d/term%d", g, term)
+						work := func(lease *lock.Lease) {
+							cs.enter(t, who, lease.Fence())
+							time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+							if err := lease.Err(); err != nil {
+								t.Errorf("%s: lease not trusted inside: %v", who, err)
+							}
+							cs.leave(who)
+						}
+						if term%3 == 2 {
+							err := s.Do(ctx, "hot", func(ctx context.Context) error {
+								lease, ok := lock.LeaseFrom(ctx)
+								if !ok {
+									return errors.New("no lease in Do's context")
+								}
+								work(lease)
+								return nil
+							})
+							if err != nil && !ended(ctx, err) {
+								t.Errorf("%s: Do: %v", who, err)
+							}
+							continue
+						}
+						lease, err := m.Lock(ctx)
+						if err != nil {
+							if !ended(ctx, err) {
+								t.Errorf("%s: Lock: %v", who, err)
+							}
+							return
+						}
+						work(lease)
+						if err := m.ReleaseLock(ctx); err != nil {
+							t.Errorf("%s: release: %v", who, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%d holders", cs.entries)
+			if cs.entries < 20 {
+				t.Fatalf("too little contention to mean anything: %d holders", cs.entries)
+			}
+		})
+	}
+}
+
+// ended reports whether err is ctx's end, or the driver's refusal to send
+// a command it expects to outlast ctx's deadline.
+func ended(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)
+}
+
+// TestMutexNotReentrant: a Mutex holding its lock refuses to take it
+// again (ErrAlreadyHeld), and a second Mutex on the lock in the same
+// Session is refused without a round trip; once the first releases, the
+// second takes it.
+func TestMutexNotReentrant(t *testing.T) {
+	t.Parallel()
+	client, counter := mongotest.CountingClient(t)
+	l, err := lock.New(mongotest.Database(t, client, newDB(t)), lock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, l)
+	ctx := testCtx(t, 30*time.Second)
+	m1, m2 := newMutex(t, s, "r"), newMutex(t, s, "r")
+	lease := mustLock(t, ctx, m1)
+
+	counter.Reset()
+	if got, ok, err := m1.AcquireLock(ctx); got != nil || ok || !errors.Is(err, lock.ErrAlreadyHeld) {
+		t.Fatalf("re-acquire through the holding Mutex: %v %v %v, want ErrAlreadyHeld", got, ok, err)
+	}
+	if got, ok, err := m2.AcquireLock(ctx); got != nil || ok || err != nil {
+		t.Fatalf("second Mutex in the Session: %v %v %v, want not acquired and no error", got, ok, err)
+	}
+	if taken, err := s.AcquireLocks(ctx, "r"); err != nil || len(taken.Refused) != 1 || len(taken.Leases) != 0 {
+		t.Fatalf("AcquireLocks of a lock a Mutex holds: %+v %v, want it refused", taken, err)
+	}
+	if n := counter.Total(); n != 0 {
+		t.Fatalf("%d commands for attempts refused within the Session, want none", n)
+	}
+	if m1.Lease() != lease || lease.Err() != nil {
+		t.Fatalf("the holder's lease changed: %v, %v", m1.Lease(), lease.Err())
+	}
+	if err := m2.ReleaseLock(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("release through the Mutex that does not hold it: %v, want ErrNotHeld", err)
+	}
+	if h, err := l.Holder(ctx, "r"); err != nil || h.Fence != lease.Fence() {
+		t.Fatalf("the other Mutex's release touched the lock: %+v %v", h, err)
+	}
+	if err := m1.ReleaseLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := mustLock(t, ctx, m2)
+	if next.Fence() <= lease.Fence() {
+		t.Fatalf("fence %d after %d", next.Fence(), lease.Fence())
+	}
+}
+
+// TestLockWaitsForRelease: a waiter in another Session takes the lock
+// soon after its holder releases it: within one retry period, plus round
+// trips.
+func TestLockWaitsForRelease(t *testing.T) {
+	t.Parallel()
+	ls, _ := newLockers(t, 2, lock.WithTTL(3*time.Second))
+	holder := newSession(t, ls[0])
+	rec := newRecorder()
+	waiter := newSession(t, ls[1], lock.WithObserver(rec))
+	ctx := testCtx(t, 30*time.Second)
+	hm := newMutex(t, holder, "w")
+	held := mustLock(t, ctx, hm)
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		lease, err := newMutex(t, waiter, "w").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	// Let it back off to the retry period.
+	rec.await(t, 10*time.Second, "five refusals", func(ev []lock.Event) bool { return len(filter(ev, lock.Refused)) >= 5 })
+	released := time.Now()
+	if err := hm.ReleaseLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-got
+	if lease == nil {
+		t.FailNow()
+	}
+	took := time.Since(released)
+	t.Logf("handed over in %v (retry period %v)", took, waiter.Timings().RetryPeriod)
+	if limit := waiter.Timings().RetryPeriod + time.Second; took > limit {
+		t.Errorf("waiter took the lock %v after the release, want within the retry period (+ round trips)", took)
+	}
+	if lease.Fence() <= held.Fence() {
+		t.Errorf("fence %d after %d", lease.Fence(), held.Fence())
+	}
+}
+
+// TestLockBackoff: a waiting Lock polls with pauses that double from a
+// sixteenth of the retry period up to the retry period, each shortened by
+// a random part of up to a fifth, and never longer than the retry period.
+func TestLockBackoff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Minute
+		f := newFakeStore(ttl)
+		s := newSession(t, f)
+		rp := s.Timings().RetryPeriod
+		first := rp / 16
+		f.put("b", "other") // expires by itself after the TTL
+		expiry := time.Now().Add(ttl)
+		lease, err := newMutex(t, s, "b").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if late := time.Since(expiry); late < 0 || late > rp {
+			t.Errorf("took the lock %v after it expired, want within the retry period %v", late, rp)
+		}
+		calls := f.callsOf("acquire")
+		if len(calls) < 10 {
+			t.Fatalf("%d attempts in a minute", len(calls))
+		}
+		capped := map[time.Duration]bool{}
+		for k := range len(calls) - 1 {
+			pause := calls[k+1].at.Sub(calls[k].at)
+			nominal := min(first<<k, rp)
+			if lo := time.Duration(0.8 * float64(nominal)); pause < lo || pause > rp {
+				t.Errorf("pause %d: %v, want in [%v, %v]", k, pause, lo, rp)
+			}
+			if nominal == rp {
+				capped[pause] = true
+			}
+		}
+		if len(capped) < 3 {
+			t.Errorf("capped pauses %v: want them jittered", capped)
+		}
+		if lease.Err() != nil {
+			t.Fatal(lease.Err())
+		}
+	})
+}
+
+// TestLockWakesWhenSessionHolderReleases: a waiter in the Session of the
+// holder takes the lock the instant the holder's release completes, not
+// at its next poll, and sends nothing while it waits.
+func TestLockWakesWhenSessionHolderReleases(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore(time.Minute)
+		s := newSession(t, f)
+		ctx := context.Background()
+		holder := newMutex(t, s, "s")
+		mustLock(t, ctx, holder)
+		got := make(chan *lock.Lease, 1)
+		go func() {
+			lease, err := newMutex(t, s, "s").Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		// Long enough for the waiter to be in a pause of the retry period.
+		time.Sleep(10 * s.Timings().RetryPeriod)
+		time.Sleep(s.Timings().RetryPeriod / 2)
+		synctest.Wait()
+		if n := len(f.callsOf("acquire")); n != 1 {
+			t.Fatalf("%d acquire calls, want only the holder's: the waiter must be refused within the Session", n)
+		}
+		released := time.Now()
+		if err := holder.ReleaseLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case lease := <-got:
+			if time.Since(released) != 0 || lease == nil {
+				t.Fatalf("waiter took the lock %v after the release", time.Since(released))
+			}
+		default:
+			t.Fatal("waiter did not wake when the holder in its Session released")
+		}
+	})
+}
+
+// TestAcquireAnsweredTooLateIsNotTrusted: the server takes the lock, but
+// its answer arrives after the lease's renew deadline (here: after the
+// TTL). The acquisition reports ErrNotTrusted rather than a lease, and the
+// lock is released again; the batch form reports it Untrusted.
+func TestAcquireAnsweredTooLateIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	const ttl = 600 * time.Millisecond
+	var slow atomic.Value // name of the command whose next answer is delayed
+	slow.Store("")
+	monitor := &event.CommandMonitor{Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+		// The driver reports the answer here, before handing it to the
+		// caller: sleeping delays the answer the Locker sees.
+		if e.CommandName == slow.Load() && slow.CompareAndSwap(e.CommandName, "") {
+			time.Sleep(ttl + 100*time.Millisecond)
+		}
+	}}
+	dbName := newDB(t)
+	db := mongotest.Database(t, mongotest.NewClient(t, options.Client().SetMonitor(monitor)), dbName)
+	l, err := lock.New(db, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	s := newSession(t, l, lock.WithObserver(rec))
+	ctx := testCtx(t, 30*time.Second)
+	exists := func(id string) bool {
+		n, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+
+	m := newMutex(t, s, "slow")
+	slow.Store("findAndModify")
+	lease, ok, err := m.AcquireLock(ctx)
+	if lease != nil || ok || !errors.Is(err, lock.ErrNotTrusted) {
+		t.Fatalf("acquire answered after the TTL: %v %v %v, want ErrNotTrusted", lease, ok, err)
+	}
+	if exists("slow") {
+		t.Fatal("the lock granted too late was not released")
+	}
+	if ev := rec.of(lock.Refused, "slow"); len(ev) != 1 || !errors.Is(ev[0].Err, lock.ErrNotTrusted) || ev[0].Took < ttl {
+		t.Fatalf("events %+v, want one Refused with ErrNotTrusted", ev)
+	}
+	if len(rec.of(lock.Acquired, "")) != 0 {
+		t.Fatal("an untrusted grant was reported Acquired")
+	}
+	// The Mutex holds nothing: the next attempt takes the lock.
+	mustLock(t, ctx, m)
+	if err := m.ReleaseLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	slow.Store("find") // the read of which locks the batch took
+	taken, err := s.AcquireLocks(ctx, "p", "q")
+	if err != nil || len(taken.Leases) != 0 || len(taken.Untrusted) != 2 {
+		t.Fatalf("batch answered after the TTL: %+v %v, want both untrusted", taken, err)
+	}
+	if exists("p") || exists("q") {
+		t.Fatal("the batch granted too late was not released")
+	}
+}
+
+// TestAcquireTrustBoundary: a grant is trusted if its answer comes before
+// the renew deadline counted from the sending of the write, and released
+// as ErrNotTrusted if it comes at the deadline or later.
+func TestAcquireTrustBoundary(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore(3 * time.Second)
+		s := newSession(t, f)
+		rd := s.Timings().RenewDeadline
+		ctx := context.Background()
+
+		f.hook("acquire", sleepHook(rd-time.Nanosecond))
+		m := newMutex(t, s, "a")
+		lease, ok, err := m.AcquireLock(ctx)
+		if !ok || err != nil || lease.Remaining() != time.Nanosecond {
+			t.Fatalf("answer a nanosecond before the deadline: %v %v, remaining %v", ok, err, lease.Remaining())
+		}
+		if err := m.ReleaseLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		f.hook("acquire", sleepHook(rd))
+		if _, ok, err := m.AcquireLock(ctx); ok || !errors.Is(err, lock.ErrNotTrusted) {
+			t.Fatalf("answer at the deadline: %v %v, want ErrNotTrusted", ok, err)
+		}
+		if h := f.holder("a"); h != "" {
+			t.Fatalf("untrusted grant still held by %q", h)
+		}
+		taken, err := s.AcquireLocks(ctx, "b", "c")
+		if err != nil || len(taken.Untrusted) != 2 || len(taken.Leases) != 0 {
+			t.Fatalf("batch answered at the deadline: %+v %v", taken, err)
+		}
+		if f.holder("b") != "" || f.holder("c") != "" {
+			t.Fatal("untrusted batch still held")
+		}
+	})
+}

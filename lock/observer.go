@@ -1,0 +1,215 @@
+package lock
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// Events of a Session and its leases.
+const (
+	// Acquired: a lease was granted and is trusted. Took is the round
+	// trip; Remaining how long it is trusted for.
+	Acquired EventKind = iota + 1
+	// Refused: another holder has the lock (Reason "held elsewhere" or
+	// "held in this session"), or the grant came too late to trust
+	// (Reason "acquired too late", Err ErrNotTrusted) or after the
+	// Session closed (Reason "session closed", Err ErrSessionClosed).
+	Refused
+	// AcquireFailed: an acquisition failed with Err; the lock may or may
+	// not have been taken, and is released when the Session closes.
+	AcquireFailed
+	// Renewed: the keep-alive renewed a lease. Took is the round trip.
+	Renewed
+	// RenewFailed: a renewal attempt failed with Err; the lease is still
+	// trusted for Remaining, and the keep-alive retries. Attempt counts the
+	// failures in a row.
+	RenewFailed
+	// LeaseLost: a lease ended before its release. Err is the cause
+	// (ErrLeaseLost, or the cause given to Lease.Abandon); Reason says why.
+	// Leases ended by Session.Close are reported as Released instead.
+	LeaseLost
+	// Released: a lock was released (Err nil) or its release failed (Err
+	// set; it expires with its lease).
+	Released
+)
+
+// Events of the runner package (LeaderAwareRunner).
+const (
+	// TermStarted: this keeper became leader. Remaining is how long its
+	// lease is trusted for.
+	TermStarted EventKind = iota + 100
+	// TermEnded: a term that started ended. Err is the cause if the lease
+	// was lost or the task abandoned; Took is how long it led.
+	TermEnded
+	// LeaderSeen: a different leader was observed; Leader is its keeper
+	// id (this keeper's own when it leads).
+	LeaderSeen
+)
+
+// Events of the scheduler package. Job and Scheduled name the firing.
+const (
+	// FiringClaimed: this keeper won the claim of a firing.
+	FiringClaimed EventKind = iota + 200
+	// FiringLost: another instance claimed the firing.
+	FiringLost
+	// FiringSkipped: a firing was not run here; Reason says why (some
+	// skips come before any claim: busy, fallen behind, stopping).
+	FiringSkipped
+	// RunStarted: the job started. Lateness is start minus Scheduled.
+	RunStarted
+	// RunEnded: the job ended with Outcome; Took is its duration, Err its
+	// error.
+	RunEnded
+)
+
+// Events of the migrations package. Migration names the migration.
+const (
+	// MigrationApplied: a migration was applied (or rolled back, Reason
+	// "down"); Took is how long it ran.
+	MigrationApplied EventKind = iota + 300
+	// MigrationWaited: the migrator waited Took for another migrator's
+	// lock.
+	MigrationWaited
+	// MigrationFailed: a migration failed with Err.
+	MigrationFailed
+)
+
+var kindNames = map[EventKind]string{
+	Acquired: "acquired", Refused: "refused", AcquireFailed: "acquire failed",
+	Renewed: "renewed", RenewFailed: "renew failed", LeaseLost: "lease lost", Released: "released",
+	TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
+	FiringClaimed: "firing claimed", FiringLost: "firing claimed elsewhere", FiringSkipped: "firing skipped",
+	RunStarted: "run started", RunEnded: "run ended",
+	MigrationApplied: "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
+}
+
+func (k EventKind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return "unknown event"
+}
+
+// Event is one thing that happened to a lock, a term, a firing or a
+// migration. Fields that do not apply to its Kind are zero.
+type Event struct {
+	Kind EventKind
+	// At is when it happened, on the Session's clock.
+	At       time.Time
+	LockID   string
+	KeeperID string
+	Fence    uint64
+	// Took is the round trip, run or wait the event ends.
+	Took time.Duration
+	// Remaining is how long the lease is still trusted for, on the local
+	// monotonic clock; zero once it is not.
+	Remaining time.Duration
+	Err       error
+	Reason    string
+	// Leader is the keeper id of the leader seen (LeaderSeen).
+	Leader string
+	// Job, Scheduled, Lateness and Outcome describe a firing.
+	Job       string
+	Scheduled time.Time
+	Lateness  time.Duration
+	Outcome   string
+	// Attempt counts the tries of a renewal or run, from 1.
+	Attempt int
+	// Migration names a migration ("3 add index").
+	Migration string
+}
+
+// Observer receives the events of a Session and of everything built on it
+// (WithObserver). Observe is called synchronously from the goroutine where
+// the event happened, so it must be quick and must not call back into the
+// Session; it may be called from several goroutines at once.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc makes a function an Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// observers fans an event out to several observers.
+type observers []Observer
+
+func (os observers) Observe(e Event) {
+	for _, o := range os {
+		o.Observe(e)
+	}
+}
+
+// LogObserver logs events to log as structured lines: failures and lost
+// leases at warning level, terms and migrations at info, the rest at
+// debug. A Session given a logger (WithSessionLogger) logs through it.
+func LogObserver(log zerolog.Logger) Observer {
+	return ObserverFunc(func(e Event) { logEvent(log, e) })
+}
+
+func logEvent(log zerolog.Logger, e Event) {
+	var ev *zerolog.Event
+	switch e.Kind {
+	case AcquireFailed, RenewFailed, LeaseLost, MigrationFailed:
+		ev = log.Warn()
+	case Released:
+		if e.Err != nil {
+			ev = log.Warn()
+		} else {
+			ev = log.Debug()
+		}
+	case RunEnded:
+		if e.Err != nil {
+			ev = log.Warn()
+		} else {
+			ev = log.Debug()
+		}
+	case TermStarted, TermEnded, LeaderSeen, FiringSkipped, MigrationApplied, MigrationWaited:
+		ev = log.Info()
+	default:
+		ev = log.Debug()
+	}
+	if !ev.Enabled() {
+		return
+	}
+	str := func(k, v string) {
+		if v != "" {
+			ev = ev.Str(k, v)
+		}
+	}
+	str("lock", e.LockID)
+	str("keeper", e.KeeperID)
+	if e.Fence != 0 {
+		ev = ev.Uint64("fence", e.Fence)
+	}
+	if e.Took != 0 {
+		ev = ev.Dur("took", e.Took)
+	}
+	if e.Remaining != 0 {
+		ev = ev.Dur("trusted_for", e.Remaining)
+	}
+	if e.Err != nil {
+		ev = ev.AnErr("error", e.Err)
+	}
+	str("reason", e.Reason)
+	str("leader", e.Leader)
+	str("job", e.Job)
+	if !e.Scheduled.IsZero() {
+		ev = ev.Time("firing", e.Scheduled)
+	}
+	if e.Lateness != 0 {
+		ev = ev.Dur("late", e.Lateness)
+	}
+	str("outcome", e.Outcome)
+	if e.Attempt > 1 {
+		ev = ev.Int("attempt", e.Attempt)
+	}
+	str("migration", e.Migration)
+	ev.Msg(e.Kind.String())
+}

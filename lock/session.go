@@ -1,0 +1,491 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Store is what a Session needs from a lock store; *Locker is one. Every
+// call names the keeper first, then the locks. The Session is the only
+// caller a program needs: it owns the keeper id and keeps the leases alive.
+type Store interface {
+	// AcquireLocks takes those of lockIDs that are free, expired or
+	// already keeperID's, each as a new term with a new fencing token.
+	AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error)
+	// Renew extends the live leases keeperID holds on lockIDs.
+	Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error)
+	// ReleaseLocks deletes those of lockIDs that keeperID holds.
+	ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error)
+	// Holder tells who holds lockID; ErrNotHeld if nobody does.
+	Holder(ctx context.Context, lockID string) (Holder, error)
+	// TTL is the lease length.
+	TTL() time.Duration
+	// Clock is the clock Grant deadlines are instants of.
+	Clock() clockwork.Clock
+}
+
+var _ Store = (*Locker)(nil)
+
+// Session holds locks for one keeper and keeps their leases alive: one
+// keep-alive renews every lease it holds in one round trip per renew
+// interval. Take locks through its Mutexes (Mutex, Do) or many at once
+// (AcquireLocks); the runner, scheduler and migrations packages take
+// theirs through a Session too. Create one per process or per component
+// with NewSession, and Close it at shutdown. It is safe for concurrent
+// use.
+//
+// Within a Session a lock has at most one holder: a Mutex, or a lease from
+// AcquireLocks, so two goroutines of one process exclude each other as two
+// processes do.
+type Session struct {
+	store Store
+	clock clockwork.Clock
+	cfg   sessionConfig
+
+	mu     sync.Mutex
+	slots  map[string]*slot // locks taken or being taken in this session
+	maybe  map[string]bool  // locks a failed call may have left ours
+	closed bool
+	wake   chan struct{} // the keep-alive plans again
+	stop   chan struct{} // closed by Close
+	done   chan struct{} // closed when the keep-alive returned
+}
+
+// slot is a lock held, or being acquired or released, in a Session. It
+// exists from the start of an acquisition until the end of the release, so
+// no other holder in the Session sends a command for the lock meanwhile.
+type slot struct {
+	lease *Lease        // nil while being acquired
+	freed chan struct{} // closed when the slot goes
+}
+
+// NewSession starts a Session on store and its keep-alive. Timings default
+// to fractions of the store's TTL; NewSession rejects timings that cannot
+// be safe, naming the option.
+func NewSession(store Store, opts ...SessionOption) (*Session, error) {
+	if l, ok := store.(*Locker); store == nil || ok && l == nil {
+		return nil, fmt.Errorf("%w: NewSession: nil store", ErrInvalidOption)
+	}
+	cfg := sessionConfig{releaseTimeout: DefaultReleaseTimeout, gracePeriod: DefaultGracePeriod}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: NewSession: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.finish(store.TTL()); err != nil {
+		return nil, err
+	}
+	if cfg.keeperID == "" {
+		cfg.keeperID = NewKeeperID()
+	}
+	clk := store.Clock()
+	if clk == nil {
+		return nil, fmt.Errorf("%w: NewSession: store has no clock", ErrInvalidOption)
+	}
+	s := &Session{
+		store: store,
+		clock: clk,
+		cfg:   cfg,
+		slots: make(map[string]*slot),
+		maybe: make(map[string]bool),
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go s.keepAlive()
+	return s, nil
+}
+
+// KeeperID returns the keeper id the Session holds its locks as.
+func (s *Session) KeeperID() string { return s.cfg.keeperID }
+
+// Store returns the store the Session takes locks from.
+func (s *Session) Store() Store { return s.store }
+
+// Clock returns the clock of every time read and timer of the Session, and
+// of everything built on it: the store's.
+func (s *Session) Clock() clockwork.Clock { return s.clock }
+
+// Timings returns the lease timings in effect, defaults included.
+func (s *Session) Timings() Timings { return s.cfg.timings }
+
+// GracePeriod returns how long work is given to return after its context
+// was cancelled (WithGracePeriod).
+func (s *Session) GracePeriod() time.Duration { return s.cfg.gracePeriod }
+
+// ReleaseTimeout returns the bound of each release (WithReleaseTimeout).
+func (s *Session) ReleaseTimeout() time.Duration { return s.cfg.releaseTimeout }
+
+// Done is closed when the Session is closed.
+func (s *Session) Done() <-chan struct{} { return s.stop }
+
+// Emit passes e to the Session's observers, with KeeperID and At filled in
+// when empty. It is for the packages built on Sessions; with no observer it
+// costs nothing.
+func (s *Session) Emit(e Event) {
+	if len(s.cfg.observers) == 0 {
+		return
+	}
+	if e.KeeperID == "" {
+		e.KeeperID = s.cfg.keeperID
+	}
+	if e.At.IsZero() {
+		e.At = s.clock.Now()
+	}
+	s.cfg.observers.Observe(e)
+}
+
+// observed reports whether anyone receives events, so that callers build
+// none for nobody.
+func (s *Session) observed() bool { return len(s.cfg.observers) > 0 }
+
+// Holder returns who holds lockID (Locker.Holder).
+func (s *Session) Holder(ctx context.Context, lockID string) (Holder, error) {
+	return s.store.Holder(ctx, lockID)
+}
+
+// Taken is the outcome of Session.AcquireLocks. Every requested id is in
+// exactly one of its lists unless AcquireLocks returned an error.
+type Taken struct {
+	// Leases are the locks acquired, in the order requested.
+	Leases []*Lease
+	// Refused are held by another keeper, or by another holder in this
+	// Session.
+	Refused []string
+	// Untrusted were granted too late to trust (ErrNotTrusted) and
+	// released again.
+	Untrusted []string
+}
+
+// AcquireLocks tries once to take each of lockIDs, in one store call (two
+// round trips on MongoDB however many there are), and keeps the leases it
+// took alive until they are released (ReleaseLocks) or lost. Locks held by
+// another holder in this Session are refused without a round trip. On an
+// error, Leases holds the locks known to be acquired; the others may have
+// been written, and are released at Close if nobody takes them meanwhile.
+func (s *Session) AcquireLocks(ctx context.Context, lockIDs ...string) (Taken, error) {
+	if err := validateIDs("lockIDs", lockIDs); err != nil {
+		return Taken{}, err
+	}
+	return s.acquire(ctx, dedup(lockIDs))
+}
+
+func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
+	var t Taken
+	var events []Event
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Taken{}, ErrSessionClosed
+	}
+	mine := make([]string, 0, len(ids))
+	refusedHere := make(map[string]bool)
+	for _, id := range ids {
+		if s.slots[id] != nil {
+			refusedHere[id] = true
+			continue
+		}
+		s.slots[id] = &slot{freed: make(chan struct{})}
+		mine = append(mine, id)
+	}
+	s.mu.Unlock()
+	if s.observed() {
+		for id := range refusedHere {
+			events = append(events, Event{Kind: Refused, LockID: id, Reason: "held in this session"})
+		}
+	}
+
+	var acq Acquisition
+	var err error
+	sent := s.clock.Now()
+	if len(mine) > 0 {
+		acq, err = s.store.AcquireLocks(ctx, s.cfg.keeperID, mine...)
+	}
+	now := s.clock.Now()
+	granted := make(map[string]Grant, len(acq.Granted))
+	for _, g := range acq.Granted {
+		granted[g.LockID] = g
+	}
+	refused := make(map[string]bool, len(acq.Refused))
+	for _, id := range acq.Refused {
+		refused[id] = true
+	}
+
+	leases := make(map[string]*Lease, len(granted))
+	var untrusted []string
+	s.mu.Lock()
+	closed := s.closed
+	for _, id := range mine {
+		g, ok := granted[id]
+		switch {
+		case ok && !closed && now.Before(s.trustUntil(g)):
+			l := s.newLease(g)
+			s.slots[id].lease = l
+			delete(s.maybe, id)
+			leases[id] = l
+			if s.observed() {
+				events = append(events, Event{Kind: Acquired, LockID: id, Fence: g.Fence, Took: now.Sub(sent), Remaining: l.trustUntil.Sub(now)})
+			}
+		case ok:
+			// Too late to trust, or the Session closed meanwhile: release
+			// it before the slot goes, so nobody here races the delete.
+			untrusted = append(untrusted, id)
+		default:
+			if !refused[id] {
+				s.maybe[id] = true // the write may have happened
+			}
+			s.freeLocked(id)
+		}
+	}
+	s.mu.Unlock()
+
+	if len(untrusted) > 0 {
+		rerr := s.releaseIDs(ctx, untrusted)
+		s.mu.Lock()
+		for _, id := range untrusted {
+			if rerr != nil {
+				s.maybe[id] = true
+			}
+			s.freeLocked(id)
+		}
+		s.mu.Unlock()
+		if s.observed() {
+			reason, why := "acquired too late", ErrNotTrusted
+			if closed {
+				reason, why = "session closed", ErrSessionClosed
+			}
+			for _, id := range untrusted {
+				events = append(events, Event{Kind: Refused, LockID: id, Fence: granted[id].Fence, Took: now.Sub(sent),
+					Reason: reason, Err: why})
+			}
+		}
+	}
+	for _, id := range ids {
+		switch {
+		case leases[id] != nil:
+			t.Leases = append(t.Leases, leases[id])
+		case refusedHere[id] || refused[id]:
+			t.Refused = append(t.Refused, id)
+			if refused[id] && s.observed() {
+				events = append(events, Event{Kind: Refused, LockID: id, Took: now.Sub(sent), Reason: "held elsewhere"})
+			}
+		case slicesContains(untrusted, id):
+			t.Untrusted = append(t.Untrusted, id)
+		case err != nil && s.observed():
+			events = append(events, Event{Kind: AcquireFailed, LockID: id, Took: now.Sub(sent), Err: err})
+		}
+	}
+	for _, e := range events {
+		s.Emit(e)
+	}
+	if len(t.Leases) > 0 {
+		s.poke()
+	}
+	switch {
+	case err != nil:
+		return t, err
+	case closed && len(mine) > 0:
+		return t, ErrSessionClosed
+	}
+	return t, nil
+}
+
+func slicesContains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// trustUntil is when a lease granted by g stops being trusted unless
+// renewed.
+func (s *Session) trustUntil(g Grant) time.Time {
+	return earliest(g.Deadline, g.Sent.Add(s.cfg.timings.RenewDeadline))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// freeLocked removes the slot of id and wakes whoever waits for it.
+func (s *Session) freeLocked(id string) {
+	if sl := s.slots[id]; sl != nil {
+		delete(s.slots, id)
+		close(sl.freed)
+	}
+}
+
+// poke makes the keep-alive plan again.
+func (s *Session) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ReleaseLocks releases leases taken with AcquireLocks, in one round trip,
+// bounded by the release timeout whatever ctx's deadline (ctx's values are
+// kept; its cancellation is not). A lease already released, or one this
+// Session no longer holds, is skipped. A failed release is retried within
+// the timeout; if none succeeds the locks expire with their leases.
+func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
+	var ids []string
+	var released []*Lease
+	s.mu.Lock()
+	for _, l := range leases {
+		if l == nil || l.s != s {
+			continue
+		}
+		if sl := s.slots[l.grant.LockID]; sl != nil && sl.lease == l && !l.releasing {
+			l.releasing = true
+			s.endLocked(l, errReleased)
+			ids = append(ids, l.grant.LockID)
+			released = append(released, l)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	sent := s.clock.Now()
+	err := s.releaseIDs(ctx, ids)
+	took := s.clock.Since(sent)
+	s.mu.Lock()
+	for _, id := range ids {
+		if err != nil {
+			s.maybe[id] = true
+		}
+		s.freeLocked(id)
+	}
+	s.mu.Unlock()
+	if s.observed() {
+		for _, l := range released {
+			s.Emit(Event{Kind: Released, LockID: l.grant.LockID, Fence: l.grant.Fence, Took: took, Err: err})
+		}
+	}
+	return err
+}
+
+// releaseMaybe deletes id if a failed call may have left it this
+// Session's and nobody in the Session holds it.
+func (s *Session) releaseMaybe(ctx context.Context, id string) error {
+	s.mu.Lock()
+	if !s.maybe[id] || s.slots[id] != nil || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.slots[id] = &slot{freed: make(chan struct{})}
+	s.mu.Unlock()
+	err := s.releaseIDs(ctx, []string{id})
+	s.mu.Lock()
+	if err == nil {
+		delete(s.maybe, id)
+	}
+	s.freeLocked(id)
+	s.mu.Unlock()
+	return err
+}
+
+// releaseIDs deletes ids if this keeper holds them, retrying failures with
+// the Session's backoff until the release timeout.
+func (s *Session) releaseIDs(ctx context.Context, ids []string) error {
+	ctx, cancel := WithTimeout(context.WithoutCancel(ctx), s.clock, s.cfg.releaseTimeout)
+	defer cancel()
+	b := s.Backoff()
+	for attempt := 1; ; attempt++ {
+		_, err := s.store.ReleaseLocks(ctx, s.cfg.keeperID, ids...)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || b.Wait(ctx, s.clock, attempt) != nil {
+			return fmt.Errorf("release %s: %w", idsDesc(s.cfg.keeperID, ids), err)
+		}
+	}
+}
+
+// Backoff is the pause policy of the Session's retries and waits, and of
+// everything built on it: from a sixteenth of the retry period (at least a
+// millisecond) up to the retry period.
+func (s *Session) Backoff() Backoff {
+	rp := s.cfg.timings.RetryPeriod
+	return Backoff{First: max(time.Millisecond, rp/16), Max: rp}
+}
+
+// Close ends the Session: it stops the keep-alive, ends every lease it
+// holds (cause ErrSessionClosed) and releases them all in one round trip,
+// bounded by the release timeout; the Session's own context, not the
+// caller's, so it never fails because a caller's context ended. Locks a
+// failed call may have left this keeper's are released with them. Close is
+// idempotent; calls on a closed Session return ErrSessionClosed.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	close(s.stop)
+	s.mu.Unlock()
+	<-s.done
+
+	var ids []string
+	var ended []*Lease
+	s.mu.Lock()
+	for id, sl := range s.slots {
+		if sl.lease != nil && !sl.lease.releasing {
+			sl.lease.releasing = true
+			s.endLocked(sl.lease, ErrSessionClosed)
+			ended = append(ended, sl.lease)
+			ids = append(ids, id)
+		}
+	}
+	for id := range s.maybe {
+		if s.slots[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.releaseIDs(context.Background(), ids)
+	s.mu.Lock()
+	for _, l := range ended {
+		s.freeLocked(l.grant.LockID)
+	}
+	if err == nil {
+		clear(s.maybe)
+	}
+	s.mu.Unlock()
+	if s.observed() {
+		for _, l := range ended {
+			s.Emit(Event{Kind: Released, LockID: l.grant.LockID, Fence: l.grant.Fence, Err: err, Reason: "session closed"})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("close session %s: %w", s.cfg.keeperID, err)
+	}
+	return nil
+}
+
+// errReleased is the cause of the end of a lease its holder released.
+var errReleased = fmt.Errorf("%w: released", ErrNotHeld)
+
+// isLoss reports whether cause ended a lease against its holder's will.
+func isLoss(cause error) bool {
+	return cause != nil && !errors.Is(cause, errReleased)
+}
