@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-	"github.com/rs/zerolog"
-
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
@@ -37,18 +34,47 @@ type term struct {
 }
 
 // cluster is n runners on one lock, each on its own client behind its own
-// fault proxy.
+// fault proxy, with its own session.
 type cluster struct {
-	t       testing.TB
-	runners []*runner.LeaderAwareRunner
-	faults  []*mongotest.Fault
-	cancels []context.CancelFunc
-	errs    []chan error
+	t        testing.TB
+	runners  []*runner.LeaderAwareRunner
+	sessions []*lock.Session
+	events   []*eventLog
+	faults   []*mongotest.Fault
+	cancels  []context.CancelFunc
+	errs     []chan error
 
 	mu     sync.Mutex
 	terms  []*term
 	starts chan *term
 	ends   chan *term
+}
+
+// eventLog is an observer that keeps the runner events of a session.
+type eventLog struct {
+	mu     sync.Mutex
+	events []lock.Event
+}
+
+func (l *eventLog) Observe(e lock.Event) {
+	switch e.Kind {
+	case lock.TermStarted, lock.TermEnded, lock.LeaderSeen:
+		l.mu.Lock()
+		l.events = append(l.events, e)
+		l.mu.Unlock()
+	}
+}
+
+func (l *eventLog) count(kind lock.EventKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 func newCluster(t testing.TB, n int, ttl time.Duration, opts ...runner.Option) *cluster {
@@ -65,22 +91,33 @@ func newCluster(t testing.TB, n int, ttl time.Duration, opts ...runner.Option) *
 		if err != nil {
 			t.Fatal(err)
 		}
-		log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
-		if _, ok := t.(*testing.B); ok {
-			log = zerolog.Nop() // thousands of lines otherwise
+		events := &eventLog{}
+		session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithObserver(events))
+		if err != nil {
+			t.Fatal(err)
 		}
-		r, err := runner.New(lk, "leader", fmt.Sprintf("k%d", i),
-			append([]runner.Option{runner.WithLogger(log)}, opts...)...)
+		t.Cleanup(func() {
+			fault.Restore()
+			if err := session.Close(); err != nil {
+				t.Errorf("close session: %v", err)
+			}
+		})
+		r, err := runner.New(session, "leader", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.runners = append(c.runners, r)
+		c.sessions = append(c.sessions, session)
+		c.events = append(c.events, events)
 		c.faults = append(c.faults, fault)
 		c.cancels = append(c.cancels, nil)
 		c.errs = append(c.errs, make(chan error, 1))
 	}
 	return c
 }
+
+// timings are the session timings every runner of the cluster uses.
+func (c *cluster) timings() lock.Timings { return c.sessions[0].Timings() }
 
 // task is what every runner leads with: it records its interval.
 func (c *cluster) task(keeper string) func(context.Context) error {
@@ -203,6 +240,24 @@ func (c *cluster) checkNoOverlap() {
 			c.t.Errorf("fence %d of %s not above %d of %s", cur.fence, cur.keeper, prev.fence, prev.keeper)
 		}
 	}
+	c.checkEvents(terms)
+}
+
+// checkEvents asserts that each runner reported each of its terms, all
+// ended, exactly once by TermStarted and TermEnded.
+func (c *cluster) checkEvents(terms []term) {
+	c.t.Helper()
+	for i, r := range c.runners {
+		n := 0
+		for _, tm := range terms {
+			if tm.keeper == r.KeeperID() {
+				n++
+			}
+		}
+		if s, e := c.events[i].count(lock.TermStarted), c.events[i].count(lock.TermEnded); s != n || e != n {
+			c.t.Errorf("%s: %d TermStarted and %d TermEnded events for %d terms", r.KeeperID(), s, e, n)
+		}
+	}
 }
 
 // Three runners on three clients: leadership moves around (tasks return,
@@ -262,7 +317,7 @@ func TestDBFailoverAfterCut(t *testing.T) {
 	c := newCluster(t, 3, dbTTL)
 	c.startAll()
 	leader := c.nextStart(10 * time.Second)
-	_, _, rp := c.runners[0].Timings()
+	rp := c.timings().RetryPeriod
 	time.Sleep(dbTTL / 3) // not synchronisation: the cut comes mid-lease, after a renewal
 	cutAt := time.Now()
 	c.faults[c.index(leader.keeper)].Cut()
@@ -303,7 +358,7 @@ func TestDBSilencedLeaderStepsDownFirst(t *testing.T) {
 	if end.keeper != leader.keeper || !errors.Is(end.cause, lock.ErrLeaseLost) {
 		t.Fatalf("first to stop: %s with cause %v; want %s, lock.ErrLeaseLost", end.keeper, end.cause, leader.keeper)
 	}
-	_, rd, _ := c.runners[0].Timings()
+	rd := c.timings().RenewDeadline
 	t.Logf("silenced at 0; old leader cancelled at %v (renew deadline %v); new leader started at %v (TTL %v)",
 		end.end.Sub(silencedAt), rd, next.start.Sub(silencedAt), dbTTL)
 	if !end.end.Before(next.start) {
@@ -326,7 +381,7 @@ func TestDBGracefulHandover(t *testing.T) {
 	c := newCluster(t, 3, dbTTL)
 	c.startAll()
 	leader := c.nextStart(10 * time.Second)
-	_, _, rp := c.runners[0].Timings()
+	rp := c.timings().RetryPeriod
 	i := c.index(leader.keeper)
 	stoppedAt := time.Now()
 	if err := c.stop(i); !errors.Is(err, context.Canceled) {
@@ -387,39 +442,29 @@ func TestDBServerOutage(t *testing.T) {
 	c.stopAll()
 }
 
-// skewedClock is the system clock with its wall time shifted, as on a
-// machine whose clock is wrong. It is not a clockwork.FakeClock, so the
-// runner must schedule on it by durations from its own readings.
-type skewedClock struct {
-	clockwork.Clock
-	offset time.Duration
-}
-
-func (c skewedClock) Now() time.Time                  { return c.Clock.Now().Add(c.offset) }
-func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
-
-// A runner and its Locker on a clock an hour off keep one term going,
-// renewed in time, and stop it cleanly: every deadline is read on that
-// clock, never compared with the system's. Scheduling an instant of the
-// skewed clock on the system clock would, an hour ahead, renew an hour late
-// (the lease lapses and another keeper takes it); an hour behind, fire
-// every alarm at once: the trust and renew alarms re-check the clock and
-// re-arm, but the grace alarm at stop abandons a task that takes a moment
-// to return, as this one does.
+// A runner whose session and store read a clock an hour off keep one term
+// going, renewed in time, and stop it cleanly: every deadline is read on
+// that clock and timers run for durations, never for instants compared with
+// the system clock. Scheduling an instant of the skewed clock on the system
+// clock would, an hour ahead, renew an hour late (the lease lapses and
+// another keeper takes it); an hour behind, fire every timer at once.
 func TestDBSkewedClockKeepsTerm(t *testing.T) {
 	t.Parallel()
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
 			t.Parallel()
 			db := mongotest.NewDatabase(t)
-			clk := skewedClock{clockwork.NewRealClock(), skew}
-			lk, err := lock.New(db, lock.WithTTL(dbTTL), lock.WithClock(clk))
+			lk, err := lock.New(db, lock.WithTTL(dbTTL), lock.WithClock(mongotest.SkewedClock(skew)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := runner.New(lk, "leader", "skewed", runner.WithClock(clk),
-				runner.WithLogger(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)))
+			events := &eventLog{}
+			session, err := lock.NewSession(lk, lock.WithObserver(events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = session.Close() }) // after Run's cleanup
+			r, err := runner.New(session, "leader")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -443,14 +488,18 @@ func TestDBSkewedClockKeepsTerm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok, err := other.AcquireLock(context.Background(), "leader", "other"); err != nil || ok {
-				t.Errorf("after 3 TTLs another keeper acquired the lock (%v, %v): the lease was not renewed in time", ok, err)
+			acq, err := other.AcquireLocks(context.Background(), "other", "leader")
+			if err != nil || len(acq.Granted) != 0 {
+				t.Errorf("after 3 TTLs another keeper acquired the lock (%+v, %v): the lease was not renewed in time", acq, err)
 			}
 			if n := terms.Load(); n != 1 {
 				t.Errorf("%d terms in 3 TTLs, want 1", n)
 			}
 			if err := stop(); !errors.Is(err, context.Canceled) {
 				t.Errorf("Run returned %v", err)
+			}
+			if s, e := events.count(lock.TermStarted), events.count(lock.TermEnded); s != 1 || e != 1 {
+				t.Errorf("%d TermStarted and %d TermEnded events for one term", s, e)
 			}
 		})
 	}

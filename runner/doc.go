@@ -1,73 +1,105 @@
-// Package runner turns a lease (package lock) into leader election: it runs
+// Package runner turns a lock (package lock) into leader election: it runs
 // work only on the instance that holds one lock, and stops it as soon as the
 // lease can no longer be trusted.
+//
+//	session, err := lock.NewSession(locker) // one per process; it renews the lease
+//	if err != nil { ... }
+//	defer session.Close()
+//	r, err := runner.New(session, "billing-leader")
+//	if err != nil { ... }
+//	err = r.Run(ctx, func(ctx context.Context) error {
+//		fence, _ := runner.FenceFrom(ctx) // pass it with every write
+//		...                               // until ctx is cancelled
+//		return nil
+//	})
 //
 // Two shapes of work are served by a LeaderAwareRunner:
 //
 //   - Short, repeated tasks: call RunTaskOnLeader from a ticker on every
 //     instance. It runs the task only on the leader, campaigning when this
-//     instance does not lead and renewing when the renew interval has passed.
+//     instance does not lead. Leadership lasts between calls.
 //   - One long-running leader task: Run campaigns until its context ends and
-//     runs the task while it leads, renewing in the background.
+//     runs the task while it leads.
 //
 // # Timing
 //
-// A lease lasts the Locker's TTL after its last acquire or renew, by the
-// server's clock. The leader renews every renew interval and retries a
-// failed renewal every retry period; a renewal that fails does not cost
-// leadership as long as one succeeds before the renew deadline. The lease is
-// trusted until the earlier of the Locker's own deadline and the renew
-// deadline measured on the runner's monotonic clock from the sending of the
-// last successful renewal (or the acquisition). Both pass before the server
-// could let another keeper take over. At that instant the task's context is
-// cancelled with cause lock.ErrLeaseLost, OnStoppedLeading is called, and
-// once the task returned the lock is released (it may still be ours, just
-// out of reach) and the runner campaigns again.
+// The runner holds its lock through a Mutex of a lock.Session, whose one
+// keep-alive renews the lease; the timings (renew interval, renew deadline,
+// retry period, release timeout) and the clock are the session's (see
+// lock.NewSession). A renewal that fails does not cost leadership as long as
+// one succeeds before the renew deadline. When the lease can no longer be
+// trusted, a safety margin before any other keeper could take the lock over,
+// the session ends it: the task's context is cancelled with cause
+// lock.ErrLeaseLost, OnStoppedLeading is called, and once the task returned
+// the lock is released (it may still be ours, just out of reach) and Run
+// campaigns again.
 //
-// The gap between the renew deadline and the TTL is the safety margin: New
-// requires it to be at least the larger of MinSafetyMargin and a tenth of
-// the TTL.
-//
-// A follower campaigns every retry period, so when a leader dies another
-// instance starts within about TTL plus one retry period; when a leader stops
-// gracefully it releases the lock, and another starts within one retry
-// period.
+// A follower campaigns every retry period (less a random fifth), so when a
+// leader dies another instance starts within about TTL plus one retry
+// period; when a leader stops gracefully it releases the lock, and another
+// starts within one retry period.
 //
 // # What is promised, and what is not
 //
-// Callbacks: OnStartedLeading is called once per term, with the term's
-// fencing token, before the task starts; OnStoppedLeading exactly once per
-// term that started, never for one that did not; OnNewLeader whenever the
-// observed leader changes. Callbacks run synchronously in the goroutine of
-// Run, RunTaskOnLeader or Resign, so they must return quickly and must not
-// call those methods. IsLeader, Fence and Leader never touch the database.
+// Terms do not overlap: a runner starts a term only while it holds a trusted
+// lease, and never while a task of an earlier term still runs. Callbacks:
+// OnStartedLeading is called once per term, with the term's fencing token,
+// before the task starts; OnStoppedLeading exactly once per term that
+// started, never for one that did not; OnNewLeader whenever the observed
+// leader changes. Callbacks run synchronously in the goroutine of Run,
+// RunTaskOnLeader or Resign, so they must return quickly and must not call
+// those methods. IsLeader, Fence and Leader never touch the database.
 //
 // Run returns only after its task returned and the release was tried, and
 // leaves no goroutine behind, with one exception: Go cannot stop a goroutine,
 // so a task that ignores its cancelled context for a grace period is
-// abandoned and reported (logged, and an error wrapping ErrTaskDidNotStop).
-// Its lease is neither renewed nor released, so it expires and another
-// instance may take over while it still runs. This instance does not
-// campaign again until the abandoned task has returned: RunTaskOnLeader
-// returns an error wrapping ErrTaskDidNotStop without running anything, and
-// Run waits for it before campaigning. A task therefore never runs twice at
-// once on one runner.
+// abandoned and reported (an error wrapping ErrTaskDidNotStop). Its lease
+// is no longer renewed, so another instance takes over once it expires (a
+// fence is what protects a resource from such a task), but its lock is not
+// released while it runs, so nothing in this session takes it beside the
+// task; the lock is released once it returns. This instance does not campaign again until then:
+// RunTaskOnLeader returns an error wrapping ErrTaskDidNotStop without
+// running anything, and Run waits for it before campaigning. A task
+// therefore never runs twice at once on one runner.
 //
-// A failed release is retried every retry period within the release timeout
-// (WithReleaseTimeout). If none succeeds the lock may still be ours: Resign,
-// or Run when it stops later, tries again; otherwise the others wait for the
-// lease to expire.
+// A failed release is retried by the session within its release timeout.
+// If none succeeds the lock may still be ours: Resign, Run when it stops
+// later, or closing the session tries again; otherwise the others wait for
+// the lease to expire.
 //
 // Stall detection (WithStallTimeout) covers a task that hangs without
 // ignoring anything: if it does not call Heartbeat often enough, the runner
-// stops renewing and steps down, so a hung leader cannot hold the lock
-// forever.
+// cancels it with cause ErrStalled and steps down, releasing the lock once
+// the task returned, so a hung leader that heeds its context cannot hold the
+// lock forever (one that ignores it too is abandoned, as above).
 //
 // Cancellation is cooperative and a lease is not a fence: a process that
 // pauses (GC, swap, SIGSTOP) past its trust deadline may still act after
 // another instance took over. Pass the fencing token (FenceFrom) to the
 // resource you protect, and have it reject writes carrying a smaller one.
 //
-// The runner reads time from one clock (WithClock); the Locker's lease
-// deadlines are compared with it, so both must use the same clock.
+// # Events
+//
+// The runner emits events through its session's observers
+// (lock.WithObserver; lock.WithSessionLogger logs them), each exactly once
+// per occurrence, with the lock id, the session's keeper id and the fence:
+//
+//   - lock.TermStarted when a term begins, before OnStartedLeading.
+//     Remaining is how long the new lease is trusted for.
+//   - lock.TermEnded when a term that started ends, before
+//     OnStoppedLeading. Took is how long it led. Reason and Err say why:
+//     "lease lost" (Err lock.ErrLeaseLost) or "session closed" (Err
+//     lock.ErrSessionClosed); "task stalled" (Err ErrStalled); "task did not
+//     stop" (Err ErrTaskDidNotStop: the task was abandoned after the
+//     caller's context ended); under Run, "task failed" (Err is the task's
+//     error), "task returned" or "context ended"; "resigned"; and
+//     "superseded by a new campaign" (Run ended a term RunTaskOnLeader left).
+//     A term lost between RunTaskOnLeader calls is reported by the next call,
+//     with Took up to when the lease stopped being trusted.
+//   - lock.LeaderSeen when the observed leader changes, before OnNewLeader:
+//     Leader is the new leader's keeper id, this keeper's own when it
+//     starts leading.
+//
+// The session adds its own events for the lock (acquired, refused, renewed,
+// lost, released).
 package runner

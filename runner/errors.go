@@ -2,34 +2,41 @@ package runner
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Sentinel errors. Check them with errors.Is.
+// Sentinel errors. Check them with errors.Is. Bad arguments (a nil session
+// or task, a bad lock id) return errors wrapping lock.ErrInvalidArgument.
 var (
-	// ErrInvalidOption reports a bad option, or options that disagree, passed
-	// to New. The message names the option.
-	ErrInvalidOption = errors.New("runner: invalid option")
+	// ErrInvalidOption reports a bad option passed to New; the message
+	// names the option. It matches lock.ErrInvalidOption too.
+	ErrInvalidOption error = &sentinel{"runner: invalid option", lock.ErrInvalidOption}
 
 	// ErrTaskDidNotStop reports a task that had not returned a grace period
 	// (WithGracePeriod) after its context was cancelled. The runner stopped
 	// waiting for it: its goroutine is abandoned and may still be running.
-	// Until it returns the runner does not campaign, and RunTaskOnLeader
-	// returns an error wrapping this one.
+	// Until it returns the runner does not campaign and RunTaskOnLeader
+	// returns an error wrapping this one; its lease is not renewed, so the
+	// lock expires and another instance may lead.
 	ErrTaskDidNotStop = errors.New("runner: task did not stop")
 
-	// ErrStalled is part of the cause given to a task's context when the task
-	// did not call Heartbeat within the stall timeout (WithStallTimeout).
-	// That cause also matches lock.ErrLeaseLost.
-	ErrStalled = errors.New("runner: task stalled")
+	// ErrStalled is the cause given to a task's context when the task did
+	// not call Heartbeat within the stall timeout (WithStallTimeout). The
+	// runner gave the term up, so it matches lock.ErrLeaseLost too.
+	ErrStalled error = &sentinel{"runner: task stalled", lock.ErrLeaseLost}
 
 	// ErrBusy reports a RunTaskOnLeader or Resign made while Run runs on the
 	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")
 )
 
-// errStalledCause is the cause of a stalled task's context: the runner gave
-// the lease up, so it matches both ErrStalled and lock.ErrLeaseLost.
-var errStalledCause = fmt.Errorf("%w: %w", ErrStalled, lock.ErrLeaseLost)
+// sentinel is a sentinel error of this package that also matches one of
+// package lock, without repeating its message.
+type sentinel struct {
+	msg  string
+	lock error
+}
+
+func (e *sentinel) Error() string { return e.msg }
+func (e *sentinel) Unwrap() error { return e.lock }

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -11,9 +12,48 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 )
+
+// Lead once: the runner takes the lock through the session, runs the task
+// while it leads, and releases the lock when the task returns.
+func Example() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI())) // your MongoDB URI
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	db := client.Database("example_runner")
+	defer db.Drop(ctx)
+
+	locker, err := lock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// One session per process: it owns the keeper id and renews the lease.
+	session, err := lock.NewSession(locker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close()
+
+	r, err := runner.New(session, "report-leader", runner.WithCampaignAgain(false))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = r.Run(ctx, func(ctx context.Context) error {
+		fence, _ := runner.FenceFrom(ctx)
+		fmt.Println("leading, fence > 0:", fence > 0)
+		return nil
+	})
+	fmt.Println("run returned:", err)
+	// Output:
+	// leading, fence > 0: true
+	// run returned: <nil>
+}
 
 // A long-running leader task: Run campaigns until the process is told to
 // stop, runs the task while this instance leads, and releases the lock on the
@@ -32,11 +72,14 @@ func ExampleLeaderAwareRunner_Run() {
 		log.Fatal(err)
 	}
 	logger := zerolog.New(os.Stderr).With().Timestamp().Logger()
-	r, err := runner.New(locker, "billing-leader", lock.NewKeeperID(),
-		runner.WithLogger(logger),
-		runner.WithStallTimeout(time.Minute),
-		runner.OnNewLeader(func(id string) { logger.Info().Str("leader", id).Msg("leader changed") }),
-	)
+	// The session's logger logs the lock's and the runner's events (terms
+	// started and ended, leaders seen).
+	session, err := lock.NewSession(locker, lock.WithSessionLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close()
+	r, err := runner.New(session, "billing-leader", runner.WithStallTimeout(time.Minute))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +103,8 @@ func ExampleLeaderAwareRunner_Run() {
 }
 
 // Short, repeated tasks: every instance calls RunTaskOnLeader from its own
-// ticker, and the task runs on exactly one of them.
+// ticker, and the task runs on exactly one of them. Leadership lasts between
+// calls: the session renews the lease.
 func ExampleLeaderAwareRunner_RunTaskOnLeader() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -74,7 +118,12 @@ func ExampleLeaderAwareRunner_RunTaskOnLeader() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := runner.New(locker, "report-leader", lock.NewKeeperID())
+	session, err := lock.NewSession(locker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close() // releases whatever the session still holds
+	r, err := runner.New(session, "report-leader")
 	if err != nil {
 		log.Fatal(err)
 	}

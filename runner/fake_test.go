@@ -13,7 +13,7 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Operation names a fakeLocker records.
+// Operation names a fakeStore records.
 const (
 	opAcquire = "acquire"
 	opRenew   = "renew"
@@ -21,7 +21,8 @@ const (
 	opHolder  = "holder"
 )
 
-// call is one operation on a fakeLocker, recorded when it completes.
+// call is one operation of one lock on a fakeStore, recorded when it
+// completes.
 type call struct {
 	op     string
 	keeper string
@@ -38,10 +39,11 @@ type fakeDoc struct {
 	renewed time.Time
 }
 
-// fakeLocker is an in-memory runner.Locker on a fake clock, with faults
+// fakeStore is an in-memory lock.Store on a fake clock, with faults
 // injected by a hook. Leases expire TTL after their last acquire or renew,
-// as with package lock; Deadline is the call's start plus TTL minus cut.
-type fakeLocker struct {
+// as with package lock; a grant's or renewal's Deadline is the call's start
+// plus TTL minus cut. Tests wrap it in a real lock.Session.
+type fakeStore struct {
 	clock clockwork.Clock
 	ttl   time.Duration
 
@@ -56,8 +58,10 @@ type fakeLocker struct {
 	events map[string]chan call
 }
 
-func newFake(clk clockwork.Clock, ttl time.Duration) *fakeLocker {
-	f := &fakeLocker{
+var _ lock.Store = (*fakeStore)(nil)
+
+func newFake(clk clockwork.Clock, ttl time.Duration) *fakeStore {
+	f := &fakeStore{
 		clock:  clk,
 		ttl:    ttl,
 		cut:    time.Millisecond,
@@ -73,14 +77,14 @@ func newFake(clk clockwork.Clock, ttl time.Duration) *fakeLocker {
 
 // setHook installs a function called before every operation. A non-nil error
 // is returned by the operation, which then does nothing.
-func (f *fakeLocker) setHook(h func(ctx context.Context, op, keeper string) error) {
+func (f *fakeStore) setHook(h func(ctx context.Context, op, keeper string) error) {
 	f.mu.Lock()
 	f.hook = h
 	f.mu.Unlock()
 }
 
 // failOps makes every operation in ops fail with err.
-func (f *fakeLocker) failOps(err error, ops ...string) {
+func (f *fakeStore) failOps(err error, ops ...string) {
 	f.setHook(func(_ context.Context, op, _ string) error {
 		if slices.Contains(ops, op) {
 			return err
@@ -89,19 +93,19 @@ func (f *fakeLocker) failOps(err error, ops ...string) {
 	})
 }
 
-func (f *fakeLocker) note(s string) {
+func (f *fakeStore) note(s string) {
 	f.mu.Lock()
 	f.seq = append(f.seq, s)
 	f.mu.Unlock()
 }
 
-func (f *fakeLocker) sequence() []string {
+func (f *fakeStore) sequence() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.seq...)
 }
 
-func (f *fakeLocker) count(op, keeper string) int {
+func (f *fakeStore) count(op, keeper string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -114,14 +118,14 @@ func (f *fakeLocker) count(op, keeper string) int {
 }
 
 // steal gives lockID to keeper, as if it had taken over an expired lease.
-func (f *fakeLocker) steal(lockID, keeper string) {
+func (f *fakeStore) steal(lockID, keeper string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fence++
 	f.docs[lockID] = &fakeDoc{keeper: keeper, fence: f.fence, renewed: f.clock.Now()}
 }
 
-func (f *fakeLocker) before(ctx context.Context, op, keeper string) (time.Time, error) {
+func (f *fakeStore) before(ctx context.Context, op, keeper string) (time.Time, error) {
 	start := f.clock.Now()
 	f.mu.Lock()
 	h := f.hook
@@ -133,87 +137,97 @@ func (f *fakeLocker) before(ctx context.Context, op, keeper string) (time.Time, 
 }
 
 // record must be called with f.mu held.
-func (f *fakeLocker) record(c call) {
+func (f *fakeStore) record(c call) {
 	c.end = f.clock.Now()
 	f.calls = append(f.calls, c)
 	f.seq = append(f.seq, c.op+":"+c.keeper)
 	f.events[c.op] <- c
 }
 
-func (f *fakeLocker) live(d *fakeDoc, now time.Time) bool {
+func (f *fakeStore) live(d *fakeDoc, now time.Time) bool {
 	return d != nil && now.Sub(d.renewed) < f.ttl
 }
 
-func (f *fakeLocker) TTL() time.Duration { return f.ttl }
+func (f *fakeStore) TTL() time.Duration { return f.ttl }
 
-func (f *fakeLocker) AcquireLock(ctx context.Context, lockID, keeperID string) (lock.Lease, bool, error) {
+func (f *fakeStore) Clock() clockwork.Clock { return f.clock }
+
+func (f *fakeStore) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (lock.Acquisition, error) {
 	start, err := f.before(ctx, opAcquire, keeperID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := call{op: opAcquire, keeper: keeperID, start: start, err: err}
-	defer func() { f.record(c) }()
+	var a lock.Acquisition
+	for _, id := range lockIDs {
+		c := call{op: opAcquire, keeper: keeperID, start: start, err: err}
+		if err == nil {
+			now := f.clock.Now()
+			d := f.docs[id]
+			if d != nil && d.keeper != keeperID && f.live(d, now) {
+				a.Refused = append(a.Refused, id)
+			} else {
+				f.fence++
+				f.docs[id] = &fakeDoc{keeper: keeperID, fence: f.fence, renewed: now}
+				c.ok, c.fence = true, f.fence
+				a.Granted = append(a.Granted, lock.Grant{
+					LockID: id, KeeperID: keeperID, Fence: f.fence,
+					AcquiredAt: now, Deadline: start.Add(f.ttl - f.cut), Sent: start,
+				})
+			}
+		}
+		f.record(c)
+	}
 	if err != nil {
-		return lock.Lease{}, false, err
+		return lock.Acquisition{}, err
 	}
-	now := f.clock.Now()
-	d := f.docs[lockID]
-	if d != nil && d.keeper != keeperID && f.live(d, now) {
-		return lock.Lease{}, false, nil
-	}
-	f.fence++
-	f.docs[lockID] = &fakeDoc{keeper: keeperID, fence: f.fence, renewed: now}
-	c.ok, c.fence = true, f.fence
-	return lock.Lease{
-		LockID: lockID, KeeperID: keeperID, Fence: f.fence,
-		AcquiredAt: now, Deadline: start.Add(f.ttl - f.cut),
-	}, true, nil
+	return a, nil
 }
 
-func (f *fakeLocker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error) {
+func (f *fakeStore) Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error) {
 	start, err := f.before(ctx, opRenew, keeperID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := call{op: opRenew, keeper: keeperID, start: start, err: err}
-	defer func() { f.record(c) }()
+	r := lock.Renewal{Deadline: start.Add(f.ttl - f.cut)}
+	for _, id := range lockIDs {
+		c := call{op: opRenew, keeper: keeperID, start: start, err: err}
+		if err == nil {
+			d := f.docs[id]
+			if d != nil && d.keeper == keeperID && f.live(d, f.clock.Now()) {
+				d.renewed = f.clock.Now()
+				r.Held = append(r.Held, id)
+				c.ok, c.fence = true, d.fence
+			} else {
+				r.Lost = append(r.Lost, id)
+			}
+		}
+		f.record(c)
+	}
 	if err != nil {
 		return lock.Renewal{}, err
 	}
-	now := f.clock.Now()
-	r := lock.Renewal{Deadline: start.Add(f.ttl - f.cut)}
-	for _, id := range lockIDs {
-		d := f.docs[id]
-		if d != nil && d.keeper == keeperID && f.live(d, now) {
-			d.renewed = now
-			r.Held = append(r.Held, id)
-			c.fence = d.fence
-		} else {
-			r.Lost = append(r.Lost, id)
-		}
-	}
-	c.ok = len(r.Lost) == 0
 	return r, nil
 }
 
-func (f *fakeLocker) ReleaseLock(ctx context.Context, lockID, keeperID string) error {
+func (f *fakeStore) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
 	start, err := f.before(ctx, opRelease, keeperID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := call{op: opRelease, keeper: keeperID, start: start, err: err}
-	defer func() { f.record(c) }()
+	n := 0
+	for _, id := range lockIDs {
+		c := call{op: opRelease, keeper: keeperID, start: start, err: err}
+		if d := f.docs[id]; err == nil && d != nil && d.keeper == keeperID {
+			delete(f.docs, id)
+			c.ok, c.fence = true, d.fence
+			n++
+		}
+		f.record(c)
+	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	d := f.docs[lockID]
-	if d == nil || d.keeper != keeperID {
-		c.err = fmt.Errorf("release %q by %q: %w", lockID, keeperID, lock.ErrNotHeld)
-		return c.err
-	}
-	delete(f.docs, lockID)
-	c.ok, c.fence = true, d.fence
-	return nil
+	return n, nil
 }
 
-func (f *fakeLocker) Holder(ctx context.Context, lockID string) (lock.Holder, error) {
+func (f *fakeStore) Holder(ctx context.Context, lockID string) (lock.Holder, error) {
 	start, err := f.before(ctx, opHolder, "")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -223,9 +237,8 @@ func (f *fakeLocker) Holder(ctx context.Context, lockID string) (lock.Holder, er
 		return lock.Holder{}, err
 	}
 	d := f.docs[lockID]
-	now := f.clock.Now()
-	if !f.live(d, now) {
-		c.err = fmt.Errorf("holder %q: %w", lockID, lock.ErrNotHeld)
+	if !f.live(d, f.clock.Now()) {
+		c.err = fmt.Errorf("holder of %q: %w", lockID, lock.ErrNotHeld)
 		return lock.Holder{}, c.err
 	}
 	c.ok, c.keeper, c.fence = true, d.keeper, d.fence
@@ -233,14 +246,25 @@ func (f *fakeLocker) Holder(ctx context.Context, lockID string) (lock.Holder, er
 		ExpiresAt: d.renewed.Add(f.ttl)}, nil
 }
 
-// next waits for the next completed call of op.
-func (f *fakeLocker) next(t testing.TB, op string) call {
+// next waits for the next completed call of op. In a synctest bubble the
+// 5s pass at once if nothing else can happen.
+func (f *fakeStore) next(t testing.TB, op string) call {
 	t.Helper()
 	select {
 	case c := <-f.events[op]:
 		return c
 	case <-time.After(5 * time.Second):
-		t.Fatalf("no %s call within 5s (real time)", op)
+		t.Fatalf("no %s call", op)
 		return call{}
+	}
+}
+
+// none asserts that no call of op completed since the last next.
+func (f *fakeStore) none(t testing.TB, op string) {
+	t.Helper()
+	select {
+	case c := <-f.events[op]:
+		t.Fatalf("unexpected %s call %+v", op, c)
+	default:
 	}
 }

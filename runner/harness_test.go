@@ -2,50 +2,143 @@ package runner_test
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/rs/zerolog"
 
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 )
 
-// Timings of the fast tests: lock.DefaultTTL and the defaults for it.
+// Timings of the fast tests: lock.DefaultTTL and the session's defaults
+// for it.
 const (
-	fTTL = 30 * time.Second
-	fRI  = runner.DefaultRenewInterval // 10s
-	fRD  = runner.DefaultRenewDeadline // 20s
-	fRP  = runner.DefaultRetryPeriod   // 2s
+	fTTL = lock.DefaultTTL              // 30s
+	fRI  = lock.DefaultRenewInterval    // 10s
+	fRD  = lock.DefaultRenewDeadline    // 20s
+	fRP  = lock.DefaultRetryPeriod      // 2s
+	fRT  = lock.DefaultReleaseTimeout   // 5s
+	fB1  = lock.DefaultRetryPeriod / 16 // the session's first pause between release attempts
 )
 
 const lockName = "leader"
 
-// harness is one fake clock and one fakeLocker shared by runners.
+// harness is one clock and one fakeStore shared by runners, each on its
+// own real lock.Session. It runs inside a synctest bubble: synctest.Wait
+// tells when every goroutine (runners, keep-alives, tasks) is parked, so the
+// test moves the clock only then, and timers are armed at the instants the
+// code computed.
 type harness struct {
-	t   *testing.T
-	clk *clockwork.FakeClock
-	f   *fakeLocker
+	t    *testing.T
+	clk  clockwork.Clock
+	fake *clockwork.FakeClock // nil on the bubble's clock
+	f    *fakeStore
 }
 
-func newHarness(t *testing.T) *harness {
-	clk := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	return &harness{t: t, clk: clk, f: newFake(clk, fTTL)}
+// fast runs f in a synctest bubble with a new harness on a fake clock.
+func fast(t *testing.T, f func(t *testing.T, h *harness)) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		clk := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+		withHarness(t, &harness{t: t, clk: clk, fake: clk, f: newFake(clk, fTTL)}, f)
+	})
 }
 
-// recorder counts callbacks and notes them in the fake's sequence.
+// fastOnBubbleClock is fast on the clock of the synctest bubble (the
+// system clock's API, fake time): timers fire at their exact instants as
+// the test sleeps. It is for tests of the session's release retries, which
+// cannot retry on a clockwork fake clock before the release timeout: the
+// session checks its timeout context with Err, and clockwork's fake
+// contexts block in Err until they are done.
+func fastOnBubbleClock(t *testing.T, f func(t *testing.T, h *harness)) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		clk := clockwork.NewRealClock()
+		withHarness(t, &harness{t: t, clk: clk, f: newFake(clk, fTTL)}, f)
+	})
+}
+
+func withHarness(t *testing.T, h *harness, f func(t *testing.T, h *harness)) {
+	// Runs last: whatever a test injected, sessions close cleanly.
+	t.Cleanup(func() { h.f.setHook(nil) })
+	f(t, h)
+}
+
+// newSession returns a session of keeper on the harness's store, observed
+// by rec if not nil, and closed at the end of the test.
+func (h *harness) newSession(keeper string, rec *recorder, opts ...lock.SessionOption) *lock.Session {
+	h.t.Helper()
+	all := []lock.SessionOption{lock.WithKeeperID(keeper)}
+	if rec != nil {
+		all = append(all, lock.WithObserver(rec))
+	}
+	s, err := lock.NewSession(h.f, append(all, opts...)...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		h.f.setHook(nil)
+		if err := s.Close(); err != nil {
+			h.t.Errorf("close session %s: %v", keeper, err)
+		}
+	})
+	return s
+}
+
+func (h *harness) newRunner(keeper string, opts ...runner.Option) (*runner.LeaderAwareRunner, *recorder) {
+	h.t.Helper()
+	rec := &recorder{f: h.f, name: keeper}
+	r, err := runner.New(h.newSession(keeper, rec), lockName, append(rec.options(), opts...)...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r, rec
+}
+
+// settle waits until every other goroutine of the test is parked.
+func (h *harness) settle() { synctest.Wait() }
+
+// advanceTo moves the fake clock to at, once everything is parked, and
+// waits for what that set off.
+func (h *harness) advanceTo(at time.Time) {
+	h.t.Helper()
+	h.settle()
+	d := at.Sub(h.clk.Now())
+	if d < 0 {
+		h.t.Fatalf("advanceTo %v: clock is already at %v", at, h.clk.Now())
+	}
+	if h.fake != nil {
+		h.fake.Advance(d)
+	} else {
+		time.Sleep(d) // every timer on the way fires at its instant
+	}
+	h.settle()
+}
+
+// advance moves the fake clock by d (advanceTo).
+func (h *harness) advance(d time.Duration) { h.advanceTo(h.clk.Now().Add(d)) }
+
+// recorder counts callbacks, notes them in the fake's sequence, and is the
+// observer of its runner's session.
 type recorder struct {
-	f       *fakeLocker
+	f       *fakeStore
 	name    string
 	mu      sync.Mutex
 	started []uint64
 	stopped int
 	leaders []string
-	logs    chan string
-	changed chan struct{} // signalled after each callback
+	events  []lock.Event
+}
+
+func (c *recorder) Observe(e lock.Event) {
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	c.mu.Unlock()
 }
 
 func (c *recorder) options() []runner.Option {
@@ -54,142 +147,105 @@ func (c *recorder) options() []runner.Option {
 			c.mu.Lock()
 			c.started = append(c.started, fence)
 			c.mu.Unlock()
-			c.signal()
 			c.f.note("started:" + c.name)
 		}),
 		runner.OnStoppedLeading(func() {
 			c.mu.Lock()
 			c.stopped++
 			c.mu.Unlock()
-			c.signal()
 			c.f.note("stopped:" + c.name)
 		}),
 		runner.OnNewLeader(func(id string) {
 			c.mu.Lock()
 			c.leaders = append(c.leaders, id)
 			c.mu.Unlock()
-			c.signal()
 		}),
 	}
 }
 
-func (c *recorder) signal() {
-	select {
-	case c.changed <- struct{}{}:
-	default:
+// eventsOf returns the events of kind so far.
+func (c *recorder) eventsOf(kind lock.EventKind) []lock.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []lock.Event
+	for _, e := range c.events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
 	}
+	return out
 }
 
-func (c *recorder) counts() (started, stopped int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.started), c.stopped
-}
-
-func (c *recorder) seenLeaders() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.leaders...)
-}
-
-// wantLeaders waits up to a second (real time) for OnNewLeader to have
-// seen exactly want, in order.
+// wantLeaders checks, once everything is parked, that OnNewLeader saw
+// exactly want, in order, and LeaderSeen reported each once.
 func (c *recorder) wantLeaders(t *testing.T, want ...string) {
 	t.Helper()
-	deadline := time.After(time.Second)
-	for {
-		got := c.seenLeaders()
-		if slices.Equal(got, want) {
-			return
+	synctest.Wait()
+	c.mu.Lock()
+	got := slices.Clone(c.leaders)
+	c.mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: OnNewLeader saw %v, want %v", c.name, got, want)
+	}
+	var seen []string
+	for _, e := range c.eventsOf(lock.LeaderSeen) {
+		seen = append(seen, e.Leader)
+		if e.LockID != lockName || e.KeeperID != c.name {
+			t.Fatalf("%s: LeaderSeen %+v: wrong lock or keeper", c.name, e)
 		}
-		select {
-		case <-c.changed:
-		case <-deadline:
-			t.Fatalf("%s: OnNewLeader saw %v, want %v", c.name, got, want)
-		}
+	}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("%s: LeaderSeen events %v, want %v", c.name, seen, want)
 	}
 }
 
-// wantCounts checks the callbacks so far, allowing up to a second (real
-// time) for callbacks that are due to arrive: a task can see its context end
-// before OnStoppedLeading has run.
+// wantCounts checks, once everything is parked, the callbacks so far, and
+// that TermStarted and TermEnded fired exactly as often, with the same
+// fences.
 func (c *recorder) wantCounts(t *testing.T, started, stopped int) {
 	t.Helper()
-	deadline := time.After(time.Second)
-	for {
-		s, p := c.counts()
-		if s == started && p == stopped {
-			return
+	synctest.Wait()
+	c.mu.Lock()
+	fences, p := slices.Clone(c.started), c.stopped
+	c.mu.Unlock()
+	if len(fences) != started || p != stopped {
+		t.Fatalf("%s: OnStartedLeading %d times, OnStoppedLeading %d times; want %d and %d",
+			c.name, len(fences), p, started, stopped)
+	}
+	begun, ended := c.eventsOf(lock.TermStarted), c.eventsOf(lock.TermEnded)
+	if len(begun) != started || len(ended) != stopped {
+		t.Fatalf("%s: %d TermStarted and %d TermEnded events; want %d and %d", c.name, len(begun), len(ended), started, stopped)
+	}
+	for i, e := range begun {
+		if e.Fence != fences[i] || e.LockID != lockName || e.KeeperID != c.name || e.Remaining <= 0 {
+			t.Fatalf("%s: TermStarted %+v; want fence %d, lock %s, a positive Remaining", c.name, e, fences[i], lockName)
 		}
-		if s > started || p > stopped {
-			t.Fatalf("%s: OnStartedLeading %d times, OnStoppedLeading %d times; want %d and %d",
-				c.name, s, p, started, stopped)
-		}
-		select {
-		case <-c.changed:
-		case <-deadline:
-			t.Fatalf("%s: OnStartedLeading %d times, OnStoppedLeading %d times; want %d and %d",
-				c.name, s, p, started, stopped)
+	}
+	for i, e := range ended {
+		if e.Fence != fences[i] || e.LockID != lockName || e.Reason == "" || e.Took < 0 {
+			t.Fatalf("%s: TermEnded %+v; want fence %d and a reason", c.name, e, fences[i])
 		}
 	}
 }
 
-// logWatch passes a runner's log lines to the test log and their messages
-// to a channel, so tests can wait for the runner to have done something.
-type logWatch struct {
-	tw   zerolog.TestWriter
-	msgs chan string
-}
-
-func (w *logWatch) Write(p []byte) (int, error) {
-	var line struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(p, &line) == nil {
-		select {
-		case w.msgs <- line.Message:
-		default: // nobody is watching
-		}
-	}
-	return w.tw.Write(p)
-}
-
-// waitLog waits for the runner to log msg, skipping other lines.
-func (c *recorder) waitLog(t *testing.T, msg string) {
+// lastEnd returns the last TermEnded event.
+func (c *recorder) lastEnd(t *testing.T) lock.Event {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case m := <-c.logs:
-			if m == msg {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s did not log %q within 5s (real time)", c.name, msg)
-		}
+	ended := c.eventsOf(lock.TermEnded)
+	if len(ended) == 0 {
+		t.Fatalf("%s: no TermEnded event", c.name)
 	}
+	return ended[len(ended)-1]
 }
 
-func (h *harness) newRunner(keeper string, opts ...runner.Option) (*runner.LeaderAwareRunner, *recorder) {
-	h.t.Helper()
-	rec := &recorder{f: h.f, name: keeper, logs: make(chan string, 10000), changed: make(chan struct{}, 1)}
-	log := zerolog.New(&logWatch{tw: zerolog.NewTestWriter(h.t), msgs: rec.logs}).Level(zerolog.DebugLevel)
-	all := append([]runner.Option{runner.WithClock(h.clk), runner.WithLogger(log)}, rec.options()...)
-	r, err := runner.New(h.f, lockName, keeper, append(all, opts...)...)
-	if err != nil {
-		h.t.Fatal(err)
+// wantEnd checks the last TermEnded event's reason and error.
+func (c *recorder) wantEnd(t *testing.T, reason string, is error) lock.Event {
+	t.Helper()
+	e := c.lastEnd(t)
+	if e.Reason != reason || (is == nil) != (e.Err == nil) || (is != nil && !errors.Is(e.Err, is)) {
+		t.Fatalf("%s: TermEnded reason %q err %v; want %q, %v", c.name, e.Reason, e.Err, reason, is)
 	}
-	return r, rec
-}
-
-// advanceTo moves the fake clock to at.
-func (h *harness) advanceTo(at time.Time) {
-	h.t.Helper()
-	d := at.Sub(h.clk.Now())
-	if d < 0 {
-		h.t.Fatalf("advanceTo %v: clock is already at %v", at, h.clk.Now())
-	}
-	h.clk.Advance(d)
+	return e
 }
 
 // run is one execution of a probe's task.
@@ -209,7 +265,7 @@ type run struct {
 // context ends unless stubborn.
 type probe struct {
 	clk      clockwork.Clock
-	f        *fakeLocker
+	f        *fakeStore
 	name     string
 	stubborn bool
 	runs     chan *run
@@ -253,7 +309,7 @@ func (p *probe) next(t *testing.T) *run {
 	case rn := <-p.runs:
 		return rn
 	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: task did not start within 5s (real time)", p.name)
+		t.Fatalf("%s: task did not start", p.name)
 		return nil
 	}
 }
@@ -275,7 +331,7 @@ func (rn *run) wait(t *testing.T) {
 	select {
 	case <-rn.done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("task did not return within 5s (real time)")
+		t.Fatal("task did not return")
 	}
 }
 
@@ -307,7 +363,7 @@ func goRun(t *testing.T, r *runner.LeaderAwareRunner, task func(context.Context)
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("Run still running at cleanup")
 		}
 	})
@@ -320,9 +376,15 @@ func waitErr(t *testing.T, errc chan error) error {
 	case err := <-errc:
 		return err
 	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return within 5s (real time)")
+		t.Fatal("Run did not return")
 		return nil
 	}
+}
+
+// returned reports, once everything is parked, whether Run returned.
+func returned(errc chan error) bool {
+	synctest.Wait()
+	return len(errc) > 0
 }
 
 // wantOrder checks that each of want occurs in seq, in that order.

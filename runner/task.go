@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/mongolock/mongolock/lock"
 )
 
 // taskKey is the context key of a task's taskInfo.
 type taskKey struct{}
 
-// taskInfo is what a task's context carries: its term's fencing token and
-// its heartbeat.
+// taskInfo is what a task's context carries besides its lease: its
+// heartbeat.
 type taskInfo struct {
-	fence uint64
 	clock clockwork.Clock
 	start time.Time
 	beat  atomic.Int64 // time of the last Heartbeat, as clock.Since(start)
@@ -35,13 +36,10 @@ func Heartbeat(ctx context.Context) {
 }
 
 // FenceFrom returns the fencing token of the term a task's context belongs
-// to. Pass it to the resource the task writes to, and have that resource
-// reject tokens smaller than the largest it has seen: that is what keeps a
-// paused former leader from doing harm. ok is false on other contexts.
+// to (lock.FenceFrom: a task's context is bound to its term's lease). Pass
+// it to the resource the task writes to, and have that resource reject
+// tokens smaller than the largest it has seen: that is what keeps a paused
+// former leader from doing harm. ok is false on contexts bound to no lease.
 func FenceFrom(ctx context.Context) (fence uint64, ok bool) {
-	ti, ok := ctx.Value(taskKey{}).(*taskInfo)
-	if !ok {
-		return 0, false
-	}
-	return ti.fence, true
+	return lock.FenceFrom(ctx)
 }
