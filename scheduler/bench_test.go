@@ -26,7 +26,8 @@ import (
 //   - once-%: share of the firings in the window (all instances up) that ran
 //     exactly once; doubles: firings that ran more than once (must be 0);
 //   - rt/run: database commands per run, all instances together, and
-//     rt/s: commands per second (not counting hello);
+//     rt/s: commands per second (not counting hello), the Sessions'
+//     renewals and releases included;
 //   - lag-p50-ms, lag-p99-ms: from the scheduled time to the job's start;
 //   - cpu-%/instance: process CPU time over wall time, per instance. With the
 //     embedded FerretDB it includes the server's CPU, which runs in the test
@@ -82,7 +83,16 @@ func benchCluster(b *testing.B, jobs, instances int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := scheduler.New(db, lk, fmt.Sprintf("k%d", i), scheduler.WithLogger(benchLogger()))
+		session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithSessionLogger(benchLogger()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			if err := session.Close(); err != nil {
+				b.Error(err)
+			}
+		}()
+		s, err := scheduler.New(db, session)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -20,29 +19,17 @@ import (
 	"github.com/mongolock/mongolock/scheduler"
 )
 
-// skewClock is the real clock with its wall time shifted by off, as on a
-// machine whose clock is wrong. Its timers are real, so a Scheduler on it
-// fires when its wrong clock reaches a firing.
-type skewClock struct {
-	clockwork.Clock
-	off time.Duration
-}
-
-func newSkewClock(off time.Duration) skewClock { return skewClock{clockwork.NewRealClock(), off} }
-
-func (c skewClock) Now() time.Time                  { return time.Now().Add(c.off) }
-func (c skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-func (c skewClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
-
-// instance is one process of a cluster: its own client, clock, Locker and
-// Scheduler.
+// instance is one process of a cluster: its own client, clock, Locker,
+// Session and Scheduler.
 type instance struct {
-	keeper string
-	off    time.Duration
-	db     *mongo.Database
-	locker *lock.Locker
-	s      *scheduler.Scheduler
-	fault  *mongotest.Fault // nil unless proxied
+	keeper  string
+	off     time.Duration
+	db      *mongo.Database
+	locker  *lock.Locker
+	session *lock.Session
+	s       *scheduler.Scheduler
+	events  *eventLog
+	fault   *mongotest.Fault // nil unless proxied
 }
 
 type clusterConfig struct {
@@ -53,12 +40,13 @@ type clusterConfig struct {
 }
 
 // newCluster makes one instance per skew on database dbName. Each is
-// stopped at the end of the test if the test did not stop it.
+// stopped, and its Session closed, at the end of the test if the test did
+// not do it.
 func newCluster(t *testing.T, dbName string, cc clusterConfig) []*instance {
 	t.Helper()
 	out := make([]*instance, len(cc.skews))
 	for i, off := range cc.skews {
-		in := &instance{keeper: string(rune('A' + i)), off: off}
+		in := &instance{keeper: string(rune('A' + i)), off: off, events: &eventLog{}}
 		var client *mongo.Client
 		if cc.proxied {
 			client, in.fault = mongotest.NewProxiedClient(t)
@@ -66,15 +54,26 @@ func newCluster(t *testing.T, dbName string, cc clusterConfig) []*instance {
 			client = mongotest.NewClient(t)
 		}
 		in.db = mongotest.Database(t, client, dbName)
-		clk := newSkewClock(off)
 		log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel).With().Str("instance", in.keeper).Logger()
 		var err error
-		in.locker, err = lock.New(in.db, lock.WithTTL(cc.ttl), lock.WithClock(clk))
+		// The clock is given once, to the Locker; the Session and the
+		// Scheduler use it.
+		in.locker, err = lock.New(in.db, lock.WithTTL(cc.ttl), lock.WithClock(mongotest.SkewedClock(off)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := append([]scheduler.Option{scheduler.WithClock(clk), scheduler.WithLogger(log), scheduler.WithOpTimeout(time.Second)}, cc.opts...)
-		in.s, err = scheduler.New(in.db, in.locker, in.keeper, opts...)
+		in.session, err = lock.NewSession(in.locker, lock.WithKeeperID(in.keeper), lock.WithReleaseTimeout(time.Second),
+			lock.WithSessionLogger(log), lock.WithObserver(in.events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := in.session.Close(); err != nil && !cc.proxied {
+				t.Errorf("close session of %s: %v", in.keeper, err)
+			}
+		})
+		opts := append([]scheduler.Option{scheduler.WithOpTimeout(time.Second)}, cc.opts...)
+		in.s, err = scheduler.New(in.db, in.session, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +81,27 @@ func newCluster(t *testing.T, dbName string, cc clusterConfig) []*instance {
 		out[i] = in
 	}
 	return out
+}
+
+// eventLog keeps the scheduler's events of one instance.
+type eventLog struct {
+	mu     sync.Mutex
+	events []lock.Event
+}
+
+func (l *eventLog) Observe(e lock.Event) {
+	if e.Job == "" {
+		return // the Session's own
+	}
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) snapshot() []lock.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
 }
 
 func startAll(t *testing.T, ins ...*instance) {
@@ -298,7 +318,67 @@ func TestClusterRunsEveryFiringOnce(t *testing.T) {
 			t.Errorf("Jobs: %+v %+v", in, in.LastRun)
 		}
 	}
+	assertEvents(t, ins, entries)
 	assertNoLocks(t, ins[0], "every", "even")
+}
+
+// assertEvents checks the scheduler's events of a cluster against the
+// runs the jobs saw: each firing is claimed by at most one instance; each
+// run starts and ends once, on its keeper, with its fence; and each
+// instance reports each firing it tried exactly once as lost, skipped or
+// ended.
+func assertEvents(t *testing.T, ins []*instance, entries []entry) {
+	t.Helper()
+	type firingID struct {
+		job string
+		at  int64
+	}
+	idOf := func(job string, f time.Time) firingID { return firingID{job, f.UnixNano()} }
+	claims := map[firingID][]string{}
+	started := map[firingID][]lock.Event{}
+	ended := map[firingID][]lock.Event{}
+	for _, in := range ins {
+		ends := map[firingID]int{}
+		for _, e := range in.events.snapshot() {
+			id := idOf(e.Job, e.Scheduled)
+			if e.KeeperID != in.keeper || e.LockID != in.s.LockID(e.Job) || e.At.IsZero() {
+				t.Errorf("%s: event %v %+v", in.keeper, e.Kind, e)
+			}
+			switch e.Kind {
+			case lock.FiringClaimed:
+				claims[id] = append(claims[id], in.keeper)
+			case lock.RunStarted:
+				started[id] = append(started[id], e)
+			case lock.RunEnded:
+				ended[id] = append(ended[id], e)
+				ends[id]++
+			case lock.FiringLost, lock.FiringSkipped:
+				ends[id]++
+			}
+		}
+		for id, n := range ends {
+			if n != 1 {
+				t.Errorf("%s: firing %s@%s reported %d times", in.keeper, id.job, time.Unix(0, id.at).Format("15:04:05.000"), n)
+			}
+		}
+	}
+	for id, by := range claims {
+		if len(by) > 1 {
+			t.Errorf("firing %s@%s claimed by %v", id.job, time.Unix(0, id.at).Format("15:04:05.000"), by)
+		}
+	}
+	for _, e := range entries {
+		id := idOf(e.job, e.scheduled)
+		s, en := started[id], ended[id]
+		if len(s) != 1 || len(en) != 1 || s[0].KeeperID != e.keeper || s[0].Fence != e.fence || en[0].Fence != e.fence ||
+			en[0].Outcome != string(scheduler.OutcomeSucceeded) || en[0].Err != nil || !slices.Equal(claims[id], []string{e.keeper}) {
+			t.Errorf("run %v: claimed by %v, started %+v, ended %+v", e, claims[id], s, en)
+		}
+		delete(started, id)
+	}
+	for id, s := range started {
+		t.Errorf("run started with no run seen: %s@%v %+v", id.job, time.Unix(0, id.at), s)
+	}
 }
 
 // TestLongJobRunsOnceAcrossCluster runs a job for three lease TTLs: it must
@@ -414,9 +494,10 @@ func TestKilledInstanceFailsOver(t *testing.T) {
 	if !errors.Is(cancelled.cause, lock.ErrLeaseLost) {
 		t.Errorf("victim's run %v: cause %v, want lock.ErrLeaseLost", cancelled, cancelled.cause)
 	}
-	// Its last renewal was sent before the cut: it is cancelled a margin
-	// before that renewal's deadline, and so before anyone may take over.
-	if !cancelled.end.Before(next.start) || cancelled.end.Sub(cutAt) > ttl+250*time.Millisecond {
+	// Its last renewal was sent before the cut: it is cancelled at that
+	// renewal's renew deadline, a safety margin before anyone may take
+	// over.
+	if !cancelled.end.Before(next.start) || cancelled.end.Sub(cutAt) > victim.session.Timings().RenewDeadline+250*time.Millisecond {
 		t.Errorf("victim's run %v cancelled too late: cut at %s, next run %v", cancelled, cutAt.Format("15:04:05.000"), next)
 	}
 	for _, e := range led.snapshot() {

@@ -17,20 +17,27 @@ import (
 )
 
 // Every instance of a service runs this; each firing of each job runs on
-// one of them only.
+// one of them only: the one that wins the firing's claim and holds the
+// job's lock.
 func Example() {
 	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://localhost:27017"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	db := client.Database("myapp")
-	logger := zerolog.New(os.Stderr)
 
-	locker, err := lock.New(db, lock.WithTTL(30*time.Second), lock.WithLogger(logger))
+	locker, err := lock.New(db, lock.WithTTL(30*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
-	s, err := scheduler.New(db, locker, lock.NewKeeperID(), scheduler.WithLogger(logger))
+	// The Session owns this process's keeper id and keeps the job locks'
+	// leases alive; its logger logs the scheduler's events too.
+	session, err := lock.NewSession(locker, lock.WithSessionLogger(zerolog.New(os.Stderr)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close() // after Stop, below
+	s, err := scheduler.New(db, session)
 	if err != nil {
 		log.Fatal(err)
 	}

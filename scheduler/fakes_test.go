@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -14,9 +16,10 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// fakeLocker keeps leases in memory, timed by a fake clock, with the
-// semantics of lock.Locker.
-type fakeLocker struct {
+// fakeLocks is a lock.Store that keeps leases in memory, with the semantics
+// of lock.Locker. Its clock is the test's: the real clock, whose time is
+// fake inside a synctest bubble.
+type fakeLocks struct {
 	clock clockwork.Clock
 	ttl   time.Duration
 
@@ -38,23 +41,28 @@ type fakeLocker struct {
 	releaseFailures int
 }
 
+var _ lock.Store = (*fakeLocks)(nil)
+
 type fakeLease struct {
 	keeper  string
+	fence   uint64
 	expires time.Time
 }
 
-func newFakeLocker(clk clockwork.Clock, ttl time.Duration) *fakeLocker {
-	return &fakeLocker{clock: clk, ttl: ttl, leases: map[string]fakeLease{}}
+func newFakeLocks(ttl time.Duration) *fakeLocks {
+	return &fakeLocks{clock: clockwork.NewRealClock(), ttl: ttl, leases: map[string]fakeLease{}}
 }
 
-func (l *fakeLocker) TTL() time.Duration { return l.ttl }
+func (l *fakeLocks) TTL() time.Duration     { return l.ttl }
+func (l *fakeLocks) Clock() clockwork.Clock { return l.clock }
+func (l *fakeLocks) now() time.Time         { return l.clock.Now() }
 
-func (l *fakeLocker) AcquireLocks(ctx context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
+func (l *fakeLocks) AcquireLocks(_ context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
 	var a lock.Acquisition
 	for _, id := range ids {
-		lease, ok := l.acquire(id, keeper)
+		g, ok := l.acquire(id, keeper)
 		if ok {
-			a.Leases = append(a.Leases, lease)
+			a.Granted = append(a.Granted, g)
 		} else {
 			a.Refused = append(a.Refused, id)
 		}
@@ -62,30 +70,32 @@ func (l *fakeLocker) AcquireLocks(ctx context.Context, keeper string, ids ...str
 	return a, nil
 }
 
-func (l *fakeLocker) acquire(id, keeper string) (lock.Lease, bool) {
+func (l *fakeLocks) acquire(id, keeper string) (lock.Grant, bool) {
 	l.mu.Lock()
 	hook := l.onAcquire
-	sent := l.clock.Now() // the deadline counts from the sending
+	sent := l.now() // the deadline counts from the sending
 	l.mu.Unlock()
 	if hook != nil {
 		hook(id)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.clock.Now()
+	now := l.now()
 	if cur, ok := l.leases[id]; ok && cur.keeper != keeper && now.Before(cur.expires) {
-		return lock.Lease{}, false
+		return lock.Grant{}, false
 	}
 	l.fence++
 	l.acquireOK++
-	l.leases[id] = fakeLease{keeper: keeper, expires: sent.Add(l.ttl)}
-	return lock.Lease{LockID: id, KeeperID: keeper, Fence: l.fence, Deadline: sent.Add(l.ttl)}, true
+	l.leases[id] = fakeLease{keeper: keeper, fence: l.fence, expires: sent.Add(l.ttl)}
+	return lock.Grant{LockID: id, KeeperID: keeper, Fence: l.fence, AcquiredAt: now,
+		Deadline: sent.Add(l.ttl), Sent: sent}, true
 }
 
-func (l *fakeLocker) Renew(ctx context.Context, keeper string, ids ...string) (lock.Renewal, error) {
+func (l *fakeLocks) Renew(ctx context.Context, keeper string, ids ...string) (lock.Renewal, error) {
 	l.mu.Lock()
 	l.renewals++
 	hook := l.onRenew
+	sent := l.now()
 	l.mu.Unlock()
 	if hook != nil {
 		if err := hook(ctx); err != nil {
@@ -97,11 +107,12 @@ func (l *fakeLocker) Renew(ctx context.Context, keeper string, ids ...string) (l
 	if l.renewErr != nil {
 		return lock.Renewal{}, l.renewErr
 	}
-	now := l.clock.Now()
-	r := lock.Renewal{Deadline: now.Add(l.ttl)}
+	now := l.now()
+	r := lock.Renewal{Deadline: sent.Add(l.ttl)}
 	for _, id := range ids {
 		if cur, ok := l.leases[id]; ok && cur.keeper == keeper && now.Before(cur.expires) {
-			l.leases[id] = fakeLease{keeper: keeper, expires: now.Add(l.ttl)}
+			cur.expires = now.Add(l.ttl)
+			l.leases[id] = cur
 			r.Held = append(r.Held, id)
 		} else {
 			r.Lost = append(r.Lost, id)
@@ -110,7 +121,7 @@ func (l *fakeLocker) Renew(ctx context.Context, keeper string, ids ...string) (l
 	return r, nil
 }
 
-func (l *fakeLocker) ReleaseLocks(_ context.Context, keeper string, ids ...string) (int, error) {
+func (l *fakeLocks) ReleaseLocks(_ context.Context, keeper string, ids ...string) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releases++
@@ -128,36 +139,45 @@ func (l *fakeLocker) ReleaseLocks(_ context.Context, keeper string, ids ...strin
 	return n, nil
 }
 
-func (l *fakeLocker) setRenewErr(err error) {
+func (l *fakeLocks) Holder(_ context.Context, id string) (lock.Holder, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.leases[id]; ok && l.now().Before(cur.expires) {
+		return lock.Holder{LockID: id, KeeperID: cur.keeper, Fence: cur.fence, ExpiresAt: cur.expires}, nil
+	}
+	return lock.Holder{}, fmt.Errorf("holder of %q: %w", id, lock.ErrNotHeld)
+}
+
+func (l *fakeLocks) setRenewErr(err error) {
 	l.mu.Lock()
 	l.renewErr = err
 	l.mu.Unlock()
 }
 
 // take makes keeper hold id, as another instance would.
-func (l *fakeLocker) take(id, keeper string) {
+func (l *fakeLocks) take(id, keeper string) {
 	l.mu.Lock()
-	l.leases[id] = fakeLease{keeper: keeper, expires: l.clock.Now().Add(l.ttl)}
+	l.fence++
+	l.leases[id] = fakeLease{keeper: keeper, fence: l.fence, expires: l.now().Add(l.ttl)}
 	l.mu.Unlock()
 }
 
 // drop releases id whoever holds it, as its holder would.
-func (l *fakeLocker) drop(id string) {
+func (l *fakeLocks) drop(id string) {
 	l.mu.Lock()
 	delete(l.leases, id)
 	l.mu.Unlock()
 }
 
-func (l *fakeLocker) holder(id string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if cur, ok := l.leases[id]; ok && l.clock.Now().Before(cur.expires) {
-		return cur.keeper
+func (l *fakeLocks) holder(id string) string {
+	h, err := l.Holder(context.Background(), id)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return h.KeeperID
 }
 
-func (l *fakeLocker) counts() (acquired, renewals, releases int) {
+func (l *fakeLocks) counts() (acquired, renewals, releases int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.acquireOK, l.renewals, l.releases
@@ -299,42 +319,64 @@ func (s *fakeStore) runs() []Run {
 	return append([]Run(nil), s.hist...)
 }
 
-// rig is a Scheduler on fakes driven by a fake clock.
+// rig is a Scheduler on fakes, with a real Session, in a synctest bubble:
+// its clock is the real clock, whose time only moves when every goroutine
+// of the test waits for it.
 type rig struct {
-	t      *testing.T
-	clock  *clockwork.FakeClock
-	locker *fakeLocker
-	store  *fakeStore
-	s      *Scheduler
+	t       *testing.T
+	locks   *fakeLocks
+	store   *fakeStore
+	session *lock.Session
+	obs     *recorder
+	s       *Scheduler
 }
 
-// epoch is a whole minute, so that firings are easy to reason about.
-var epoch = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+// epoch is when every synctest bubble starts: a whole minute, so that
+// firings are easy to reason about.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// newRig makes a rig in the current synctest bubble, at its start. Its
+// Scheduler is stopped and its Session closed when the test ends.
 func newRig(t *testing.T, ttl time.Duration, opts ...Option) *rig {
 	t.Helper()
-	clk := clockwork.NewFakeClockAt(epoch)
-	r := &rig{t: t, clock: clk, locker: newFakeLocker(clk, ttl), store: newFakeStore(clk)}
-	cfg, err := buildConfig(append([]Option{WithClock(clk)}, opts...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.s, err = newScheduler(r.store, r.locker, "me", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return newRigWith(t, ttl, nil, opts...)
 }
 
-// settle waits until n timers are armed: with the scheduler's loop and
-// every run's supervisor parked, nothing moves until the clock does.
-func (r *rig) settle(n int) {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.clock.BlockUntilContext(ctx, n); err != nil {
-		r.t.Fatalf("waiting for %d timers: %v", n, err)
+// newRigWith is newRig with options for the Session.
+func newRigWith(t *testing.T, ttl time.Duration, sopts []lock.SessionOption, opts ...Option) *rig {
+	t.Helper()
+	return rigOn(t, newFakeLocks(ttl), sopts, opts...)
+}
+
+// rigOn is newRigWith on locks.
+func rigOn(t *testing.T, locks *fakeLocks, sopts []lock.SessionOption, opts ...Option) *rig {
+	t.Helper()
+	if !locks.now().Equal(epoch) {
+		t.Fatalf("a rig is made at the start of a synctest bubble, not at %v", locks.now())
 	}
+	r := &rig{t: t, locks: locks, obs: newRecorder()}
+	r.store = newFakeStore(r.locks.Clock())
+	var err error
+	r.session, err = lock.NewSession(r.locks,
+		append([]lock.SessionOption{lock.WithKeeperID("me"), lock.WithObserver(r.obs)}, sopts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.session.Close() }) // after the Scheduler stopped
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s, err = newScheduler(r.store, r.session, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = r.s.Stop(ctx)
+	})
+	return r
 }
 
 func (r *rig) busy() bool {
@@ -348,69 +390,105 @@ func (r *rig) busy() bool {
 	return false
 }
 
-// stepWhileBusy advances the clock by step whenever n timers are armed,
-// while a firing is in progress, and returns the clock's reading once none
-// is. It fails the test if the clock would pass limit.
-func (r *rig) stepWhileBusy(n int, step time.Duration, limit time.Time) time.Time {
+// idle checks that no firing is in progress once every goroutine waits:
+// for the clock, or for something that will never come.
+func (r *rig) idle() {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.busy() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("firing still in progress at %v", r.clock.Now().Sub(epoch))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		err := r.clock.BlockUntilContext(ctx, n)
-		cancel()
-		if err != nil || !r.busy() {
-			continue // the firing may have ended instead
-		}
-		if !r.clock.Now().Add(step).Before(limit) {
-			r.t.Fatalf("firing still in progress at %v", r.clock.Now().Sub(epoch))
-		}
-		r.clock.Advance(step)
-	}
-	return r.clock.Now()
-}
-
-// advanceTo settles n timers, then moves the clock to t.
-func (r *rig) advanceTo(n int, t time.Time) {
-	r.t.Helper()
-	r.settle(n)
-	if d := t.Sub(r.clock.Now()); d > 0 {
-		r.clock.Advance(d)
+	synctest.Wait()
+	if r.busy() {
+		r.t.Fatalf("a firing is still in progress at %v", time.Since(epoch))
 	}
 }
 
+// stop stops the Scheduler and closes the Session, and fails the test if
+// either fails.
 func (r *rig) stop() {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := r.s.Stop(ctx); err != nil {
 		r.t.Fatal(err)
 	}
+	if err := r.session.Close(); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
-// recv waits for a value from c.
+// recorder is an Observer that keeps every event, and passes each on to
+// whoever waits for one (next).
+type recorder struct {
+	mu      sync.Mutex
+	events  []lock.Event
+	dropped bool // an event was not passed on: c was full
+	c       chan lock.Event
+}
+
+func newRecorder() *recorder { return &recorder{c: make(chan lock.Event, 10000)} }
+
+func (o *recorder) Observe(e lock.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+	select {
+	case o.c <- e:
+	default:
+		o.dropped = true
+	}
+}
+
+// all returns the events of kinds (every event if none), in order.
+func (o *recorder) all(kinds ...lock.EventKind) []lock.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []lock.Event
+	for _, e := range o.events {
+		if len(kinds) == 0 || slices.Contains(kinds, e.Kind) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// firingEvents returns the scheduler's events, those that name a job.
+func (o *recorder) firingEvents() []lock.Event {
+	return o.all(lock.FiringClaimed, lock.FiringLost, lock.FiringSkipped, lock.RunStarted, lock.RunEnded)
+}
+
+// next waits, letting time pass, for the next event of one of kinds.
+func (r *rig) next(kinds ...lock.EventKind) lock.Event {
+	r.t.Helper()
+	timeout := time.After(10 * time.Minute)
+	for {
+		select {
+		case e := <-r.obs.c:
+			if slices.Contains(kinds, e.Kind) {
+				return e
+			}
+		case <-timeout:
+			r.obs.mu.Lock()
+			dropped := r.obs.dropped
+			r.obs.mu.Unlock()
+			r.t.Fatalf("no %v event within 10 minutes (events dropped: %v)", kinds, dropped)
+		}
+	}
+}
+
+// end waits, letting time pass, for the event that ends a firing's try
+// here: FiringLost, FiringSkipped or RunEnded.
+func (r *rig) end() lock.Event {
+	r.t.Helper()
+	return r.next(lock.FiringLost, lock.FiringSkipped, lock.RunEnded)
+}
+
+// recv waits for a value from c, letting time pass.
 func recv[T any](t *testing.T, c <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-c:
 		return v
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Minute):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
-	}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

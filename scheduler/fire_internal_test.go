@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -15,41 +16,68 @@ import (
 
 // TestClaimantWaitsForLock: the instance that won a claim finds the lock
 // still held by the previous run, which is recording its end on another
-// instance. It must wait for the lock rather than drop the firing.
+// instance. It must wait for the lock rather than drop the firing, and take
+// it at most a retry period after it is let go.
 func TestClaimantWaitsForLock(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Second)
-	id := r.s.LockID("j")
-	f := epoch.Add(10 * time.Second)
-	r.store.onClaim = func(string, time.Time) { r.locker.take(id, "other") }
-	ran := make(chan Run, 1)
-	_ = r.s.AddJob("j", "@every 10s", func(ctx context.Context) error {
-		run, _ := RunFromContext(ctx)
-		ran <- run
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		id := r.s.LockID("j")
+		f := epoch.Add(10 * time.Second)
+		r.store.onClaim = func(string, time.Time) { r.locks.take(id, "other") }
+		ran := make(chan Run, 1)
+		_ = r.s.AddJob("j", "@every 10s", func(ctx context.Context) error {
+			run, _ := RunFromContext(ctx)
+			ran <- run
+			return nil
+		})
+		_ = r.s.Start()
+		time.Sleep(time.Until(f.Add(100 * time.Millisecond)))
+		synctest.Wait()
+		if len(r.store.runs()) != 0 || r.locks.holder(id) != "other" {
+			t.Fatalf("ran while the lock was held elsewhere: %+v", r.store.runs())
+		}
+		r.locks.drop(id) // the previous run released it
+		dropped := time.Now()
+		if run := recv(t, ran, "the run"); !run.Scheduled.Equal(f) || run.Keeper != "me" {
+			t.Fatalf("ran %+v", run)
+		}
+		if d := time.Since(dropped); d > r.session.Timings().RetryPeriod {
+			t.Errorf("lock taken %v after it was let go, more than the retry period %v", d, r.session.Timings().RetryPeriod)
+		}
+		if e := r.end(); e.Kind != lock.RunEnded || e.Outcome != string(OutcomeSucceeded) {
+			t.Fatalf("firing ended with %+v", e)
+		}
+		r.idle()
+		if runs := r.store.runs(); len(runs) != 1 || runs[0].Outcome != OutcomeSucceeded {
+			t.Fatalf("runs %+v", runs)
+		}
+		r.stop()
 	})
-	_ = r.s.Start()
-	r.advanceTo(1, f)
-	// The first attempt found the lock held: the loop's timer and the pause
-	// before the next attempt are armed.
-	r.settle(2)
-	r.clock.Advance(100 * time.Millisecond)
-	r.settle(2)
-	r.locker.drop(id) // the previous run released it
-	r.clock.Advance(time.Second)
-	if run := recv(t, ran, "the run"); !run.Scheduled.Equal(f) || run.Keeper != "me" {
-		t.Fatalf("ran %+v", run)
+}
+
+// attemptsWithin is how many attempts to take a lock lockFor makes in
+// wait, with backoff b, if every pause is factor times its nominal length:
+// 1 at most, and more than 0.8 (the jitter).
+func attemptsWithin(b lock.Backoff, wait time.Duration, factor float64) int {
+	nominal := func(attempt int) time.Duration {
+		p := b.First
+		for i := 1; i < attempt && p < b.Max; i++ {
+			p *= 2
+		}
+		return min(p, b.Max)
 	}
-	r.idle()
-	if runs := r.store.runs(); len(runs) != 1 || runs[0].Outcome != OutcomeSucceeded {
-		t.Fatalf("runs %+v", runs)
+	n, at := 1, time.Duration(0)
+	for at < wait {
+		at += min(time.Duration(float64(nominal(n))*factor), wait-at)
+		n++
 	}
-	r.stop()
+	return n
 }
 
 // TestClaimantGivesUpOnLock: a lock held throughout is waited for until half
-// a period after the firing (at most a TTL), with a bounded number of
-// attempts, and the firing is then skipped.
+// a period after the firing (at most a TTL), with pauses doubling from
+// 20ms to the Session's retry period, and the firing is then skipped.
 func TestClaimantGivesUpOnLock(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -62,43 +90,52 @@ func TestClaimantGivesUpOnLock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			r := newRig(t, tc.ttl)
-			id := r.s.LockID("j")
-			var attempts int
-			var mu sync.Mutex
-			r.locker.onAcquire = func(string) {
-				r.locker.take(id, "other") // renewed by its holder all along
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, tc.ttl)
+				id := r.s.LockID("j")
+				var attempts int
+				var mu sync.Mutex
+				r.locks.onAcquire = func(string) {
+					r.locks.take(id, "other") // renewed by its holder all along
+					mu.Lock()
+					attempts++
+					mu.Unlock()
+				}
+				ran := make(chan struct{}, 1)
+				_ = r.s.AddJob("j", tc.spec, func(context.Context) error { ran <- struct{}{}; return nil })
+				_ = r.s.Start()
+				r.s.mu.Lock()
+				f := r.s.queue[0].next
+				r.s.mu.Unlock()
+				e := r.end()
+				if e.Kind != lock.FiringSkipped || e.Reason != reasonLockHeld || !e.Scheduled.Equal(f) || e.Err != nil {
+					t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonLockHeld)
+				}
+				if d := e.At.Sub(f); d != tc.giveUp || e.Took != tc.giveUp {
+					t.Errorf("gave up %v after the firing (waited %v), want %v", d, e.Took, tc.giveUp)
+				}
+				r.idle()
+				select {
+				case <-ran:
+					t.Fatal("the firing ran without its lock")
+				default:
+				}
 				mu.Lock()
-				attempts++
+				n := attempts
 				mu.Unlock()
-			}
-			ran := make(chan struct{}, 1)
-			_ = r.s.AddJob("j", tc.spec, func(context.Context) error { ran <- struct{}{}; return nil })
-			_ = r.s.Start()
-			r.settle(1)
-			f := r.s.queue[0].next
-			r.advanceTo(1, f)
-			eventually(t, 10*time.Second, "the first attempt", func() bool { mu.Lock(); defer mu.Unlock(); return attempts > 0 })
-			ended := r.stepWhileBusy(2, 10*time.Millisecond, f.Add(tc.giveUp+time.Second))
-			if d := ended.Sub(f); d < tc.giveUp || d > tc.giveUp+10*time.Millisecond {
-				t.Errorf("gave up %v after the firing, want %v", d, tc.giveUp)
-			}
-			select {
-			case <-ran:
-				t.Fatal("the firing ran without its lock")
-			default:
-			}
-			mu.Lock()
-			n := attempts
-			mu.Unlock()
-			// Pauses double from 20ms to TTL/10.
-			if n < 4 || n > 20 {
-				t.Errorf("%d attempts to take the lock", n)
-			}
-			if h := r.locker.holder(id); h != "other" || len(r.store.runs()) != 0 {
-				t.Fatalf("holder %q, runs %+v", h, r.store.runs())
-			}
-			r.stop()
+				b := r.s.lockBackoff()
+				if b.First != 20*time.Millisecond || b.Max != r.session.Timings().RetryPeriod {
+					t.Errorf("backoff %+v, want from 20ms to the retry period %v", b, r.session.Timings().RetryPeriod)
+				}
+				least, most := attemptsWithin(b, tc.giveUp, 1), attemptsWithin(b, tc.giveUp, 0.8)
+				if n < least || n > most || e.Attempt != n {
+					t.Errorf("%d attempts to take the lock (event says %d), want %d to %d", n, e.Attempt, least, most)
+				}
+				if h := r.locks.holder(id); h != "other" || len(r.store.runs()) != 0 {
+					t.Fatalf("holder %q, runs %+v", h, r.store.runs())
+				}
+				r.stop()
+			})
 		})
 	}
 }
@@ -107,108 +144,104 @@ func TestClaimantGivesUpOnLock(t *testing.T) {
 // says how it ended; the history is written after.
 func TestReleaseBeforeHistory(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Second)
-	id := r.s.LockID("j")
-	holders := make(chan string, 1)
-	r.store.onHistory = func(Run) { holders <- r.locker.holder(id) }
-	_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil })
-	_ = r.s.Start()
-	r.advanceTo(1, epoch.Add(time.Second))
-	if h := recv(t, holders, "the history write"); h != "" {
-		t.Fatalf("lock held by %q while the history is written", h)
-	}
-	r.idle()
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		id := r.s.LockID("j")
+		holders := make(chan string, 1)
+		r.store.onHistory = func(Run) { holders <- r.locks.holder(id) }
+		_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		if h := recv(t, holders, "the history write"); h != "" {
+			t.Fatalf("lock held by %q while the history is written", h)
+		}
+		r.stop()
+	})
 }
 
-// TestReleaseRetried: a release that fails is tried again, so that the next
-// firing's claimant does not wait for the lease to expire.
+// TestReleaseRetried: a release that fails is tried again, by the Session
+// within its release timeout, so that the next firing's claimant does not
+// wait for the lease to expire. The scheduler adds no retries of its own.
 func TestReleaseRetried(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Minute)
-	id := r.s.LockID("j")
-	r.locker.releaseFailures = 2
-	ran := make(chan struct{}, 1)
-	_ = r.s.AddJob("j", "@every 10s", func(context.Context) error { ran <- struct{}{}; return nil })
-	_ = r.s.Start()
-	f := epoch.Add(10 * time.Second)
-	r.advanceTo(1, f)
-	recv(t, ran, "the run")
-	eventually(t, 10*time.Second, "the end record", func() bool {
-		r.store.mu.Lock()
-		defer r.store.mu.Unlock()
-		return r.store.finishCalls > 0
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Minute)
+		id := r.s.LockID("j")
+		r.locks.releaseFailures = 2
+		_ = r.s.AddJob("j", "@every 10s", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		f := epoch.Add(10 * time.Second)
+		e := r.next(lock.Released)
+		if e.Err != nil || e.LockID != id {
+			t.Fatalf("released: %+v", e)
+		}
+		if end := r.end(); end.Kind != lock.RunEnded || end.Outcome != string(OutcomeSucceeded) || !end.At.Equal(f) {
+			t.Fatalf("firing ended with %+v", end)
+		}
+		r.idle()
+		if h := r.locks.holder(id); h != "" {
+			t.Fatalf("lock still held by %q", h)
+		}
+		if _, _, releases := r.locks.counts(); releases != 3 {
+			t.Errorf("%d releases, want 3", releases)
+		}
+		// Two pauses of the Session's backoff: from a sixteenth of the
+		// retry period, doubling, each shortened by up to a fifth.
+		rp := r.session.Timings().RetryPeriod
+		if d := e.At.Sub(f); d < rp*3/16*8/10 || d > rp*3/16 {
+			t.Errorf("released %v after the firing, want the two pauses of the Session's backoff (about %v)", d, rp*3/16)
+		}
+		r.stop()
 	})
-	// The loop's timer and the pause between release attempts.
-	ended := r.stepWhileBusy(2, 10*time.Millisecond, f.Add(time.Second))
-	if h := r.locker.holder(id); h != "" {
-		t.Fatalf("lock still held by %q", h)
-	}
-	if _, _, releases := r.locker.counts(); releases != 3 {
-		t.Errorf("%d releases, want 3", releases)
-	}
-	if d := ended.Sub(f); d > 100*time.Millisecond {
-		t.Errorf("released %v after the firing", d)
-	}
-	r.stop()
 }
 
 // TestHungRenewalRetried: a renewal that never answers is given up on and
-// tried again, before the lease could lapse.
+// tried again, before the lease could lapse: the job goes on.
 func TestHungRenewalRetried(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Second) // renew every 333ms, margin 100ms
-	hanging, abandoned := newCloser(), newCloser()
-	var mu sync.Mutex
-	calls := 0
-	var hungAt time.Time
-	r.locker.onRenew = func(ctx context.Context) error {
-		mu.Lock()
-		calls++
-		first := calls == 1
-		mu.Unlock()
-		if !first {
-			return nil
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second) // renew every 333ms, renew deadline 667ms
+		abandoned := make(chan time.Time, 1)
+		var mu sync.Mutex
+		calls := 0
+		r.locks.onRenew = func(ctx context.Context) error {
+			mu.Lock()
+			calls++
+			first := calls == 1
+			mu.Unlock()
+			if !first {
+				return nil
+			}
+			<-ctx.Done() // a silent connection
+			abandoned <- time.Now()
+			return ctx.Err()
 		}
-		hungAt = r.clock.Now()
-		hanging.close() // a silent connection
-		<-ctx.Done()
-		abandoned.close()
-		return ctx.Err()
-	}
-	started, ended := make(chan Run, 1), make(chan outcome, 1)
-	release := newCloser()
-	_ = r.s.AddJob("j", "@every 1m", blockingJob(r, started, release, ended))
-	_ = r.s.Start()
-	start := epoch.Add(time.Minute)
-	r.advanceTo(1, start)
-	recv(t, started, "the run")
-	// Armed between renewals: the loop's timer, the expiry and the next
-	// renewal; while one is in flight, the loop's timer and the attempt's.
-	r.stepUntil(3, 10*time.Millisecond, start.Add(time.Second), hanging)
-	// The attempt gives up after half the time left until the lease
-	// deadline minus the margin, or half the renew interval if that is
-	// longer. Moved to that instant at once: in smaller steps, the clock
-	// could run past the deadline before the loop noticed.
-	left := start.Add(time.Second - r.s.margin).Sub(hungAt)
-	r.settle(2) // the loop's timer and the attempt's
-	r.clock.Advance(max(left/2, r.s.renewEvery/2))
-	recv(t, abandoned.c, "the hung renewal to be given up on")
-	r.stepUntil(3, 10*time.Millisecond, start.Add(3*time.Second), newCloser())
-	select {
-	case o := <-ended:
-		t.Fatalf("job ended %v after it started: %v", o.at.Sub(start), o.cause)
-	default:
-	}
-	if _, renewals, _ := r.locker.counts(); renewals < 6 {
-		t.Fatalf("%d renewals in 3 TTLs", renewals)
-	}
-	release.close()
-	if o := recv(t, ended, "the end"); o.cause != nil {
-		t.Fatalf("cancelled: %v", o.cause)
-	}
-	r.idle()
-	r.stop()
+		started, ended := make(chan Run, 1), make(chan outcome, 1)
+		release := newCloser()
+		defer release.close()
+		_ = r.s.AddJob("j", "@every 1m", blockingJob(started, release, ended))
+		_ = r.s.Start()
+		start := epoch.Add(time.Minute)
+		recv(t, started, "the run")
+		at := recv(t, abandoned, "the hung renewal to be given up on")
+		if deadline := start.Add(r.session.Timings().RenewDeadline); !at.Before(deadline) {
+			t.Fatalf("hung renewal given up on at %v, not before the renew deadline %v", at.Sub(start), deadline.Sub(start))
+		}
+		time.Sleep(start.Add(3 * time.Second).Sub(time.Now()))
+		select {
+		case o := <-ended:
+			t.Fatalf("job ended %v after it started: %v", o.at.Sub(start), o.cause)
+		default:
+		}
+		if _, renewals, _ := r.locks.counts(); renewals < 6 {
+			t.Fatalf("%d renewals in 3 TTLs", renewals)
+		}
+		release.close()
+		if o := recv(t, ended, "the end"); o.cause != nil {
+			t.Fatalf("cancelled: %v", o.cause)
+		}
+		r.idle()
+		r.stop()
+	})
 }
 
 // TestFirstRenewalFromSending: the lease counts from the sending of the
@@ -216,93 +249,99 @@ func TestHungRenewalRetried(t *testing.T) {
 // took.
 func TestFirstRenewalFromSending(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Second) // renew every 333ms
-	f := epoch.Add(time.Minute)
-	r.locker.onAcquire = func(string) { r.clock.Advance(300 * time.Millisecond) }
-	renewedAt := make(chan time.Time, 10)
-	r.locker.onRenew = func(context.Context) error { renewedAt <- r.clock.Now(); return nil }
-	started, ended := make(chan Run, 1), make(chan outcome, 1)
-	release := newCloser()
-	_ = r.s.AddJob("j", "@every 1m", blockingJob(r, started, release, ended))
-	_ = r.s.Start()
-	r.advanceTo(1, f)
-	recv(t, started, "the run")
-	got := newCloser()
-	var first time.Time
-	go func() { first = recv(t, renewedAt, "the first renewal"); got.close() }()
-	r.stepUntil(3, 10*time.Millisecond, f.Add(time.Second), got)
-	<-got.c
-	if d := first.Sub(f); d > 340*time.Millisecond {
-		t.Errorf("first renewal %v after sending the acquisition, want about 333ms", d)
-	}
-	release.close()
-	recv(t, ended, "the end")
-	r.idle()
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second) // renew every 333ms
+		f := epoch.Add(time.Minute)
+		r.locks.onAcquire = func(string) { time.Sleep(300 * time.Millisecond) }
+		renewedAt := make(chan time.Time, 10)
+		r.locks.onRenew = func(context.Context) error { renewedAt <- time.Now(); return nil }
+		started, ended := make(chan Run, 1), make(chan outcome, 1)
+		release := newCloser()
+		defer release.close()
+		_ = r.s.AddJob("j", "@every 1m", blockingJob(started, release, ended))
+		_ = r.s.Start()
+		recv(t, started, "the run")
+		first := recv(t, renewedAt, "the first renewal")
+		if d := first.Sub(f); d != r.session.Timings().RenewInterval {
+			t.Errorf("first renewal %v after sending the acquisition, want the renew interval %v", d, r.session.Timings().RenewInterval)
+		}
+		release.close()
+		recv(t, ended, "the end")
+		r.idle()
+		r.stop()
+	})
 }
 
 // TestLeaseTooLateToTrust: a lock acquired so slowly that its lease is
-// already past its deadline minus the margin is not used at all.
+// already past its renew deadline is not used at all.
 func TestLeaseTooLateToTrust(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Second) // margin 100ms
-	r.locker.onAcquire = func(string) { r.clock.Advance(950 * time.Millisecond) }
-	ran := make(chan struct{}, 1)
-	_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
-	_ = r.s.Start()
-	r.advanceTo(1, epoch.Add(time.Minute))
-	eventually(t, 10*time.Second, "the acquisition", func() bool { n, _, _ := r.locker.counts(); return n > 0 })
-	r.idle()
-	select {
-	case <-ran:
-		t.Fatal("job ran under a lease it could not trust")
-	default:
-	}
-	r.store.mu.Lock()
-	started := r.store.run["j"]
-	r.store.mu.Unlock()
-	if started != nil || len(r.store.runs()) != 0 {
-		t.Fatalf("recorded %+v, history %+v", started, r.store.runs())
-	}
-	if h := r.locker.holder(r.s.LockID("j")); h != "" {
-		t.Fatalf("lock left held by %q", h)
-	}
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second) // renew deadline 667ms
+		r.locks.onAcquire = func(string) { time.Sleep(950 * time.Millisecond) }
+		ran := make(chan struct{}, 1)
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+		_ = r.s.Start()
+		e := r.end()
+		if e.Kind != lock.FiringSkipped || e.Reason != reasonUntrusted || !errors.Is(e.Err, lock.ErrNotTrusted) {
+			t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonUntrusted)
+		}
+		r.idle()
+		select {
+		case <-ran:
+			t.Fatal("job ran under a lease it could not trust")
+		default:
+		}
+		r.store.mu.Lock()
+		started := r.store.run["j"]
+		r.store.mu.Unlock()
+		if n, _, _ := r.locks.counts(); n != 1 || started != nil || len(r.store.runs()) != 0 {
+			t.Fatalf("%d acquisitions, recorded %+v, history %+v", n, started, r.store.runs())
+		}
+		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+			t.Fatalf("lock left held by %q", h)
+		}
+		r.stop()
+	})
 }
 
 // TestLeaseLapsesWhileRecordingStart: the lease can no longer be trusted
 // once the start is recorded. The job must not be called, even if the
-// renewal loop has not cancelled its context yet; the record ends as "not
-// run".
+// keep-alive has not ended the lease yet; the record ends as "not run".
 func TestLeaseLapsesWhileRecordingStart(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for range 20 { // the check it tests races with the renewal loop
-		r := newRig(t, time.Second) // margin 100ms
-		r.store.onStart = func(context.Context, Run) (bool, error) {
-			r.clock.Advance(950 * time.Millisecond)
-			return true, nil
-		}
-		ran := make(chan struct{}, 1)
-		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
-		_ = r.s.Start()
-		r.advanceTo(1, epoch.Add(time.Minute))
-		eventually(t, 10*time.Second, "the start record", func() bool {
-			r.store.mu.Lock()
-			defer r.store.mu.Unlock()
-			return r.store.run["j"] != nil
+	for i := range 20 { // the write returns when the keep-alive ends the lease: either may go first
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, time.Second)
+			f := epoch.Add(time.Minute)
+			r.store.onStart = func(context.Context, Run) (bool, error) {
+				r.locks.setRenewErr(errBoom)
+				time.Sleep(time.Until(f.Add(r.session.Timings().RenewDeadline)))
+				return true, nil
+			}
+			ran := make(chan struct{}, 1)
+			_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+			_ = r.s.Start()
+			e := r.end()
+			if e.Kind != lock.FiringSkipped || e.Reason != reasonUntrusted || !errors.Is(e.Err, lock.ErrLeaseLost) || e.Fence == 0 {
+				t.Fatalf("try %d: firing ended with %+v, want skipped: %s", i, e, reasonUntrusted)
+			}
+			r.idle()
+			select {
+			case <-ran:
+				t.Fatalf("try %d: job started after its lease could no longer be trusted", i)
+			default:
+			}
+			runs := r.store.runs()
+			if len(runs) != 1 || runs[0].Outcome != OutcomeFailed || !strings.HasPrefix(runs[0].Error, "not run: ") ||
+				!strings.Contains(runs[0].Error, lock.ErrLeaseLost.Error()) {
+				t.Fatalf("try %d: runs %+v", i, runs)
+			}
+			if n := len(r.obs.all(lock.RunStarted, lock.RunEnded)); n != 0 {
+				t.Fatalf("try %d: %d run events for a job never called", i, n)
+			}
+			r.stop()
 		})
-		r.idle()
-		select {
-		case <-ran:
-			t.Fatal("job started after its lease could no longer be trusted")
-		default:
-		}
-		runs := r.store.runs()
-		if len(runs) != 1 || runs[0].Outcome != OutcomeFailed || !strings.HasPrefix(runs[0].Error, "not run: ") ||
-			!strings.Contains(runs[0].Error, lock.ErrLeaseLost.Error()) {
-			t.Fatalf("runs %+v", runs)
-		}
-		r.stop()
 	}
 }
 
@@ -319,39 +358,41 @@ func TestStartNotRecorded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			r := newRig(t, time.Second)
-			r.store.onStart = func(context.Context, Run) (bool, error) { return tc.applied, errBoom }
-			ran := make(chan struct{}, 1)
-			_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
-			_ = r.s.Start()
-			r.advanceTo(1, epoch.Add(time.Minute))
-			eventually(t, 10*time.Second, "the end record", func() bool {
-				r.store.mu.Lock()
-				defer r.store.mu.Unlock()
-				return r.store.finishCalls > 0
-			})
-			r.idle()
-			select {
-			case <-ran:
-				t.Fatal("job ran without a start record")
-			default:
-			}
-			runs := r.store.runs()
-			r.store.mu.Lock()
-			rec := r.store.run["j"]
-			r.store.mu.Unlock()
-			if !tc.applied {
-				if len(runs) != 0 || rec != nil {
-					t.Fatalf("a run that never started was recorded: history %+v, record %+v", runs, rec)
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second)
+				r.store.onStart = func(context.Context, Run) (bool, error) { return tc.applied, errBoom }
+				ran := make(chan struct{}, 1)
+				_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+				_ = r.s.Start()
+				if e := r.end(); e.Kind != lock.FiringSkipped || e.Reason != reasonNoStart || !errors.Is(e.Err, errBoom) {
+					t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonNoStart)
 				}
-			} else if len(runs) != 1 || runs[0].Outcome != OutcomeFailed || !strings.HasPrefix(runs[0].Error, "not run: ") ||
-				rec == nil || rec.Outcome != OutcomeFailed {
-				t.Fatalf("history %+v, record %+v", runs, rec)
-			}
-			if h := r.locker.holder(r.s.LockID("j")); h != "" {
-				t.Fatalf("lock left held by %q", h)
-			}
-			r.stop()
+				r.idle()
+				select {
+				case <-ran:
+					t.Fatal("job ran without a start record")
+				default:
+				}
+				runs := r.store.runs()
+				r.store.mu.Lock()
+				rec, finishes := r.store.run["j"], r.store.finishCalls
+				r.store.mu.Unlock()
+				if finishes != 1 {
+					t.Errorf("%d end records, want 1", finishes)
+				}
+				if !tc.applied {
+					if len(runs) != 0 || rec != nil {
+						t.Fatalf("a run that never started was recorded: history %+v, record %+v", runs, rec)
+					}
+				} else if len(runs) != 1 || runs[0].Outcome != OutcomeFailed || !strings.HasPrefix(runs[0].Error, "not run: ") ||
+					rec == nil || rec.Outcome != OutcomeFailed {
+					t.Fatalf("history %+v, record %+v", runs, rec)
+				}
+				if h := r.locks.holder(r.s.LockID("j")); h != "" {
+					t.Fatalf("lock left held by %q", h)
+				}
+				r.stop()
+			})
 		})
 	}
 }
@@ -361,62 +402,168 @@ func TestStartNotRecorded(t *testing.T) {
 // recorded as a run.
 func TestStopWaitWhileRecordingStart(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	r := newRig(t, time.Second, WithStopMode(StopWait))
-	stopped := make(chan error, 1)
-	r.store.onStart = func(ctx context.Context, _ Run) (bool, error) {
-		go func() { stopped <- r.s.Stop(context.Background()) }()
-		<-ctx.Done() // the write is abandoned
-		return false, ctx.Err()
-	}
-	ran := make(chan struct{}, 1)
-	_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
-	_ = r.s.Start()
-	r.advanceTo(1, epoch.Add(time.Minute))
-	if err := recv(t, stopped, "Stop"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ran:
-		t.Fatal("job ran after Stop")
-	default:
-	}
-	if runs := r.store.runs(); len(runs) != 0 {
-		t.Fatalf("history of a run that never happened: %+v", runs)
-	}
-	if h := r.locker.holder(r.s.LockID("j")); h != "" {
-		t.Fatalf("lock left held by %q", h)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second, WithStopMode(StopWait))
+		stopped := make(chan error, 1)
+		r.store.onStart = func(ctx context.Context, _ Run) (bool, error) {
+			go func() { stopped <- r.s.Stop(context.Background()) }()
+			<-ctx.Done() // the write is abandoned
+			return false, ctx.Err()
+		}
+		ran := make(chan struct{}, 1)
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+		_ = r.s.Start()
+		if err := recv(t, stopped, "Stop"); err != nil {
+			t.Fatal(err)
+		}
+		if e := r.end(); e.Kind != lock.FiringSkipped || e.Reason != reasonStopping {
+			t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonStopping)
+		}
+		select {
+		case <-ran:
+			t.Fatal("job ran after Stop")
+		default:
+		}
+		if runs := r.store.runs(); len(runs) != 0 {
+			t.Fatalf("history of a run that never happened: %+v", runs)
+		}
+		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+			t.Fatalf("lock left held by %q", h)
+		}
+	})
 }
 
-// partialLocker's AcquireLocks reports one lock acquired and one refused,
-// and fails for the rest.
-type partialLocker struct{ *fakeLocker }
+// partialLocks' AcquireLocks grants the first lock, finds the second held
+// elsewhere, grants the third too late to trust, and fails for the rest.
+type partialLocks struct{ *fakeLocks }
 
-func (partialLocker) AcquireLocks(_ context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
+func (l partialLocks) AcquireLocks(_ context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
+	now := l.now()
 	return lock.Acquisition{
-		Leases:  []lock.Lease{{LockID: ids[0], KeeperID: keeper, Fence: 7}},
+		Granted: []lock.Grant{
+			{LockID: ids[0], KeeperID: keeper, Fence: 7, Sent: now, Deadline: now.Add(l.ttl)},
+			{LockID: ids[2], KeeperID: keeper, Fence: 8, Sent: now.Add(-l.ttl), Deadline: now},
+		},
 		Refused: ids[1:2],
 	}, errBoom
 }
 
 // TestAcquireBatchKeepsWhatAFailedCallSettled: when a batched acquisition
 // fails part way, the jobs whose locks it took still run, those it found
-// held wait as usual, and only the others see the error (and release).
+// held wait as usual, those granted too late are skipped, and only the
+// others see the error (and release).
 func TestAcquireBatchKeepsWhatAFailedCallSettled(t *testing.T) {
-	s := &Scheduler{locker: partialLocker{}, keeper: "me"}
-	res, err := s.acquireBatch(context.Background(), struct{}{}, []string{"a", "b", "c", "d"})
-	if err != nil || len(res) != 4 {
-		t.Fatalf("results %+v, error %v", res, err)
-	}
-	if r := res[0]; !r.ok || r.err != nil || r.lease.Fence != 7 {
-		t.Errorf("acquired lock: %+v, want its lease", r)
-	}
-	if r := res[1]; r.ok || r.err != nil {
-		t.Errorf("refused lock: %+v, want not acquired and no error", r)
-	}
-	for _, r := range res[2:] {
-		if r.ok || !errors.Is(r.err, errBoom) {
-			t.Errorf("unsettled lock: %+v, want the call's error", r)
+	synctest.Test(t, func(t *testing.T) {
+		session, err := lock.NewSession(partialLocks{newFakeLocks(time.Second)})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer func() { _ = session.Close() }()
+		s := &Scheduler{session: session}
+		res, err := s.acquireBatch(context.Background(), struct{}{}, []string{"a", "b", "c", "d", "e"})
+		if err != nil || len(res) != 5 {
+			t.Fatalf("results %+v, error %v", res, err)
+		}
+		if r := res[0]; r.lease == nil || r.err != nil || r.untrusted || r.lease.Fence() != 7 || r.lease.Err() != nil {
+			t.Errorf("acquired lock: %+v, want its lease", r)
+		}
+		if r := res[1]; r.lease != nil || r.err != nil || r.untrusted {
+			t.Errorf("refused lock: %+v, want not acquired and no error", r)
+		}
+		if r := res[2]; r.lease != nil || r.err != nil || !r.untrusted {
+			t.Errorf("lock granted too late: %+v, want untrusted", r)
+		}
+		for _, r := range res[3:] {
+			if r.lease != nil || !errors.Is(r.err, errBoom) {
+				t.Errorf("unsettled lock: %+v, want the call's error", r)
+			}
+		}
+	})
+}
+
+// TestSessionClosedStopsClaims: once its Session is closed, a Scheduler
+// claims no firing: it could not run them, and a claim would keep every
+// other instance from running them.
+func TestSessionClosedStopsClaims(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		ran := make(chan struct{}, 10)
+		_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { ran <- struct{}{}; return nil })
+		_ = r.s.Start()
+		recv(t, ran, "the first run")
+		r.idle()
+		if err := r.session.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		r.idle()
+		r.store.mu.Lock()
+		last := r.store.last["j"]
+		r.store.mu.Unlock()
+		if !last.Equal(epoch.Add(time.Second)) || len(ran) != 0 {
+			t.Fatalf("last claim %v, %d more runs after the Session closed", last.Sub(epoch), len(ran))
+		}
+		if err := r.s.Start(); !errors.Is(err, ErrStarted) {
+			t.Fatalf("Start: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newScheduler(newFakeStore(r.locks.Clock()), r.session, defaultConfig()); !errors.Is(err, lock.ErrSessionClosed) {
+			t.Fatalf("newScheduler on a closed Session: %v", err)
+		}
+	})
+}
+
+// TestSessionClosedUnderFirings: closing the Session ends the lease of a
+// running job, whose context is cancelled with cause lock.ErrSessionClosed,
+// and the firing waiting for another job's lock gives up at its next
+// attempt; both are reported as such, once.
+func TestSessionClosedUnderFirings(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Minute)
+		started, ended := make(chan Run, 1), make(chan outcome, 1)
+		release := newCloser()
+		defer release.close()
+		_ = r.s.AddJob("running", "@every 10s", blockingJob(started, release, ended))
+		_ = r.s.AddJob("waiting", "@every 10s", func(context.Context) error { return nil })
+		r.locks.take(r.s.LockID("waiting"), "other")
+		_ = r.s.Start()
+		recv(t, started, "the run")
+		time.Sleep(time.Second) // "waiting" is between attempts
+		if err := r.session.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if o := recv(t, ended, "the end"); !errors.Is(o.cause, lock.ErrSessionClosed) {
+			t.Fatalf("job's context ended with %v, want lock.ErrSessionClosed", o.cause)
+		}
+		ends := map[string]lock.Event{}
+		for range 2 {
+			e := r.end()
+			if _, dup := ends[e.Job]; dup {
+				t.Fatalf("%s reported twice: %+v", e.Job, e)
+			}
+			ends[e.Job] = e
+		}
+		if e := ends["running"]; e.Kind != lock.RunEnded || !errors.Is(e.Err, lock.ErrSessionClosed) ||
+			!strings.Contains(e.Reason, "context cancelled: "+lock.ErrSessionClosed.Error()) {
+			t.Errorf("running job ended with %+v", e)
+		}
+		if e := ends["waiting"]; e.Kind != lock.FiringSkipped || e.Reason != reasonStopping || !errors.Is(e.Err, lock.ErrSessionClosed) {
+			t.Errorf("waiting firing ended with %+v", e)
+		}
+		r.idle()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(r.obs.firingEvents()); n != 5 { // claimed twice, started, and the two ends
+			t.Errorf("%d firing events, want 5: %+v", n, r.obs.firingEvents())
+		}
+	})
 }

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/mongolock/mongolock/internal/mongoutil"
-	"github.com/rs/zerolog"
 )
 
 // Defaults used by New.
@@ -21,26 +19,10 @@ const (
 	// DefaultHistoryRetention is how long run history is kept.
 	DefaultHistoryRetention = 7 * 24 * time.Hour
 	// DefaultOpTimeout bounds each database call the scheduler makes on its
-	// own (claims, lock acquisitions, records, lock releases), and the
-	// retries of a release that failed; renewals made while a job runs are
-	// bounded by its lease instead.
+	// own: claims, lock acquisitions and records. Lock releases are bounded
+	// by the Session's release timeout, and the renewals of running jobs'
+	// leases by the Session's timings.
 	DefaultOpTimeout = 10 * time.Second
-	// DefaultRenewDivisor: by default a running job's lease is renewed every
-	// TTL/DefaultRenewDivisor.
-	DefaultRenewDivisor = 3
-	// DefaultMarginDivisor: by default a job whose lease could not be
-	// renewed is cancelled TTL/DefaultMarginDivisor (at least
-	// MinLeaseMargin) before its lease deadline, so that it has time to
-	// stop before anyone else may start.
-	DefaultMarginDivisor = 10
-	// MinLeaseMargin is the shortest lease margin New accepts
-	// (WithLeaseMargin), and the least the default margin is. It is the time
-	// a job whose lease could not be renewed has, once its context is
-	// cancelled, to notice and return before another instance may start the
-	// job; it also absorbs the latency of the timer that cancels it. Clock
-	// drift needs no room here: package lock already subtracts it from
-	// lease deadlines.
-	MinLeaseMargin = 100 * time.Millisecond
 	// DefaultStopMode is what Stop does with running jobs.
 	DefaultStopMode = StopCancel
 )
@@ -52,8 +34,9 @@ const (
 	// StopCancel cancels running jobs (cause ErrStopped) and waits for them
 	// to return.
 	StopCancel StopMode = iota
-	// StopWait lets running jobs finish, keeping their leases renewed, until
-	// the context passed to Stop is done; then it cancels them.
+	// StopWait lets running jobs finish, their leases kept alive by the
+	// Session, until the context passed to Stop is done; then it cancels
+	// them.
 	StopWait
 )
 
@@ -68,25 +51,19 @@ func (m StopMode) String() string {
 }
 
 type config struct {
-	location      *time.Location
-	seconds       bool
-	log           zerolog.Logger
-	clock         clockwork.Clock
-	renewInterval time.Duration // 0: TTL/DefaultRenewDivisor
-	leaseMargin   time.Duration // 0: max(TTL/DefaultMarginDivisor, MinLeaseMargin)
-	lockPrefix    string
-	stopMode      StopMode
-	jobsColl      string
-	runsColl      string
-	retention     time.Duration // 0: no history
-	opTimeout     time.Duration
+	location   *time.Location
+	seconds    bool
+	lockPrefix string
+	stopMode   StopMode
+	jobsColl   string
+	runsColl   string
+	retention  time.Duration // 0: no history
+	opTimeout  time.Duration
 }
 
 func defaultConfig() config {
 	return config{
 		location:   time.UTC,
-		log:        zerolog.Nop(),
-		clock:      clockwork.NewRealClock(),
 		lockPrefix: DefaultLockPrefix,
 		stopMode:   DefaultStopMode,
 		jobsColl:   DefaultJobsCollection,
@@ -117,56 +94,6 @@ func WithLocation(loc *time.Location) Option {
 func WithSeconds() Option {
 	return func(c *config) error {
 		c.seconds = true
-		return nil
-	}
-}
-
-// WithLogger sets the logger. Default: zerolog.Nop().
-func WithLogger(l zerolog.Logger) Option {
-	return func(c *config) error {
-		c.log = l
-		return nil
-	}
-}
-
-// WithClock sets the clock used for every time reading and timer, for
-// tests. Give the Locker the same clock (lock.WithClock), because lease
-// deadlines are instants of the Locker's clock. Default: the system clock.
-func WithClock(clk clockwork.Clock) Option {
-	return func(c *config) error {
-		if clk == nil {
-			return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidOption)
-		}
-		c.clock = clk
-		return nil
-	}
-}
-
-// WithRenewInterval sets how often the lease of a running job is renewed.
-// Default: the Locker's TTL divided by DefaultRenewDivisor. New checks that
-// it is shorter than the TTL minus the lease margin.
-func WithRenewInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: WithRenewInterval: %v is not positive", ErrInvalidOption, d)
-		}
-		c.renewInterval = d
-		return nil
-	}
-}
-
-// WithLeaseMargin sets how long before its lease deadline a job whose lease
-// could not be renewed is cancelled, to give it time to stop before another
-// instance may take the lock. It must be at least MinLeaseMargin, and New
-// checks that the renew interval plus the margin is shorter than the TTL.
-// Default: the Locker's TTL divided by DefaultMarginDivisor, at least
-// MinLeaseMargin.
-func WithLeaseMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < MinLeaseMargin {
-			return fmt.Errorf("%w: WithLeaseMargin: %v is shorter than MinLeaseMargin (%v)", ErrInvalidOption, d, MinLeaseMargin)
-		}
-		c.leaseMargin = d
 		return nil
 	}
 }
@@ -230,8 +157,8 @@ func WithHistory(retention time.Duration) Option {
 	}
 }
 
-// WithOpTimeout bounds each database call the scheduler makes outside a
-// running job. Default: DefaultOpTimeout (10s).
+// WithOpTimeout bounds each database call the scheduler makes on its own:
+// claims, lock acquisitions and records. Default: DefaultOpTimeout (10s).
 func WithOpTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -257,7 +184,8 @@ type jobConfig struct {
 type JobOption func(*jobConfig) error
 
 // JobTimeout cancels a run's context (cause ErrJobTimeout) once it has run
-// for d. The lease stays renewed until the job returns. Default: no timeout.
+// for d. The Session keeps the lease alive until the job returns. Default:
+// no timeout.
 func JobTimeout(d time.Duration) JobOption {
 	return func(c *jobConfig) error {
 		if d <= 0 {

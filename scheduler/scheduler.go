@@ -14,37 +14,22 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Locker is what a Scheduler needs from lock.Locker.
-type Locker interface {
-	// AcquireLocks takes those of lockIDs no other keeper holds, in two
-	// round trips however many on MongoDB: jobs that fire together take
-	// their locks together.
-	AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (lock.Acquisition, error)
-	Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error)
-	// ReleaseLocks releases those of lockIDs keeperID holds, in one round
-	// trip: jobs that end together release their locks together.
-	ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error)
-	// TTL is the lease length; renewal timing defaults derive from it.
-	TTL() time.Duration
-}
-
-var _ Locker = (*lock.Locker)(nil)
-
-// Scheduler runs cron jobs, each on the instance holding the job's lock and
-// at most once per firing across every Scheduler sharing the database.
-// It is safe for concurrent use.
+// Scheduler runs cron jobs on a cluster of instances: each firing of a job
+// runs on the instance that wins that firing's claim and holds that job's
+// lock, at most once across every Scheduler sharing the database. It takes
+// its locks through a lock.Session, which keeps their leases alive. It is
+// safe for concurrent use.
 type Scheduler struct {
-	locker     Locker
-	keeper     string
-	st         store
-	acquires   *batcher[struct{}, string, acquireResult] // job locks, taken together
-	releases   *batcher[struct{}, string, struct{}]      // and released together
-	mst        *mongoStore                               // st, when it is MongoDB
-	cfg        config
-	parser     cron.Parser
-	ttl        time.Duration // the Locker's
-	renewEvery time.Duration
-	margin     time.Duration
+	session  *lock.Session
+	clock    clockwork.Clock // the Session's
+	keeper   string          // the Session's
+	st       store
+	acquires *batcher[struct{}, string, acquireResult] // job locks, taken together
+	releases *batcher[struct{}, *lock.Lease, struct{}] // and released together
+	mst      *mongoStore                               // st, when it is MongoDB
+	cfg      config
+	parser   cron.Parser
+	ttl      time.Duration // the Session's
 
 	mu       sync.Mutex
 	jobs     map[string]*job
@@ -82,18 +67,20 @@ type job struct {
 
 // New returns a Scheduler that stores claims and runs in db (collections
 // DefaultJobsCollection and DefaultRunsCollection unless set by options) and
-// takes job locks from locker as keeperID. keeperID must be unique to this
-// process run (lock.NewKeeperID) and the same for locker and scheduler.
-func New(db *mongo.Database, locker Locker, keeperID string, opts ...Option) (*Scheduler, error) {
+// takes job locks through session, as its keeper, on its clock. Stop the
+// Scheduler before closing the Session: closing it ends the leases of
+// running jobs (cause lock.ErrSessionClosed), and a Scheduler whose Session
+// is closed claims no more firings.
+func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: New: nil database", ErrInvalidOption)
 	}
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	st := newMongoStore(db, cfg)
-	s, err := newScheduler(st, locker, keeperID, cfg)
+	s, err := newScheduler(st, session, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -114,46 +101,37 @@ func buildConfig(opts []Option) (config, error) {
 	return cfg, nil
 }
 
-func newScheduler(st store, locker Locker, keeperID string, cfg config) (*Scheduler, error) {
-	if locker == nil {
-		return nil, fmt.Errorf("%w: nil locker", ErrInvalidOption)
+func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, error) {
+	if session == nil {
+		return nil, fmt.Errorf("%w: New: nil session", ErrInvalidOption)
 	}
-	if err := lock.ValidateID("keeperID", keeperID); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
-	ttl := locker.TTL()
-	renewEvery, margin := cfg.renewInterval, cfg.leaseMargin
-	if renewEvery == 0 {
-		renewEvery = ttl / DefaultRenewDivisor
-	}
-	if margin == 0 {
-		margin = max(ttl/DefaultMarginDivisor, MinLeaseMargin)
-	}
-	if renewEvery+margin >= ttl {
-		return nil, fmt.Errorf("%w: renew interval %v (WithRenewInterval) plus lease margin %v (WithLeaseMargin) must be shorter than the lease TTL %v",
-			ErrInvalidOption, renewEvery, margin, ttl)
+	select {
+	case <-session.Done():
+		return nil, fmt.Errorf("new scheduler: %w", lock.ErrSessionClosed)
+	default:
 	}
 	s := &Scheduler{
-		locker:     locker,
-		keeper:     keeperID,
-		st:         st,
-		cfg:        cfg,
-		parser:     newParser(cfg.seconds),
-		ttl:        ttl,
-		renewEvery: renewEvery,
-		margin:     margin,
-		jobs:       make(map[string]*job),
-		wake:       make(chan struct{}, 1),
+		session: session,
+		clock:   session.Clock(),
+		keeper:  session.KeeperID(),
+		st:      st,
+		cfg:     cfg,
+		parser:  newParser(cfg.seconds),
+		ttl:     session.Timings().TTL,
+		jobs:    make(map[string]*job),
+		wake:    make(chan struct{}, 1),
 	}
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
-	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, ids []string) ([]struct{}, error) {
-		_, err := s.locker.ReleaseLocks(ctx, s.keeper, ids...)
-		return make([]struct{}, len(ids)), err
+	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, leases []*lock.Lease) ([]struct{}, error) {
+		// Bounded, and retried, by the Session's release timeout.
+		err := s.session.ReleaseLocks(ctx, leases...)
+		return make([]struct{}, len(leases)), err
 	})
 	return s, nil
 }
 
-// KeeperID returns the keeper id the Scheduler takes job locks as.
+// KeeperID returns the keeper id the Scheduler takes job locks as: its
+// Session's.
 func (s *Scheduler) KeeperID() string { return s.keeper }
 
 // LockID returns the lock id of the job called name.
@@ -168,10 +146,10 @@ func (s *Scheduler) LockID(name string) string { return s.cfg.lockPrefix + name 
 // fn receives a context that is cancelled when its lease is lost (cause
 // lock.ErrLeaseLost), on Stop (ErrStopped) or after JobTimeout
 // (ErrJobTimeout); RunFromContext tells it which firing it serves and its
-// fencing token.
+// fencing token, and lock.LeaseFrom gives it the job's lease.
 func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error, opts ...JobOption) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty name", ErrInvalidJob)
+		return fmt.Errorf("%w: name is empty", ErrInvalidJob)
 	}
 	lockID := s.LockID(name)
 	if err := lock.ValidateID(fmt.Sprintf("lock id of job %q", name), lockID); err != nil {
@@ -184,7 +162,7 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
-	now := s.cfg.clock.Now()
+	now := s.clock.Now()
 	if nextAfter(sched, s.cfg.location, now).IsZero() {
 		return fmt.Errorf("job %q: %w %q: no firing in the next five years", name, ErrInvalidSpec, spec)
 	}
@@ -210,7 +188,7 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	s.jobs[name] = j
 	s.order = append(s.order, j)
 	if s.state == stateStarted {
-		s.schedule(j, s.cfg.clock.Now())
+		s.schedule(j, s.clock.Now())
 		s.poke()
 	}
 	return nil
@@ -232,8 +210,9 @@ func (s *Scheduler) poke() {
 }
 
 // Start begins scheduling in a goroutine of its own. Firings before Start
-// are not run. It returns ErrStarted if called twice and ErrStopped after
-// Stop.
+// are not run. It returns ErrStarted if called twice, ErrStopped after
+// Stop, and an error wrapping lock.ErrSessionClosed if the Session is
+// closed.
 func (s *Scheduler) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,7 +222,12 @@ func (s *Scheduler) Start() error {
 	case stateStopped:
 		return ErrStopped
 	}
-	now := s.cfg.clock.Now()
+	select {
+	case <-s.session.Done():
+		return fmt.Errorf("start scheduler: %w", lock.ErrSessionClosed)
+	default:
+	}
+	now := s.clock.Now()
 	for _, j := range s.order {
 		s.schedule(j, now)
 	}
@@ -257,7 +241,6 @@ func (s *Scheduler) Start() error {
 		s.wg.Wait() // the loop, the only caller of wg.Add, is gone
 		close(s.done)
 	}()
-	s.cfg.log.Info().Str("keeper", s.keeper).Int("jobs", len(s.order)).Msg("scheduler started")
 	return nil
 }
 
@@ -267,7 +250,8 @@ func (s *Scheduler) Start() error {
 // job's lease is released when the job returns. Stop returns nil once every
 // goroutine of the Scheduler is gone, or ctx's error (wrapped) if ctx ends
 // first, in which case the jobs have been cancelled and finish on their own;
-// calling Stop again waits for them. A Scheduler cannot be restarted.
+// calling Stop again waits for them. A Scheduler cannot be restarted. Stop
+// does not close the Session.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.state == stateNew {
@@ -278,7 +262,6 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	if s.state == stateStarted {
 		s.state = stateStopped
 		s.cancel()
-		s.cfg.log.Info().Str("keeper", s.keeper).Stringer("mode", s.cfg.stopMode).Msg("scheduler stopping")
 	}
 	if s.cfg.stopMode == StopCancel {
 		s.cancelJobs(ErrStopped)
@@ -308,7 +291,9 @@ func (s *Scheduler) cancelJobs(cause error) {
 	}
 }
 
-// loop fires jobs when they are due, until ctx is cancelled.
+// loop fires jobs when they are due, until ctx is cancelled or the Session
+// closes: without it no firing could run, and claiming them would keep
+// other instances from running them.
 func (s *Scheduler) loop(ctx context.Context) {
 	defer close(s.loopDone)
 	var timer clockwork.Timer
@@ -322,7 +307,7 @@ func (s *Scheduler) loop(ctx context.Context) {
 		wait, ok := s.dispatchDue()
 		switch {
 		case ok && timer == nil:
-			timer = s.cfg.clock.NewTimer(wait)
+			timer = s.clock.NewTimer(wait)
 		case ok:
 			timer.Reset(wait)
 		case timer != nil:
@@ -334,6 +319,8 @@ func (s *Scheduler) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.session.Done():
+			return
 		case <-s.wake:
 		case <-fired:
 		}
@@ -343,12 +330,19 @@ func (s *Scheduler) loop(ctx context.Context) {
 // dispatchDue starts the firings that are due and returns how long to wait
 // for the next one.
 func (s *Scheduler) dispatchDue() (time.Duration, bool) {
+	var events []lock.Event
+	defer func() {
+		// Outside s.mu: an observer may call back into the Scheduler.
+		for _, e := range events {
+			s.session.Emit(e)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stateStarted {
 		return 0, false
 	}
-	now := s.cfg.clock.Now()
+	now := s.clock.Now()
 	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
 		j := s.queue[0]
 		// Only the latest due firing is tried: firings missed while this
@@ -362,10 +356,12 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 			f, missed = n, missed+1
 		}
 		if missed > 0 {
-			s.cfg.log.Warn().Str("job", j.name).Time("firing", f).Int("missed", missed).
-				Msg("this instance fell behind; missed firings not tried here")
+			events = append(events, lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: j.next,
+				Reason: fmt.Sprintf("%s: %d firings from this one on not tried here", reasonBehind, missed)})
 		}
-		s.dispatch(j, f)
+		if e, ok := s.dispatch(j, f); !ok {
+			events = append(events, e)
+		}
 		j.next = nextAfter(j.sched, s.cfg.location, f)
 		if j.next.IsZero() {
 			heap.Remove(&s.queue, j.index)
@@ -380,27 +376,23 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 }
 
 // dispatch starts firing f of j unless a firing of j is still in progress
-// here. Called with s.mu held.
-func (s *Scheduler) dispatch(j *job, f time.Time) {
+// here; then it returns the event that says so, and false. Called with s.mu
+// held.
+func (s *Scheduler) dispatch(j *job, f time.Time) (lock.Event, bool) {
 	if j.busy {
-		ev := s.cfg.log.Debug()
-		if j.cancel != nil {
-			ev = s.cfg.log.Info()
-		}
-		ev.Str("job", j.name).Time("firing", f).Str("keeper", s.keeper).
-			Msg("firing skipped: previous run still going on this instance")
-		return
+		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: reasonBusy}, false
 	}
 	j.busy = true
 	s.wg.Add(1)
 	go s.fire(j, f)
+	return lock.Event{}, true
 }
 
 // Jobs describes every registered job, in registration order, with what
 // MongoDB knows of its claims and runs (one query).
 func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 	s.mu.Lock()
-	now := s.cfg.clock.Now()
+	now := s.clock.Now()
 	out := make([]JobInfo, len(s.order))
 	names := make([]string, len(s.order))
 	for i, j := range s.order {
@@ -439,15 +431,15 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]Run,
 
 // EnsureIndexes creates the indexes of the run history: one to read a job's
 // runs and, unless WithHistory(0), a TTL index on their end time that keeps
-// them for the history retention. It is idempotent. If the server does not implement TTL indexes
-// (FerretDB) it logs a warning and creates a plain index; use PurgeHistory.
+// them for the history retention. It is idempotent. If the server does not
+// implement TTL indexes (FerretDB) it creates a plain index instead, and
+// the history is kept until PurgeHistory deletes it; the package-level
+// EnsureIndexes tells when that happens.
 func (s *Scheduler) EnsureIndexes(ctx context.Context) error {
 	if s.mst == nil {
 		return nil
 	}
-	return s.mst.ensureIndexes(ctx, s.cfg.retention, func(msg string) {
-		s.cfg.log.Warn().Str("collection", s.mst.runs.Name()).Msg(msg)
-	})
+	return s.mst.ensureIndexes(ctx, s.cfg.retention, func(string) {})
 }
 
 // PurgeHistory deletes runs that ended longer ago than the history retention

@@ -1,0 +1,146 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// TestFiringEvents records the scheduler's events over three firings of
+// jobs that run, fail, lose their claims, find their lock held and are
+// still running at the next firing: each firing gets exactly the events
+// the package documentation lists, once each, with what they carry.
+func TestFiringEvents(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Minute)
+		const late, took = 30 * time.Millisecond, 50 * time.Millisecond
+		var runs int
+		_ = r.s.AddJob("ran", "@every 10s", func(context.Context) error {
+			time.Sleep(took)
+			runs++
+			if runs == 2 {
+				return errBoom
+			}
+			return nil
+		})
+		_ = r.s.AddJob("lost", "@every 10s", func(context.Context) error { return nil })
+		_ = r.s.AddJob("held", "@every 10s", func(context.Context) error { return nil })
+		long := true
+		_ = r.s.AddJob("long", "@every 10s", func(ctx context.Context) error {
+			if long {
+				long = false
+				time.Sleep(15 * time.Second) // through the next firing
+			}
+			return nil
+		})
+		r.store.last["lost"] = epoch.Add(time.Hour) // claimed far ahead elsewhere
+		r.locks.take(r.s.LockID("held"), "other")   // for the whole test
+		r.store.onClaim = func(job string, _ time.Time) {
+			if job == "ran" {
+				time.Sleep(late)
+			}
+		}
+		_ = r.s.Start()
+		time.Sleep(39 * time.Second) // before the fourth firings
+		r.stop()
+
+		f := func(i int) time.Time { return epoch.Add(time.Duration(i) * 10 * time.Second) }
+		type key struct {
+			job string
+			f   time.Time
+		}
+		const (
+			claimed = lock.FiringClaimed
+			lost    = lock.FiringLost
+			skipped = lock.FiringSkipped
+			started = lock.RunStarted
+			ended   = lock.RunEnded
+		)
+		want := map[key][]lock.EventKind{}
+		for i := 1; i <= 3; i++ {
+			want[key{"ran", f(i)}] = []lock.EventKind{claimed, started, ended}
+			want[key{"lost", f(i)}] = []lock.EventKind{lost}
+			want[key{"held", f(i)}] = []lock.EventKind{claimed, skipped}
+		}
+		want[key{"long", f(1)}] = []lock.EventKind{claimed, started, ended}
+		want[key{"long", f(2)}] = []lock.EventKind{skipped} // still running here
+		want[key{"long", f(3)}] = []lock.EventKind{claimed, started, ended}
+
+		got := map[key][]lock.Event{}
+		for _, e := range r.obs.firingEvents() {
+			k := key{e.Job, e.Scheduled}
+			got[k] = append(got[k], e)
+			if e.KeeperID != "me" || e.LockID != r.s.LockID(e.Job) || e.At.Before(e.Scheduled) {
+				t.Errorf("%v of %s@%v: %+v", e.Kind, e.Job, e.Scheduled.Sub(epoch), e)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("events for %d firings, want %d", len(got), len(want))
+		}
+		fences := map[key]uint64{}
+		for _, run := range r.store.runs() {
+			fences[key{run.Job, run.Scheduled}] = run.Fence
+		}
+		for k, kinds := range want {
+			evs := got[k]
+			var gotKinds []lock.EventKind
+			for _, e := range evs {
+				gotKinds = append(gotKinds, e.Kind)
+			}
+			if !slices.Equal(gotKinds, kinds) {
+				t.Errorf("%s@%v: events %v, want %v", k.job, k.f.Sub(epoch), gotKinds, kinds)
+				continue
+			}
+			for _, e := range evs {
+				wantFence := uint64(0) // before the lock is taken
+				if e.Kind == started || e.Kind == ended {
+					wantFence = fences[k]
+				}
+				if e.Fence != wantFence || (wantFence == 0) != (e.Kind != started && e.Kind != ended) {
+					t.Errorf("%s@%v: %v with fence %d, want %d", k.job, k.f.Sub(epoch), e.Kind, e.Fence, wantFence)
+				}
+			}
+		}
+
+		// What each event carries.
+		for i := 1; i <= 3; i++ {
+			evs := got[key{"ran", f(i)}]
+			if len(evs) != 3 {
+				continue
+			}
+			s, e := evs[1], evs[2]
+			if s.Lateness != late || !s.At.Equal(f(i).Add(late)) {
+				t.Errorf("ran@%d: started at %v, %v late, want %v", i, s.At.Sub(f(i)), s.Lateness, late)
+			}
+			wantOutcome, wantErr := OutcomeSucceeded, error(nil)
+			if i == 2 {
+				wantOutcome, wantErr = OutcomeFailed, errBoom
+			}
+			if e.Took != took || !e.At.Equal(s.At.Add(took)) || e.Outcome != string(wantOutcome) || !errors.Is(e.Err, wantErr) ||
+				(wantErr == nil) != (e.Err == nil) || e.Reason != "" {
+				t.Errorf("ran@%d: ended %+v, want %s after %v", i, e, wantOutcome, took)
+			}
+		}
+		for i := 1; i <= 3; i++ {
+			if evs := got[key{"held", f(i)}]; len(evs) == 2 {
+				if e := evs[1]; e.Reason != reasonLockHeld || e.Err != nil || e.Took != 5*time.Second || e.Attempt < 2 {
+					t.Errorf("held@%d: skipped %+v", i, e)
+				}
+			}
+		}
+		if evs := got[key{"long", f(1)}]; len(evs) == 3 && evs[2].Took != 15*time.Second {
+			t.Errorf("long@1: ended %+v, want after 15s", evs[2])
+		}
+		if evs := got[key{"long", f(2)}]; len(evs) == 1 && (evs[0].Reason != reasonBusy || !evs[0].At.Equal(f(2))) {
+			t.Errorf("long@2: skipped %+v, want %q", evs[0], reasonBusy)
+		}
+	})
+}
