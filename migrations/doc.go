@@ -2,6 +2,13 @@
 // as index builds at deploy, exactly once and in order, even when several
 // instances deploy at the same time.
 //
+//	m, _ := migrations.New(db,
+//		migrations.WithSession(session), // the process's lock.Session
+//		migrations.WithMigrations(migrations.EnsureIndex(1, migrations.Index{
+//			Collection: "users", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true,
+//		})))
+//	res, err := m.Up(ctx) // every instance runs it: one applies, the others wait
+//
 // A Migration has a version, a description, a Definition whose checksum is
 // recorded, an Up function and optionally a Down. EnsureIndex and DropIndex
 // make index migrations declarative: EnsureIndex creates an index, changes
@@ -9,8 +16,8 @@
 // and re-create an index whose other options differ unless told it may.
 // No helper ever drops an index the migration does not name. New registers
 // mongolock's own migrations (Builtin: the lock collection's indexes, whose
-// TTL index follows the configured lease TTL, and the scheduler's run
-// history indexes, whose TTL index follows its retention) beside yours
+// TTL index follows the lease TTL, and the scheduler's run history
+// indexes, whose TTL index follows its retention) beside yours
 // (WithMigrations).
 //
 // # Records
@@ -28,26 +35,47 @@
 // # Runs
 //
 // Up and Down hold a lock (package lock, id DefaultLockID) for the whole
-// run and renew it halfway to its deadline. Another migrator that finds the
-// lock taken waits, polling, until the work is done or the lock is free, up
-// to WithWait. A migrator that dies leaves the lock to expire after its TTL;
-// the next run repeats the migration it was in the middle of. A failing
-// migration stops the run: the failure is recorded (the migration is not
-// marked applied), the lock is released, and the error names the version.
-// Migrations applied before it in that run stay recorded.
+// run, taken through a lock.Session: the one given with WithSession, whose
+// keeper id the records carry, or else one that each call makes for itself
+// on the lock collection and closes before it returns. Two calls exclude
+// each other whether they are in two processes or on one Migrator. The
+// Session's keep-alive renews the lease. A migrator that finds the lock
+// taken waits, polling with pauses that grow up to the retry period, until
+// the work is done or the lock is free, up to WithWait. A migrator that
+// dies leaves the lock to expire after its TTL; the next run repeats the
+// migration it was in the middle of. A failing migration stops the run:
+// the failure is recorded (the migration is not marked applied), the lock
+// is released, and the error names the version. Migrations applied before
+// it in that run stay recorded.
 //
 // Records are claimed with the lease's fencing token, so a migrator whose
 // lease was taken over cannot record over its successor.
+//
+// # Events
+//
+// A migrator reports to the observers of its Session (lock.WithObserver;
+// or WithObserver and WithLogger for the Sessions it makes itself), once
+// each: lock.MigrationApplied for a migration applied or, Reason "down",
+// rolled back, with how long it ran; lock.MigrationFailed for one that
+// failed, with the error; lock.MigrationWaited when a wait for another
+// migrator's lock ended, with how long it lasted, and Err if it ended the
+// call. Event.Migration names the migration ("3 add index"), Fence is the
+// lease's. The Session reports the lock's own events. Migrations log to
+// the logger of the context given to Up and Down (zerolog.Ctx), as the
+// built-in ones and the index helpers do their warnings.
 //
 // # What it does not promise
 //
 // Up functions are not transactions. A migrator that crashes, or pauses past
 // its lease (the lease is not a fence for what Up does), may leave a
 // migration half done; the next run repeats it. Write Up functions that can
-// run again, as the index helpers are. When the lease can no longer be
-// trusted, the context given to Up is cancelled with cause lock.ErrLeaseLost;
-// an Up that ignores its context cannot be stopped, and index builds the
-// server has started go on regardless.
+// run again, as the index helpers are. When the Session stops trusting the
+// lease, a safety margin before another migrator could take the lock over,
+// the context given to Up is cancelled with cause lock.ErrLeaseLost; an Up
+// that ignores its context cannot be stopped, and index builds the server
+// has started go on regardless.
+//
+// # Backends
 //
 // On FerretDB, TTL indexes and collMod are not implemented: TTL indexes
 // become plain indexes with a warning, hidden indexes and partial filters

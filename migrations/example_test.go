@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 )
 
@@ -74,6 +75,43 @@ func ExampleMigrator_Up() {
 	// applied 1 ensure index "email_1" on "users"
 	// applied 2 default plan
 	// again: 0
+}
+
+// In a process that holds other locks too, the migrator takes its lock
+// through the process's Session: one keeper id and one keep-alive for all.
+func ExampleWithSession() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, cleanup := exampleDB(ctx)
+	defer cleanup()
+
+	locker, err := lock.New(db, lock.WithTTL(30*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	session, err := lock.NewSession(locker, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.MigrationApplied {
+			fmt.Println("event:", e.Kind, e.Migration)
+		}
+	})))
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+
+	m, err := migrations.New(db, migrations.WithSession(session), migrations.WithMigrations(
+		migrations.EnsureIndex(1, migrations.Index{Collection: "users", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true}),
+	))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// event: migration applied -1000 indexes of lock collection "locks"
+	// event: migration applied -990 indexes of scheduler history "mongolock_runs"
+	// event: migration applied 1 ensure index "email_1" on "users"
 }
 
 // The checksum of an index migration derives from its definition.

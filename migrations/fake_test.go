@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -18,9 +19,10 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// fakeLocker is a lock store for one lock, on a fake clock.
-type fakeLocker struct {
-	clock *clockwork.FakeClock
+// fakeStore is a lock.Store for one lock, on a fake clock. A lease it
+// grants lasts the TTL from the acquisition or the last renewal.
+type fakeStore struct {
+	clock clockwork.Clock
 	ttl   time.Duration
 
 	mu       sync.Mutex
@@ -28,296 +30,445 @@ type fakeLocker struct {
 	fence    uint64
 	renewErr error // returned by Renew while set
 	lose     bool  // Renew reports the lock lost
+	grants   []lock.Grant
 	renewals []time.Time
-	renewed  chan struct{}
 	released int
 }
 
-func newFakeLocker(clk *clockwork.FakeClock, ttl time.Duration) *fakeLocker {
-	return &fakeLocker{clock: clk, ttl: ttl, renewed: make(chan struct{}, 100)}
+var _ lock.Store = (*fakeStore)(nil)
+
+func newFakeStore(clk clockwork.Clock, ttl time.Duration) *fakeStore {
+	return &fakeStore{clock: clk, ttl: ttl}
 }
 
-func (f *fakeLocker) AcquireLock(_ context.Context, lockID, keeperID string) (lock.Lease, bool, error) {
+func (f *fakeStore) AcquireLocks(_ context.Context, keeperID string, lockIDs ...string) (lock.Acquisition, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.holder != "" && f.holder != keeperID {
-		return lock.Lease{}, false, nil
+	now := f.clock.Now()
+	var a lock.Acquisition
+	for _, id := range lockIDs {
+		if f.holder != "" && f.holder != keeperID {
+			a.Refused = append(a.Refused, id)
+			continue
+		}
+		f.holder = keeperID
+		f.fence++
+		g := lock.Grant{LockID: id, KeeperID: keeperID, Fence: f.fence, AcquiredAt: now, Deadline: now.Add(f.ttl), Sent: now}
+		f.grants = append(f.grants, g)
+		a.Granted = append(a.Granted, g)
 	}
-	f.holder = keeperID
-	f.fence++
-	return lock.Lease{LockID: lockID, KeeperID: keeperID, Fence: f.fence, Deadline: f.clock.Now().Add(f.ttl)}, true, nil
+	return a, nil
 }
 
-func (f *fakeLocker) Renew(_ context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error) {
+func (f *fakeStore) Renew(_ context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error) {
 	f.mu.Lock()
-	defer func() {
-		f.mu.Unlock()
-		f.renewed <- struct{}{}
-	}()
-	f.renewals = append(f.renewals, f.clock.Now())
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	f.renewals = append(f.renewals, now)
 	switch {
 	case f.renewErr != nil:
 		return lock.Renewal{}, f.renewErr
 	case f.lose || f.holder != keeperID:
 		return lock.Renewal{Lost: lockIDs}, nil
 	}
-	return lock.Renewal{Held: lockIDs, Deadline: f.clock.Now().Add(f.ttl)}, nil
+	return lock.Renewal{Held: lockIDs, Deadline: now.Add(f.ttl)}, nil
 }
 
-func (f *fakeLocker) ReleaseLock(_ context.Context, lockID, keeperID string) error {
+func (f *fakeStore) ReleaseLocks(_ context.Context, keeperID string, lockIDs ...string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.holder != keeperID {
-		return lock.ErrNotHeld
+	if f.holder != keeperID || len(lockIDs) == 0 {
+		return 0, nil
 	}
 	f.holder = ""
 	f.released++
-	return nil
+	return 1, nil
 }
 
-func (f *fakeLocker) set(fn func(f *fakeLocker)) {
+func (f *fakeStore) Holder(_ context.Context, lockID string) (lock.Holder, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holder == "" {
+		return lock.Holder{}, fmt.Errorf("holder of %q: %w", lockID, lock.ErrNotHeld)
+	}
+	return lock.Holder{LockID: lockID, KeeperID: f.holder, Fence: f.fence}, nil
+}
+
+func (f *fakeStore) TTL() time.Duration     { return f.ttl }
+func (f *fakeStore) Clock() clockwork.Clock { return f.clock }
+
+func (f *fakeStore) set(fn func(f *fakeStore)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fn(f)
 }
 
-func fakeMigrator(clk *clockwork.FakeClock, l Locker) *Migrator {
-	return &Migrator{locker: l, cfg: config{
-		lockID:   DefaultLockID,
-		keeperID: "me",
-		wait:     10 * time.Second,
-		retry:    time.Second,
-		log:      zerolog.Nop(),
-		clock:    clk,
-	}}
+// Recorder is an Observer that keeps the events and lets a test wait for
+// them. It is exported for the tests of package migrations_test.
+type Recorder struct {
+	mu      sync.Mutex
+	events  []lock.Event
+	changed chan struct{} // closed at the next event
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{})} }
+
+func (r *Recorder) Observe(e lock.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Of returns the events of the given kinds, in order.
+func (r *Recorder) Of(kinds ...lock.EventKind) []lock.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []lock.Event
+	for _, e := range r.events {
+		if slices.Contains(kinds, e.Kind) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// WaitFor waits until there are n events of the given kinds, and returns
+// them.
+func (r *Recorder) WaitFor(ctx context.Context, n int, kinds ...lock.EventKind) ([]lock.Event, error) {
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		if evs := r.Of(kinds...); len(evs) >= n {
+			return evs, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %d events %v: %w", n, kinds, ctx.Err())
+		}
+	}
+}
+
+const fakeTTL = 30 * time.Second // session timings: renew interval 10s, deadline 20s, retry 2s
+
+// fakeMigrator returns a Migrator holding its lock through a real Session
+// on store, with keeper id "me", a wait of 10s and a retry period of 1s,
+// and the recorder of the Session's events.
+func fakeMigrator(t *testing.T, store *fakeStore, opts ...Option) (*Migrator, *lock.Session, *Recorder) {
+	t.Helper()
+	rec := NewRecorder()
+	s, err := lock.NewSession(store, lock.WithKeeperID("me"), lock.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg, err := configure(append([]Option{WithSession(s), WithWait(10 * time.Second), WithRetryPeriod(time.Second)}, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Migrator{cfg: cfg}, s, rec
+}
+
+// inBubble runs f in a synctest bubble with a fake clock, and a context
+// that ends after 20s of the bubble's time. synctest.Wait tells when every
+// goroutine (the migrator, the Session's keep-alive) is parked, so the test
+// moves the fake clock only then, and timers are armed at the instants the
+// code computed.
+func inBubble(t *testing.T, f func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock)) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		f(t, ctx, clockwork.NewFakeClock())
+	})
+}
+
+// advance moves clk by d once every other goroutine is parked, and waits
+// until what that set off is done.
+func advance(clk *clockwork.FakeClock, d time.Duration) {
+	synctest.Wait()
+	clk.Advance(d)
+	synctest.Wait()
 }
 
 func notSettled(context.Context) (bool, error) { return false, nil }
 
-func TestKeepAliveRenewsBeforeEachDeadline(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	m := fakeMigrator(clk, fl)
+func TestGuardedKeepsLeaseAlive(t *testing.T) {
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		m, s, _ := fakeMigrator(t, fs)
+		ti := s.Timings()
 
-	var deadlines []time.Time
-	_, err := m.guarded(ctx, notSettled, func(runCtx context.Context, fence uint64) error {
-		deadline := clk.Now().Add(10 * time.Second)
-		for range 5 {
-			if err := clk.BlockUntilContext(ctx, 1); err != nil {
-				return err
+		start := clk.Now()
+		var deadlines []time.Time
+		_, err := m.guarded(ctx, notSettled, func(runCtx context.Context, r run) error {
+			lease, ok := lock.LeaseFrom(runCtx)
+			if !ok || lease.Fence() != r.fence {
+				return errors.New("the work's context does not carry the lease")
 			}
-			clk.Advance(5 * time.Second)
+			for range 5 {
+				deadlines = append(deadlines, lease.Deadline())
+				advance(clk, ti.RenewInterval)
+				if runCtx.Err() != nil {
+					return context.Cause(runCtx)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		if len(fs.renewals) != 5 {
+			t.Fatalf("renewed %d times, want 5", len(fs.renewals))
+		}
+		for i, r := range fs.renewals {
+			if want := start.Add(time.Duration(i+1) * ti.RenewInterval); !r.Equal(want) {
+				t.Errorf("renewal %d at %v, want a renew interval after the last one, %v", i, r.Sub(start), want.Sub(start))
+			}
+			if !r.Before(deadlines[i]) {
+				t.Errorf("renewal %d at %v, not before the lease's deadline %v", i, r.Sub(start), deadlines[i].Sub(start))
+			}
+		}
+		if fs.released != 1 || fs.holder != "" {
+			t.Errorf("released %d times, holder %q; want the lock released once", fs.released, fs.holder)
+		}
+	})
+}
+
+func TestGuardedCancelsWhenLost(t *testing.T) {
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		fs.lose = true
+		m, s, _ := fakeMigrator(t, fs)
+
+		_, err := m.guarded(ctx, notSettled, func(runCtx context.Context, _ run) error {
+			advance(clk, s.Timings().RenewInterval)
 			select {
-			case <-fl.renewed:
-			case <-ctx.Done():
-				return fmt.Errorf("no renewal after the clock passed its time: %w", ctx.Err())
-			}
-			deadlines = append(deadlines, deadline)
-			deadline = clk.Now().Add(10 * time.Second)
-			if runCtx.Err() != nil {
+			case <-runCtx.Done():
 				return context.Cause(runCtx)
+			default:
+				return errors.New("run context was not cancelled when a renewal found the lock lost")
 			}
+		})
+		if !errors.Is(err, lock.ErrLeaseLost) {
+			t.Fatalf("err = %v, want lock.ErrLeaseLost", err)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if len(fl.renewals) != 5 {
-		t.Fatalf("renewed %d times, want 5", len(fl.renewals))
-	}
-	for i, r := range fl.renewals {
-		if !r.Before(deadlines[i]) {
-			t.Errorf("renewal %d at %v, not before the deadline %v", i, r, deadlines[i])
-		}
-	}
-	if fl.released != 1 || fl.holder != "" {
-		t.Errorf("released %d times, holder %q; want the lock released once", fl.released, fl.holder)
-	}
 }
 
-func TestKeepAliveCancelsWhenLost(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	fl.lose = true
-	m := fakeMigrator(clk, fl)
+// While renewals fail, the work's context is cancelled with cause
+// lock.ErrLeaseLost at the renew deadline: a safety margin before the
+// lease's deadline, when another migrator could take the lock over.
+func TestGuardedCancelsBeforeLeaseDeadline(t *testing.T) {
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		fs.renewErr = errors.New("network down")
+		m, s, _ := fakeMigrator(t, fs)
+		ti := s.Timings()
 
-	_, err := m.guarded(ctx, notSettled, func(runCtx context.Context, fence uint64) error {
-		if err := clk.BlockUntilContext(ctx, 1); err != nil {
-			return err
-		}
-		clk.Advance(5 * time.Second)
-		select {
-		case <-runCtx.Done():
+		start := clk.Now()
+		var cancelledAt time.Time
+		_, err := m.guarded(ctx, notSettled, func(runCtx context.Context, _ run) error {
+			for runCtx.Err() == nil && clk.Since(start) < fakeTTL {
+				advance(clk, 100*time.Millisecond)
+			}
+			cancelledAt = clk.Now()
 			return context.Cause(runCtx)
-		case <-ctx.Done():
-			return errors.New("run context was not cancelled")
+		})
+		if !errors.Is(err, lock.ErrLeaseLost) {
+			t.Fatalf("err = %v, want lock.ErrLeaseLost", err)
+		}
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		leaseDeadline := fs.grants[0].Deadline // nobody else can take the lock before
+		switch {
+		case cancelledAt.Sub(start) < ti.RenewDeadline:
+			t.Errorf("cancelled %v after acquiring, before the renew deadline %v", cancelledAt.Sub(start), ti.RenewDeadline)
+		case leaseDeadline.Sub(cancelledAt) < ti.SafetyMargin():
+			t.Errorf("cancelled %v before the lease deadline, want at least the safety margin %v",
+				leaseDeadline.Sub(cancelledAt), ti.SafetyMargin())
+		}
+		if len(fs.renewals) < 3 {
+			t.Errorf("renewal attempted %d times, want retries", len(fs.renewals))
 		}
 	})
-	if !errors.Is(err, lock.ErrLeaseLost) {
-		t.Fatalf("err = %v, want lock.ErrLeaseLost", err)
-	}
 }
 
-func TestKeepAliveCancelsAtDeadlineWhenRenewalsFail(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	fl.renewErr = errors.New("network down")
-	m := fakeMigrator(clk, fl)
+// guardedAsync runs m.guarded in a goroutine and returns what it returns.
+func guardedAsync(ctx context.Context, m *Migrator, settled func(context.Context) (bool, error),
+	work func(context.Context, run) error) <-chan result {
+	done := make(chan result, 1)
+	go func() {
+		waited, err := m.guarded(ctx, settled, work)
+		done <- result{waited, err}
+	}()
+	return done
+}
 
-	var cancelledAt time.Time
-	start := clk.Now()
-	_, err := m.guarded(ctx, notSettled, func(runCtx context.Context, fence uint64) error {
-		for {
-			// Wait for keepAlive's next timer, or for it to give up.
-			bctx, cancel := context.WithCancel(ctx)
-			stop := context.AfterFunc(runCtx, cancel)
-			err := clk.BlockUntilContext(bctx, 1)
-			stop()
-			cancel()
-			if runCtx.Err() != nil {
-				cancelledAt = clk.Now()
-				return context.Cause(runCtx)
-			}
-			if err != nil {
-				return err
-			}
-			clk.Advance(500 * time.Millisecond)
-		}
-	})
-	if !errors.Is(err, lock.ErrLeaseLost) {
-		t.Fatalf("err = %v, want lock.ErrLeaseLost", err)
-	}
-	// Cancelled at the deadline, not before: failed renewals are retried.
-	if got := cancelledAt.Sub(start); got < 10*time.Second || got > 11*time.Second {
-		t.Errorf("cancelled %v after acquiring, want at the 10s deadline", got)
-	}
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if len(fl.renewals) < 3 {
-		t.Errorf("renewal attempted %d times, want retries every retry period", len(fl.renewals))
-	}
+type result struct {
+	waited time.Duration
+	err    error
 }
 
 func TestGuardedWaitsUntilSettled(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	fl.holder = "other"
-	m := fakeMigrator(clk, fl)
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		fs.holder = "other"
+		m, _, rec := fakeMigrator(t, fs)
 
-	polls := 0
-	settled := func(context.Context) (bool, error) {
-		polls++
-		return polls == 3, nil
-	}
-	done := make(chan struct{})
-	var waited time.Duration
-	var err error
-	go func() {
-		defer close(done)
-		waited, err = m.guarded(ctx, settled, func(context.Context, uint64) error {
+		polls := 0
+		settled := func(context.Context) (bool, error) {
+			polls++
+			return polls == 3, nil
+		}
+		done := guardedAsync(ctx, m, settled, func(context.Context, run) error {
 			return errors.New("work ran although the other migrator did it")
 		})
-	}()
-	for range 2 {
-		if err := clk.BlockUntilContext(ctx, 1); err != nil {
-			t.Fatal(err)
+		for range 2 {
+			advance(clk, time.Second) // the retry period: the longest pause
 		}
-		clk.Advance(time.Second)
-	}
-	<-done
-	if err != nil {
-		t.Fatal(err)
-	}
-	if waited != 2*time.Second {
-		t.Errorf("waited %v, want 2s", waited)
-	}
+		res := <-done
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if res.waited != 2*time.Second {
+			t.Errorf("waited %v, want 2s", res.waited)
+		}
+		evs := rec.Of(lock.MigrationWaited)
+		if len(evs) != 1 || evs[0].Took != res.waited || evs[0].Reason != "done by another migrator" || evs[0].Err != nil ||
+			evs[0].LockID != DefaultLockID || evs[0].KeeperID != "me" {
+			t.Errorf("waited events %+v, want one of %v, done by another migrator", evs, res.waited)
+		}
+		if got := rec.Of(lock.Acquired, lock.MigrationApplied); len(got) != 0 {
+			t.Errorf("events %+v, want no lock taken", got)
+		}
+	})
 }
 
 func TestGuardedTakesLockWhenFreed(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	fl.holder = "other"
-	m := fakeMigrator(clk, fl)
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		fs.holder = "other"
+		m, _, rec := fakeMigrator(t, fs)
 
-	done := make(chan error)
-	ran := false
-	go func() {
-		_, err := m.guarded(ctx, notSettled, func(context.Context, uint64) error {
+		ran := false
+		done := guardedAsync(ctx, m, notSettled, func(context.Context, run) error {
 			ran = true
 			return nil
 		})
-		done <- err
-	}()
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	fl.set(func(f *fakeLocker) { f.holder = "" })
-	clk.Advance(time.Second)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !ran {
-		t.Error("work did not run after the lock was freed")
-	}
+		synctest.Wait()
+		fs.set(func(f *fakeStore) { f.holder = "" })
+		advance(clk, time.Second)
+		if res := <-done; res.err != nil {
+			t.Fatal(res.err)
+		}
+		if !ran {
+			t.Error("work did not run after the lock was freed")
+		}
+		evs := rec.Of(lock.MigrationWaited)
+		if len(evs) != 1 || evs[0].Took != time.Second || evs[0].Reason != "lock acquired" || evs[0].Fence != 1 {
+			t.Errorf("waited events %+v, want one of 1s ending with the lock acquired", evs)
+		}
+	})
 }
 
 func TestGuardedGivesUp(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	fl.holder = "other"
-	m := fakeMigrator(clk, fl)
-	m.cfg.wait = 2500 * time.Millisecond
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		fs.holder = "other"
+		m, _, rec := fakeMigrator(t, fs, WithWait(2500*time.Millisecond))
 
-	done := make(chan error)
-	go func() {
-		_, err := m.guarded(ctx, notSettled, func(context.Context, uint64) error { return nil })
-		done <- err
-	}()
-	for _, d := range []time.Duration{time.Second, time.Second, 500 * time.Millisecond} {
-		if err := clk.BlockUntilContext(ctx, 1); err != nil {
-			t.Fatal(err)
+		ran := false
+		done := guardedAsync(ctx, m, notSettled, func(context.Context, run) error {
+			ran = true
+			return nil
+		})
+		for range 3 {
+			advance(clk, time.Second)
 		}
-		clk.Advance(d)
-	}
-	err := <-done
-	if !errors.Is(err, ErrWaitTimeout) {
-		t.Fatalf("err = %v, want ErrWaitTimeout", err)
-	}
+		res := <-done
+		if !errors.Is(res.err, ErrWaitTimeout) || ran {
+			t.Fatalf("err = %v, work ran: %v; want ErrWaitTimeout", res.err, ran)
+		}
+		evs := rec.Of(lock.MigrationWaited)
+		if len(evs) != 1 || !errors.Is(evs[0].Err, ErrWaitTimeout) || evs[0].Took != 3*time.Second {
+			t.Errorf("waited events %+v, want one of 3s with ErrWaitTimeout", evs)
+		}
+	})
 }
 
 func TestGuardedSettledError(t *testing.T) {
-	t.Parallel()
-	clk := clockwork.NewFakeClock()
-	fl := newFakeLocker(clk, 10*time.Second)
-	fl.holder = "other"
-	m := fakeMigrator(clk, fl)
-	boom := errors.New("boom")
-	_, err := m.guarded(testCtx(t), func(context.Context) (bool, error) { return false, boom },
-		func(context.Context, uint64) error { return nil })
-	if !errors.Is(err, boom) {
-		t.Fatalf("err = %v, want boom", err)
-	}
+	inBubble(t, func(t *testing.T, ctx context.Context, clk *clockwork.FakeClock) {
+		fs := newFakeStore(clk, fakeTTL)
+		fs.holder = "other"
+		m, _, _ := fakeMigrator(t, fs)
+		boom := errors.New("boom")
+		_, err := m.guarded(ctx, func(context.Context) (bool, error) { return false, boom },
+			func(context.Context, run) error { return nil })
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want boom", err)
+		}
+	})
+}
+
+// timerClock records the duration of every timer made on a fake clock.
+type timerClock struct {
+	*clockwork.FakeClock
+	mu     sync.Mutex
+	timers []time.Duration
+}
+
+func (c *timerClock) NewTimer(d time.Duration) clockwork.Timer {
+	c.mu.Lock()
+	c.timers = append(c.timers, d)
+	c.mu.Unlock()
+	return c.FakeClock.NewTimer(d)
+}
+
+// A waiting migrator polls with pauses that start at a sixteenth of the
+// retry period and double, with jitter, up to it and no further.
+func TestGuardedPollsWithBackoff(t *testing.T) {
+	inBubble(t, func(t *testing.T, ctx context.Context, fake *clockwork.FakeClock) {
+		clk := &timerClock{FakeClock: fake}
+		fs := newFakeStore(clk, fakeTTL)
+		fs.holder = "other"
+		const retry = 800 * time.Millisecond
+		m, _, _ := fakeMigrator(t, fs, WithRetryPeriod(retry), WithWait(time.Hour))
+
+		polls := 0
+		settled := func(context.Context) (bool, error) {
+			polls++
+			return polls == 9, nil
+		}
+		done := guardedAsync(ctx, m, settled, func(context.Context, run) error { return nil })
+		for range 8 {
+			advance(fake, retry)
+		}
+		if res := <-done; res.err != nil {
+			t.Fatal(res.err)
+		}
+		clk.mu.Lock()
+		defer clk.mu.Unlock()
+		if len(clk.timers) != 8 {
+			t.Fatalf("%d pauses %v, want 8", len(clk.timers), clk.timers)
+		}
+		nominal := retry / 16
+		for i, d := range clk.timers {
+			if d > nominal || d < nominal*8/10 {
+				t.Errorf("pause %d: %v, want from 80%% of %v to %v", i+1, d, nominal, nominal)
+			}
+			nominal = min(2*nominal, retry)
+		}
+	})
 }
 
 func TestPrepareRejects(t *testing.T) {
@@ -347,8 +498,8 @@ func TestPrepareRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := prepare(tt.migs)
-			if !errors.Is(err, ErrInvalidMigration) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want ErrInvalidMigration containing %q", err, tt.want)
+			if !errors.Is(err, ErrInvalidMigration) || !errors.Is(err, lock.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrInvalidMigration (and lock.ErrInvalidArgument) containing %q", err, tt.want)
 			}
 		})
 	}
@@ -479,28 +630,79 @@ func TestIndexDecide(t *testing.T) {
 func TestOptionsRejected(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		opt  Option
+		name  string
+		opt   Option
+		names string // the option, in the message
+		badID bool   // also lock.ErrInvalidArgument
 	}{
-		{"collection", WithCollection("")},
-		{"system collection", WithCollection("system.x")},
-		{"lock collection", WithLockCollection("a$")},
-		{"lock ttl", WithLockTTL(time.Millisecond)},
-		{"lock id", WithLockID("")},
-		{"keeper id", WithKeeperID("a\x00b")},
-		{"locker", WithLocker(nil)},
-		{"wait", WithWait(-time.Second)},
-		{"retry", WithRetryPeriod(0)},
-		{"clock", WithClock(nil)},
-		{"history", WithSchedulerHistory("runs", 10*time.Millisecond)},
-		{"runs collection", WithSchedulerHistory("", time.Hour)},
+		{"collection", WithCollection(""), "WithCollection", false},
+		{"system collection", WithCollection("system.x"), "WithCollection", false},
+		{"lock collection", WithLockCollection("a$"), "WithLockCollection", false},
+		{"lock ttl", WithLockTTL(time.Millisecond), "WithLockTTL", false},
+		{"long lock ttl", WithLockTTL(lock.MaxTTL + time.Second), "WithLockTTL", false},
+		{"lock id", WithLockID(""), "WithLockID", true},
+		{"lock id nul", WithLockID("a\x00b"), "WithLockID", true},
+		{"session", WithSession(nil), "WithSession", false},
+		{"observer", WithObserver(nil), "WithObserver", false},
+		{"wait", WithWait(-time.Second), "WithWait", false},
+		{"retry", WithRetryPeriod(0), "WithRetryPeriod", false},
+		{"history", WithSchedulerHistory("runs", 10*time.Millisecond), "WithSchedulerHistory", false},
+		{"runs collection", WithSchedulerHistory("", time.Hour), "WithSchedulerHistory", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c config
-			if err := tt.opt(&c); !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("err = %v, want ErrInvalidOption", err)
+			err := tt.opt(&c)
+			if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, lock.ErrInvalidOption) {
+				t.Fatalf("err = %v, want ErrInvalidOption and lock.ErrInvalidOption", err)
+			}
+			if tt.badID && !errors.Is(err, lock.ErrInvalidArgument) {
+				t.Errorf("err = %v, want lock.ErrInvalidArgument too", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.names) || strings.Count(msg, "migrations:") != 1 || strings.Count(msg, "invalid option") != 1 {
+				t.Errorf("err = %q, want it to name %s, with one prefix", msg, tt.names)
 			}
 		})
+	}
+}
+
+func TestSessionExcludesOptions(t *testing.T) {
+	t.Parallel()
+	s, err := lock.NewSession(newFakeStore(clockwork.NewFakeClock(), fakeTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tt := range []struct {
+		opts  []Option
+		names string
+	}{
+		{[]Option{WithLockCollection("mine")}, "WithLockCollection"},
+		{[]Option{WithLockTTL(time.Minute)}, "WithLockTTL"},
+		{[]Option{WithLogger(zerolog.Nop())}, "WithLogger"},
+		{[]Option{WithObserver(NewRecorder()), WithLockTTL(time.Minute), WithObserver(NewRecorder())}, "WithObserver, WithLockTTL:"},
+	} {
+		for _, first := range []bool{true, false} {
+			opts := append([]Option{WithSession(s)}, tt.opts...)
+			if !first {
+				opts = append(tt.opts, WithSession(s))
+			}
+			_, err := configure(opts)
+			if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "WithSession cannot be combined with "+tt.names) {
+				t.Errorf("WithSession and %s: err = %v, want ErrInvalidOption naming them", tt.names, err)
+			}
+		}
+	}
+	cfg, err := configure([]Option{WithSession(s), WithLockID("mine"), WithWait(time.Second), WithRetryPeriod(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.lockTTL != fakeTTL || cfg.lockID != "mine" {
+		t.Errorf("lock TTL %v, id %q; want the session's TTL %v and the id given", cfg.lockTTL, cfg.lockID, fakeTTL)
+	}
+	if _, err := configure([]Option{WithSession(s), WithRetryPeriod(fakeTTL)}); !errors.Is(err, ErrInvalidOption) ||
+		!strings.Contains(err.Error(), "WithRetryPeriod") {
+		t.Errorf("retry period of the session's TTL: %v, want ErrInvalidOption naming WithRetryPeriod", err)
 	}
 }

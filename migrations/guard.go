@@ -9,127 +9,122 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Locker is what a Migrator needs from a lock store. *lock.Locker has it.
-type Locker interface {
-	AcquireLock(ctx context.Context, lockID, keeperID string) (lock.Lease, bool, error)
-	Renew(ctx context.Context, keeperID string, lockIDs ...string) (lock.Renewal, error)
-	ReleaseLock(ctx context.Context, lockID, keeperID string) error
+// run is one call's hold of the migrations lock: the Session it holds it
+// in and the lease's fencing token, which claims the records.
+type run struct {
+	s     *lock.Session
+	fence uint64
 }
 
-var _ Locker = (*lock.Locker)(nil)
+// session returns the Session a call takes the lock through and what to
+// do when the call ends: the migrator's (WithSession), or a new one on the
+// migrator's Locker, closed at the end of the call.
+func (m *Migrator) session() (*lock.Session, func(), error) {
+	if m.cfg.session != nil {
+		return m.cfg.session, func() {}, nil
+	}
+	s, err := lock.NewSession(m.locker, m.cfg.sessionOpts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("session for migrations lock %q: %w", m.cfg.lockID, err)
+	}
+	// Close releases nothing the call did not: it released the lock. Its
+	// failures are the Session's events.
+	return s, func() { _ = s.Close() }, nil
+}
 
-// guarded runs work holding the migrations lock. While another migrator
-// holds it, it polls every retry period: settled reports whether there is
-// still work to do (if not, guarded returns without running work) or an
-// error to give up with. work's context is cancelled with cause
-// lock.ErrLeaseLost when the lease can no longer be trusted.
+// guarded runs work holding the migrations lock, through a Mutex of its
+// own, so that two calls exclude each other even on one Migrator and one
+// Session. While another holder has the lock it polls (waitLock). work's
+// context is cancelled with cause lock.ErrLeaseLost when the Session stops
+// trusting the lease, a safety margin before anyone else could take the
+// lock over. The lock is released when work returns, even if ctx was
+// cancelled (bounded by the Session's release timeout). A lease lost after
+// work returned without error is not an error: the records are fenced, so
+// everything work recorded was recorded under the lease.
 func (m *Migrator) guarded(ctx context.Context, settled func(context.Context) (bool, error),
-	work func(ctx context.Context, fence uint64) error) (waited time.Duration, err error) {
-	start := m.cfg.clock.Now()
-	giveUp := start.Add(m.cfg.wait)
-	var lease lock.Lease
-	for attempt := 0; ; attempt++ {
-		var ok bool
-		lease, ok, err = m.locker.AcquireLock(ctx, m.cfg.lockID, m.cfg.keeperID)
-		if err != nil {
-			return m.cfg.clock.Since(start), fmt.Errorf("take migrations lock %q: %w", m.cfg.lockID, err)
-		}
-		if ok {
-			break
-		}
-		if attempt == 0 {
-			m.cfg.log.Info().Str("lock", m.cfg.lockID).Dur("wait", m.cfg.wait).Msg("another migrator is running; waiting")
-		}
-		done, err := settled(ctx)
-		if err != nil || done {
-			return m.cfg.clock.Since(start), err
-		}
-		left := giveUp.Sub(m.cfg.clock.Now())
-		if left <= 0 {
-			return m.cfg.clock.Since(start), fmt.Errorf("%w: lock %q still held after %v", ErrWaitTimeout, m.cfg.lockID, m.cfg.wait)
-		}
-		t := m.cfg.clock.NewTimer(min(left, m.cfg.retry))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return m.cfg.clock.Since(start), fmt.Errorf("wait for migrations lock %q: %w", m.cfg.lockID, ctx.Err())
-		case <-t.Chan():
-		}
+	work func(ctx context.Context, r run) error) (waited time.Duration, err error) {
+	s, end, err := m.session()
+	if err != nil {
+		return 0, err
 	}
-	waited = m.cfg.clock.Since(start)
-	m.cfg.log.Debug().Str("lock", m.cfg.lockID).Uint64("fence", lease.Fence).Msg("took migrations lock")
-
-	runCtx, cancel := context.WithCancelCause(ctx)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		m.keepAlive(runCtx, cancel, lease.Deadline, stop)
+	defer end()
+	mu, err := s.Mutex(m.cfg.lockID)
+	if err != nil {
+		return 0, fmt.Errorf("migrations lock: %w", err)
+	}
+	lease, waited, err := m.waitLock(ctx, s, mu, settled)
+	if err != nil || lease == nil {
+		return waited, err
+	}
+	runCtx, cancel := lease.Bind(ctx)
+	defer func() {
+		cancel(nil)
+		_ = mu.ReleaseLock(ctx) // a failure or a loss is the Session's event
 	}()
-	err = work(runCtx, lease.Fence)
-	close(stop)
-	<-stopped
-	lost := errors.Is(context.Cause(runCtx), lock.ErrLeaseLost)
-	cancel(nil)
-
-	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultReleaseTimeout)
-	defer relCancel()
-	if rerr := m.locker.ReleaseLock(relCtx, m.cfg.lockID, m.cfg.keeperID); rerr != nil {
-		if !lost || !errors.Is(rerr, lock.ErrNotHeld) {
-			m.cfg.log.Warn().Err(rerr).Str("lock", m.cfg.lockID).Msg("release migrations lock")
-		}
-	}
-	if err == nil && lost {
-		// Everything was recorded in time; say so but do not fail.
-		m.cfg.log.Warn().Str("lock", m.cfg.lockID).Msg("migrations lock was lost at the end of the run")
-	}
-	return waited, err
+	return waited, work(runCtx, run{s: s, fence: lease.Fence()})
 }
 
-// keepAlive renews the lease halfway to its deadline until stop is closed,
-// and cancels ctx with lock.ErrLeaseLost once the lease is lost or its
-// deadline passed without a successful renewal.
-func (m *Migrator) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, deadline time.Time, stop <-chan struct{}) {
-	clk := m.cfg.clock
-	failed := false
-	for {
-		left := deadline.Sub(clk.Now())
-		if left <= 0 {
-			m.cfg.log.Error().Str("lock", m.cfg.lockID).Msg("migrations lease expired before it could be renewed")
-			cancel(lock.ErrLeaseLost)
+// waitLock takes the lock through mu. While another holder has it, it
+// checks settled (whether there is still work to do: if not, it returns a
+// nil lease; or an error to give up with) and tries again after a pause
+// that grows with jitter up to the retry period (lock.Backoff), until it
+// takes the lock, the wait allowed (WithWait) is over (ErrWaitTimeout) or
+// ctx ends. If it found the lock held, it emits lock.MigrationWaited once
+// when the wait ends, however it ends.
+func (m *Migrator) waitLock(ctx context.Context, s *lock.Session, mu *lock.Mutex,
+	settled func(context.Context) (bool, error)) (lease *lock.Lease, waited time.Duration, err error) {
+	clk := s.Clock()
+	start := clk.Now()
+	giveUp := start.Add(m.cfg.wait)
+	// The session's policy, scaled to this migrator's poll period.
+	backoff := lock.Backoff{First: max(time.Millisecond, m.cfg.retry/16), Max: m.cfg.retry}
+	var reason string
+	defer func() {
+		if reason == "" { // taken at the first attempt, or failed
 			return
 		}
-		wait := left / 2
-		if failed {
-			wait = min(wait, m.cfg.retry)
+		s.Emit(lock.Event{Kind: lock.MigrationWaited, LockID: m.cfg.lockID, Took: waited, Reason: reason, Err: err,
+			Fence: fenceOf(lease)})
+	}()
+	for attempt := 1; ; attempt++ {
+		l, ok, err := mu.AcquireLock(ctx)
+		switch {
+		case ok:
+			if attempt > 1 {
+				reason = "lock acquired"
+			}
+			return l, clk.Since(start), nil
+		case errors.Is(err, lock.ErrNotTrusted):
+			// Granted too late and released again: try again, as Lock does.
+		case err != nil:
+			if attempt > 1 {
+				reason = "lock acquisition failed"
+			}
+			return nil, clk.Since(start), fmt.Errorf("take migrations lock %q: %w", m.cfg.lockID, err)
 		}
-		t := clk.NewTimer(wait)
-		select {
-		case <-stop:
-			t.Stop()
-			return
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.Chan():
-		}
-		left = deadline.Sub(clk.Now())
-		if left <= 0 {
-			continue // reported at the top
-		}
-		rctx, rcancel := context.WithTimeout(ctx, left)
-		r, err := m.locker.Renew(rctx, m.cfg.keeperID, m.cfg.lockID)
-		rcancel()
+		reason = "lock held by another migrator"
+		done, err := settled(ctx)
 		switch {
 		case err != nil:
-			failed = true
-			m.cfg.log.Warn().Err(err).Str("lock", m.cfg.lockID).Msg("renew migrations lock")
-		case len(r.Lost) > 0:
-			m.cfg.log.Error().Str("lock", m.cfg.lockID).Msg("migrations lock lost")
-			cancel(lock.ErrLeaseLost)
-			return
-		default:
-			failed = false
-			deadline = r.Deadline
+			return nil, clk.Since(start), err
+		case done:
+			reason = "done by another migrator"
+			return nil, clk.Since(start), nil
+		}
+		left := giveUp.Sub(clk.Now())
+		if left <= 0 {
+			return nil, clk.Since(start), fmt.Errorf("%w: lock %q still held after %v", ErrWaitTimeout, m.cfg.lockID, m.cfg.wait)
+		}
+		// Woken early when another call of this session releases the lock.
+		if err := mu.Wait(ctx, min(left, backoff.Pause(attempt))); err != nil {
+			return nil, clk.Since(start), fmt.Errorf("wait for migrations lock %q: %w", m.cfg.lockID, err)
 		}
 	}
+}
+
+func fenceOf(l *lock.Lease) uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.Fence()
 }

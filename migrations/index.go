@@ -38,7 +38,7 @@ type Index struct {
 	PartialFilter bson.D
 	// ExpireAfterSeconds makes a TTL index (see TTL). Changed in place with
 	// collMod. Servers without TTL indexes (FerretDB) get a plain index and
-	// a warning in the log.
+	// a warning in the log of the migration's context (zerolog.Ctx).
 	ExpireAfterSeconds *int32
 	// Hidden hides the index from the query planner (MongoDB 4.4+). Changed
 	// in place with collMod. A server without hidden indexes fails the

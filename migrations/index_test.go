@@ -75,8 +75,10 @@ func TestEnsureIndexChangesTTLWithCollMod(t *testing.T) {
 		m.Repeatable = true // follows configuration
 		return m
 	}
+	// Migrations log to the logger of their context.
 	var log logged
-	if _, err := newMigrator(t, db, migrations.WithLogger(zerolog.New(&log)), migrations.WithMigrations(ttlIndex(time.Hour))).Up(ctx); err != nil {
+	ctx = zerolog.New(&log).WithContext(ctx)
+	if _, err := newMigrator(t, db, migrations.WithMigrations(ttlIndex(time.Hour))).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ferret() && !log.contains("does not implement TTL indexes") {
@@ -84,7 +86,7 @@ func TestEnsureIndexChangesTTLWithCollMod(t *testing.T) {
 	}
 
 	cdb, counter := countingDB(t, db)
-	m := newMigrator(t, cdb, migrations.WithLogger(zerolog.New(&log)), migrations.WithMigrations(ttlIndex(2*time.Hour)))
+	m := newMigrator(t, cdb, migrations.WithMigrations(ttlIndex(2*time.Hour)))
 	steps, err := m.Plan(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -305,8 +307,8 @@ func TestLockIndexesRefuseShorterThanALease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := l.AcquireLock(ctx, "long", "k"); err != nil || !ok {
-		t.Fatalf("acquire: %v %v", ok, err)
+	if a, err := l.AcquireLocks(ctx, "k", "long"); err != nil || len(a.Granted) != 1 {
+		t.Fatalf("acquire: %+v %v", a, err)
 	}
 	m := newMigrator(t, db) // lock TTL 2s
 	steps, err := m.Plan(ctx)

@@ -31,8 +31,10 @@ type Migration struct {
 	Definition string
 
 	// Up applies the migration. It runs with the run's lock held; its context
-	// is cancelled with cause lock.ErrLeaseLost if the lock could not be
-	// renewed, and carries the migrator's logger (zerolog.Ctx). Up must be
+	// is cancelled with cause lock.ErrLeaseLost when the lease can no longer
+	// be trusted, a safety margin before another migrator could take the
+	// lock, and carries the values of the context given to Migrator.Up or
+	// Migrator.Down: log to its logger (zerolog.Ctx). Up must be
 	// safe to run again after it was interrupted: a migrator that crashes
 	// between Up returning and the record being written leaves the migration
 	// pending, and the next run repeats it.

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -19,68 +17,99 @@ import (
 )
 
 // Migrator applies migrations to one database and records them.
-// It is safe for concurrent use; runs are serialized by the lock.
+// It is safe for concurrent use; runs are serialized by the lock, also
+// between calls on one Migrator.
 type Migrator struct {
 	db      *mongo.Database
 	records *mongo.Collection
-	locker  Locker
+	locker  *lock.Locker // store of the Sessions it makes; nil with WithSession
 	migs    []Migration
 	cfg     config
 }
 
 // New returns a Migrator for db with the built-in migrations (Builtin) and
-// those given with WithMigrations.
+// those given with WithMigrations. It does no I/O.
 func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidOption)
+		return nil, invalidOption("nil database")
 	}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	m := &Migrator{db: db, cfg: cfg}
+	if cfg.session != nil {
+		if st, ok := cfg.session.Store().(interface{ Collection() *mongo.Collection }); ok {
+			lc := st.Collection()
+			if lc.Database().Name() != db.Name() {
+				return nil, invalidOption("WithSession: the session's locks are in database %q, the migrator's is %q; "+
+					"the built-in migration maintains the lock collection's indexes in the migrator's database",
+					lc.Database().Name(), db.Name())
+			}
+			m.cfg.lockCollection = lc.Name()
+		}
+	} else {
+		l, err := lock.New(db, lock.WithCollection(cfg.lockCollection), lock.WithTTL(cfg.lockTTL))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		// Up and Down make their Sessions when they need them: check now
+		// that one can be made. A Session that took nothing closes without
+		// I/O.
+		s, err := lock.NewSession(l, cfg.sessionOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: WithLockTTL: %v is too short for a lock.Session: %w", ErrInvalidOption, cfg.lockTTL, err)
+		}
+		_ = s.Close()
+		m.locker = l
+	}
+	m.migs, err = prepare(append(Builtin(m.cfg.lockCollection, m.cfg.lockTTL, cfg.runsCollection, cfg.retention), cfg.migrations...))
+	if err != nil {
+		return nil, err
+	}
+	m.records = db.Collection(cfg.collection, options.Collection().SetWriteConcern(lock.DefaultWriteConcern()))
+	return m, nil
+}
+
+// configure applies opts to the defaults and checks that they agree.
+func configure(opts []Option) (config, error) {
 	cfg := config{
 		collection:     DefaultCollection,
 		lockCollection: lock.DefaultCollection,
 		lockTTL:        lock.DefaultTTL,
 		lockID:         DefaultLockID,
 		wait:           DefaultWait,
-		log:            zerolog.Nop(),
-		clock:          clockwork.NewRealClock(),
 		runsCollection: scheduler.DefaultRunsCollection,
 		retention:      scheduler.DefaultHistoryRetention,
 	}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+			return config{}, invalidOption("nil option")
 		}
 		if err := o(&cfg); err != nil {
-			return nil, err
+			return config{}, err
 		}
+	}
+	if cfg.session != nil {
+		if len(cfg.notWithSession) > 0 {
+			var names []string
+			for _, n := range cfg.notWithSession {
+				if !slices.Contains(names, n) {
+					names = append(names, n)
+				}
+			}
+			return config{}, invalidOption("WithSession cannot be combined with %s: the session decides the lock's "+
+				"store and TTL, and has its own observers", strings.Join(names, ", "))
+		}
+		cfg.lockTTL = cfg.session.Timings().TTL
 	}
 	if cfg.retry == 0 { // not set; WithRetryPeriod refuses 0
 		cfg.retry = min(DefaultRetryPeriod, cfg.lockTTL/2)
 	}
 	if cfg.retry >= cfg.lockTTL {
-		return nil, fmt.Errorf("%w: retry period %v is not shorter than the lock TTL %v", ErrInvalidOption, cfg.retry, cfg.lockTTL)
+		return config{}, invalidOption("WithRetryPeriod (%v) must be shorter than the lock TTL (%v)", cfg.retry, cfg.lockTTL)
 	}
-	if cfg.keeperID == "" {
-		cfg.keeperID = lock.NewKeeperID()
-	}
-	if cfg.locker == nil {
-		l, err := lock.New(db, lock.WithCollection(cfg.lockCollection), lock.WithTTL(cfg.lockTTL),
-			lock.WithLogger(cfg.log), lock.WithClock(cfg.clock))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
-		}
-		cfg.locker = l
-	}
-	migs, err := prepare(append(Builtin(cfg.lockCollection, cfg.lockTTL, cfg.runsCollection, cfg.retention), cfg.migrations...))
-	if err != nil {
-		return nil, err
-	}
-	return &Migrator{
-		db:      db,
-		records: db.Collection(cfg.collection, options.Collection().SetWriteConcern(lock.DefaultWriteConcern())),
-		locker:  cfg.locker,
-		migs:    migs,
-		cfg:     cfg,
-	}, nil
+	return cfg, nil
 }
 
 // Migrations returns the registered migrations in version order.
@@ -198,7 +227,6 @@ type Step struct {
 // If an applied migration changed (Up would refuse to run), it returns the
 // steps and an error wrapping ErrChanged.
 func (m *Migrator) Plan(ctx context.Context) ([]Step, error) {
-	ctx = m.cfg.log.WithContext(ctx)
 	entries, err := m.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -247,10 +275,14 @@ type Result struct {
 
 // Up applies the pending migrations in version order, holding the lock.
 //
-// If another migrator holds the lock, Up waits (WithWait), polling every
-// retry period, until the lock is free or everything is applied; it gives
-// up with ErrWaitTimeout. If a migration the other migrator ran failed
+// If another migrator holds the lock (another process, or another call on
+// this Migrator), Up waits (WithWait), polling with pauses that grow up to
+// the retry period, until the lock is free or everything is applied; it
+// gives up with ErrWaitTimeout. If a migration the other migrator ran failed
 // while this one waited, Up returns that failure instead of repeating it.
+// Migrations log to ctx's logger (zerolog.Ctx), and the migrator reports
+// lock.MigrationApplied, lock.MigrationFailed and lock.MigrationWaited to
+// its Session's observers.
 //
 // If a migration fails, Up records the failure, stops, releases the lock
 // and returns an error wrapping ErrFailed and naming the version. The
@@ -258,7 +290,6 @@ type Result struct {
 // changed (StateChanged, not Repeatable), Up applies nothing and returns an
 // error wrapping ErrChanged.
 func (m *Migrator) Up(ctx context.Context) (Result, error) {
-	ctx = m.cfg.log.WithContext(ctx)
 	entries, err := m.Status(ctx)
 	if err != nil {
 		return Result{}, err
@@ -293,7 +324,7 @@ func (m *Migrator) Up(ctx context.Context) (Result, error) {
 		return err == nil && len(migs) == 0, err
 	}
 	var res Result
-	res.Waited, err = m.guarded(ctx, settled, func(ctx context.Context, fence uint64) error {
+	res.Waited, err = m.guarded(ctx, settled, func(ctx context.Context, r run) error {
 		entries, err := m.Status(ctx)
 		if err != nil {
 			return err
@@ -303,7 +334,7 @@ func (m *Migrator) Up(ctx context.Context) (Result, error) {
 			return err
 		}
 		for _, mig := range migs {
-			took, err := m.runOne(ctx, mig, fence, "up", mig.Up)
+			took, err := m.runOne(ctx, r, mig, "up", mig.Up)
 			if err != nil {
 				return err
 			}
@@ -321,7 +352,6 @@ func (m *Migrator) Up(ctx context.Context) (Result, error) {
 // of the built-in ones. Failures are handled as by Up: recorded, and the
 // run stops.
 func (m *Migrator) Down(ctx context.Context, target int64) (Result, error) {
-	ctx = m.cfg.log.WithContext(ctx)
 	plan := func(ctx context.Context) ([]Migration, error) {
 		entries, err := m.Status(ctx)
 		if err != nil {
@@ -356,13 +386,13 @@ func (m *Migrator) Down(ctx context.Context, target int64) (Result, error) {
 		return err == nil && len(migs) == 0, err
 	}
 	var res Result
-	res.Waited, err = m.guarded(ctx, settled, func(ctx context.Context, fence uint64) error {
+	res.Waited, err = m.guarded(ctx, settled, func(ctx context.Context, r run) error {
 		migs, err := plan(ctx)
 		if err != nil {
 			return err
 		}
 		for _, mig := range migs {
-			took, err := m.runOne(ctx, mig, fence, "down", mig.Down)
+			took, err := m.runOne(ctx, r, mig, "down", mig.Down)
 			if err != nil {
 				return err
 			}
@@ -373,20 +403,30 @@ func (m *Migrator) Down(ctx context.Context, target int64) (Result, error) {
 	return res, err
 }
 
-// runOne claims mig, runs fn (its Up or Down) and records the outcome.
-func (m *Migrator) runOne(ctx context.Context, mig Migration, fence uint64, dir string,
+// runOne claims mig, runs fn (its Up or Down) and records the outcome. It
+// emits lock.MigrationApplied, or lock.MigrationFailed if it returns an
+// error after it started on mig.
+func (m *Migrator) runOne(ctx context.Context, r run, mig Migration, dir string,
 	fn func(context.Context, *mongo.Database) error) (time.Duration, error) {
 	if ctx.Err() != nil {
 		return 0, m.stopped(ctx, mig)
 	}
-	if err := m.claim(ctx, mig, m.cfg.keeperID, fence); err != nil {
-		return 0, fmt.Errorf("version %d (%s): %w", mig.Version, mig.Description, err)
+	ev := lock.Event{LockID: m.cfg.lockID, Fence: r.fence, Migration: fmt.Sprintf("%d %s", mig.Version, mig.Description)}
+	if dir == "down" {
+		ev.Reason = "down"
 	}
-	log := m.cfg.log.With().Int64("version", mig.Version).Str("description", mig.Description).Str("direction", dir).Logger()
-	log.Info().Msg("migration started")
-	start := m.cfg.clock.Now()
-	runErr := call(log.WithContext(ctx), m.db, fn)
-	took := m.cfg.clock.Since(start)
+	fail := func(took time.Duration, err error) (time.Duration, error) {
+		ev.Kind, ev.Took, ev.Err = lock.MigrationFailed, took, err
+		r.s.Emit(ev)
+		return took, err
+	}
+	if err := m.claim(ctx, mig, r.s.KeeperID(), r.fence); err != nil {
+		return fail(0, fmt.Errorf("version %d (%s): %w", mig.Version, mig.Description, err))
+	}
+	clk := r.s.Clock()
+	start := clk.Now()
+	runErr := call(ctx, m.db, fn)
+	took := clk.Since(start)
 	if runErr != nil && errors.Is(context.Cause(ctx), lock.ErrLeaseLost) {
 		runErr = fmt.Errorf("%w (%w)", runErr, lock.ErrLeaseLost)
 	}
@@ -398,21 +438,21 @@ func (m *Migrator) runOne(ctx context.Context, mig Migration, fence uint64, dir 
 	defer cancel()
 	var recErr error
 	if dir == "down" && runErr == nil {
-		recErr = m.forget(recCtx, mig.Version, fence)
+		recErr = m.forget(recCtx, mig.Version, r.fence)
 	} else {
-		recErr = m.finish(recCtx, mig, fence, took, runErr)
+		recErr = m.finish(recCtx, mig, r.fence, took, runErr)
 	}
-	if runErr != nil {
-		log.Error().Err(runErr).Dur("took", took).Msg("migration failed")
-		if recErr != nil {
-			log.Error().Err(recErr).Msg("could not record the failure")
-		}
-		return took, fmt.Errorf("%w: version %d (%s): %w", ErrFailed, mig.Version, mig.Description, runErr)
+	switch {
+	case runErr != nil && recErr != nil:
+		return fail(took, fmt.Errorf("%w: version %d (%s): %w; recording the failure failed too: %w",
+			ErrFailed, mig.Version, mig.Description, runErr, recErr))
+	case runErr != nil:
+		return fail(took, fmt.Errorf("%w: version %d (%s): %w", ErrFailed, mig.Version, mig.Description, runErr))
+	case recErr != nil:
+		return fail(took, fmt.Errorf("%w: version %d (%s) ran but was not recorded: %w", ErrFailed, mig.Version, mig.Description, recErr))
 	}
-	if recErr != nil {
-		return took, fmt.Errorf("%w: version %d (%s) ran but was not recorded: %w", ErrFailed, mig.Version, mig.Description, recErr)
-	}
-	log.Info().Dur("took", took).Msg("migration done")
+	ev.Kind, ev.Took = lock.MigrationApplied, took
+	r.s.Emit(ev)
 	return took, nil
 }
 

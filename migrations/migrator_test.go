@@ -46,6 +46,41 @@ func newMigrator(t *testing.T, db *mongo.Database, opts ...migrations.Option) *m
 	return m
 }
 
+// newSession returns a Session on a Locker of db with the given TTL,
+// closed at the end of the test.
+func newSession(t *testing.T, db *mongo.Database, ttl time.Duration, opts ...lock.SessionOption) *lock.Session {
+	t.Helper()
+	l, err := lock.New(db, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := lock.NewSession(l, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// newSessionMigrator is newMigrator taking its lock through s.
+func newSessionMigrator(t *testing.T, db *mongo.Database, s *lock.Session, opts ...migrations.Option) *migrations.Migrator {
+	t.Helper()
+	base := []migrations.Option{
+		migrations.WithSession(s),
+		migrations.WithRetryPeriod(testRetry),
+		migrations.WithWait(30 * time.Second),
+	}
+	m, err := migrations.New(db, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // counted is a migration whose Up counts its runs in the collection
 // "effects" and appends its version to the list "order".
 func counted(v int64, def string) migrations.Migration {
@@ -122,7 +157,8 @@ func TestUpAppliesInOrderAndRecords(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)
 	db := mongotest.NewDatabase(t)
-	m := newMigrator(t, db, migrations.WithKeeperID("deployer"),
+	s := newSession(t, db, testTTL, lock.WithKeeperID("deployer"))
+	m := newSessionMigrator(t, db, s,
 		migrations.WithMigrations(counted(3, "c"), counted(1, "a")),
 		migrations.WithMigrations(counted(2, "b")))
 
@@ -199,68 +235,108 @@ func TestUpTwiceAppliesNothing(t *testing.T) {
 	}
 }
 
-func TestConcurrentUpAppliesEachOnce(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t, 80*time.Second)
-	db := mongotest.NewDatabase(t)
-	const instances = 10
-	migs := func() []migrations.Migration {
-		var out []migrations.Migration
-		for v := int64(1); v <= 3; v++ {
-			mig := counted(v, fmt.Sprint(v))
-			inner := mig.Up
-			mig.Up = func(ctx context.Context, db *mongo.Database) error {
-				if err := inner(ctx, db); err != nil {
-					return err
-				}
-				// Long enough for every instance to find the lock taken.
-				select {
-				case <-time.After(100 * time.Millisecond):
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+// slowCounted are counted migrations 1 to n whose Up takes long enough
+// for every concurrent Up to find the lock taken.
+func slowCounted(n int64) []migrations.Migration {
+	var out []migrations.Migration
+	for v := int64(1); v <= n; v++ {
+		mig := counted(v, fmt.Sprint(v))
+		inner := mig.Up
+		mig.Up = func(ctx context.Context, db *mongo.Database) error {
+			if err := inner(ctx, db); err != nil {
+				return err
 			}
-			out = append(out, mig)
+			select {
+			case <-time.After(100 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		return out
+		out = append(out, mig)
 	}
+	return out
+}
+
+// upAll runs up(i) for i in [0, n) at once and checks that every migration
+// up to version last ran and was reported applied exactly once, in order.
+func upAll(t *testing.T, db *mongo.Database, n int, last int64, up func(i int) (migrations.Result, error)) {
+	t.Helper()
 	var wg sync.WaitGroup
-	results := make([]migrations.Result, instances)
-	errs := make([]error, instances)
+	results := make([]migrations.Result, n)
+	errs := make([]error, n)
 	start := make(chan struct{})
-	for i := range instances {
-		// Separate clients, as separate processes would have.
-		idb := mongotest.Database(t, mongotest.NewClient(t), db.Name())
-		m := newMigrator(t, idb, migrations.WithKeeperID(fmt.Sprintf("instance-%d", i)), migrations.WithMigrations(migs()...))
+	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = m.Up(ctx)
+			results[i], errs[i] = up(i)
 		})
 	}
 	close(start)
 	wg.Wait()
 
 	appliedBy := map[int64][]int{}
-	for i := range instances {
+	for i := range n {
 		if errs[i] != nil {
-			t.Errorf("instance %d: %v", i, errs[i])
+			t.Errorf("Up %d: %v", i, errs[i])
 		}
 		for _, a := range results[i].Applied {
 			appliedBy[a.Version] = append(appliedBy[a.Version], i)
 		}
 	}
-	for v := int64(1); v <= 3; v++ {
+	for _, v := range []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion} {
+		if len(appliedBy[v]) != 1 {
+			t.Errorf("version %d reported applied by Ups %v, want exactly one", v, appliedBy[v])
+		}
+	}
+	var want []int64
+	for v := int64(1); v <= last; v++ {
+		want = append(want, v)
 		if n := runs(t, db, v); n != 1 {
 			t.Errorf("version %d: Up ran %d times, want once", v, n)
 		}
 		if len(appliedBy[v]) != 1 {
-			t.Errorf("version %d reported applied by instances %v, want exactly one", v, appliedBy[v])
+			t.Errorf("version %d reported applied by Ups %v, want exactly one", v, appliedBy[v])
 		}
 	}
-	if got := order(t, db); !slices.Equal(got, []int64{1, 2, 3}) {
-		t.Errorf("Up functions ran in order %v, want [1 2 3]", got)
+	if got := order(t, db); !slices.Equal(got, want) {
+		t.Errorf("Up functions ran in order %v, want %v", got, want)
 	}
+}
+
+func TestConcurrentUpAppliesEachOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 80*time.Second)
+	db := mongotest.NewDatabase(t)
+	const instances = 10
+	ms := make([]*migrations.Migrator, instances)
+	for i := range ms {
+		// Separate clients, as separate processes would have.
+		idb := mongotest.Database(t, mongotest.NewClient(t), db.Name())
+		ms[i] = newMigrator(t, idb, migrations.WithMigrations(slowCounted(3)...))
+	}
+	upAll(t, db, instances, 3, func(i int) (migrations.Result, error) { return ms[i].Up(ctx) })
+}
+
+// Concurrent Up calls on one Migrator exclude each other as Up calls of
+// separate processes do: with a Session per call, and on one Session.
+func TestConcurrentUpOnOneMigratorAppliesEachOnce(t *testing.T) {
+	t.Parallel()
+	const calls = 3
+	t.Run("own sessions", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t, 60*time.Second)
+		db := mongotest.NewDatabase(t)
+		m := newMigrator(t, db, migrations.WithMigrations(slowCounted(2)...))
+		upAll(t, db, calls, 2, func(int) (migrations.Result, error) { return m.Up(ctx) })
+	})
+	t.Run("one session", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t, 60*time.Second)
+		db := mongotest.NewDatabase(t)
+		m := newSessionMigrator(t, db, newSession(t, db, testTTL), migrations.WithMigrations(slowCounted(2)...))
+		upAll(t, db, calls, 2, func(int) (migrations.Result, error) { return m.Up(ctx) })
+	})
 }
 
 func TestFailureIsRecordedAndStopsTheRun(t *testing.T) {
@@ -274,7 +350,7 @@ func TestFailureIsRecordedAndStopsTheRun(t *testing.T) {
 			}
 			return errors.New("boom")
 		}}
-	m := newMigrator(t, db, migrations.WithKeeperID("first"), migrations.WithMigrations(counted(1, "a"), failing, counted(3, "c")))
+	m := newMigrator(t, db, migrations.WithMigrations(counted(1, "a"), failing, counted(3, "c")))
 	res, err := m.Up(ctx)
 	if !errors.Is(err, migrations.ErrFailed) || !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("err = %v, want ErrFailed naming version 2 and the cause", err)
@@ -384,10 +460,11 @@ func TestCrashedMigratorIsContinued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, ok, err := dead.AcquireLock(ctx, migrations.DefaultLockID, "dead")
-	if err != nil || !ok {
-		t.Fatalf("acquire: %v %v", ok, err)
+	a, err := dead.AcquireLocks(ctx, "dead", migrations.DefaultLockID) // and never renewed
+	if err != nil || len(a.Granted) != 1 {
+		t.Fatalf("acquire: %+v %v", a, err)
 	}
+	lease := a.Granted[0]
 	_, err = db.Collection(migrations.DefaultCollection).InsertOne(ctx, bson.D{
 		{Key: "_id", Value: int64(1)}, {Key: "state", Value: "running"}, {Key: "keeper", Value: "dead"},
 		{Key: "checksum", Value: counted(1, "a").Checksum()}, {Key: "fence", Value: fmt.Sprintf("%016x", lease.Fence)},
@@ -395,7 +472,7 @@ func TestCrashedMigratorIsContinued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMigrator(t, db, migrations.WithLockTTL(time.Second), migrations.WithKeeperID("next"),
+	m := newSessionMigrator(t, db, newSession(t, db, time.Second, lock.WithKeeperID("next")),
 		migrations.WithMigrations(counted(1, "a")))
 	if e := states(t, m)[1]; e.State != migrations.StateRunning {
 		t.Fatalf("state %q before, want running", e.State)
@@ -417,8 +494,8 @@ func TestWaiterReportsOtherMigratorsFailure(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)
 	db := mongotest.NewDatabase(t)
-	var log logged
-	m := newMigrator(t, db, migrations.WithLogger(zerolog.New(&log)), migrations.WithMigrations(counted(1, "a")))
+	rec := migrations.NewRecorder()
+	m := newMigrator(t, db, migrations.WithObserver(rec), migrations.WithMigrations(counted(1, "a")))
 	if _, err := m.Up(ctx); err != nil { // the built-in, so that only 1 is left
 		t.Fatal(err)
 	}
@@ -427,10 +504,11 @@ func TestWaiterReportsOtherMigratorsFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, ok, err := other.AcquireLock(ctx, migrations.DefaultLockID, "other")
-	if err != nil || !ok {
-		t.Fatalf("acquire: %v %v", ok, err)
+	a, err := other.AcquireLocks(ctx, "other", migrations.DefaultLockID)
+	if err != nil || len(a.Granted) != 1 {
+		t.Fatalf("acquire: %+v %v", a, err)
 	}
+	lease := a.Granted[0]
 	records := db.Collection(migrations.DefaultCollection)
 	fence := fmt.Sprintf("%016x", lease.Fence)
 	_, err = records.UpdateOne(ctx, bson.D{{Key: "_id", Value: int64(1)}}, bson.D{{Key: "$set", Value: bson.D{
@@ -445,15 +523,7 @@ func TestWaiterReportsOtherMigratorsFailure(t *testing.T) {
 	}()
 	// The other migrator fails version 1 while m waits, and keeps the lock.
 	// Only a failure recorded after m started waiting is the other's.
-	for !log.contains("another migrator is running") {
-		select {
-		case <-ctx.Done():
-			t.Fatal("Up did not start waiting")
-		case err := <-done:
-			t.Fatalf("Up returned before waiting: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitForRefusal(ctx, t, rec, done)
 	_, err = records.UpdateOne(ctx, bson.D{{Key: "_id", Value: int64(1)}}, bson.D{{Key: "$set", Value: bson.D{
 		{Key: "state", Value: "failed"}, {Key: "error", Value: "disk full"}}}})
 	if err != nil {
@@ -472,6 +542,27 @@ func TestWaiterReportsOtherMigratorsFailure(t *testing.T) {
 	}
 }
 
+// waitForRefusal waits until rec saw the migrations lock refused, failing
+// the test if the Up that reports to done returns first.
+func waitForRefusal(ctx context.Context, t *testing.T, rec *migrations.Recorder, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	refused := make(chan error, 1)
+	go func() {
+		_, err := rec.WaitFor(ctx, 1, lock.Refused)
+		refused <- err
+	}()
+	select {
+	case err := <-refused:
+		if err != nil {
+			t.Fatalf("Up did not start waiting: %v", err)
+		}
+	case err := <-done:
+		t.Fatalf("Up returned before waiting: %v", err)
+	}
+}
+
 func TestWaitTimesOut(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)
@@ -480,8 +571,8 @@ func TestWaitTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := other.AcquireLock(ctx, migrations.DefaultLockID, "other"); err != nil || !ok {
-		t.Fatalf("acquire: %v %v", ok, err)
+	if a, err := other.AcquireLocks(ctx, "other", migrations.DefaultLockID); err != nil || len(a.Granted) != 1 {
+		t.Fatalf("acquire: %+v %v", a, err)
 	}
 	m := newMigrator(t, db, migrations.WithLockTTL(time.Minute), migrations.WithWait(300*time.Millisecond),
 		migrations.WithMigrations(counted(1, "a")))
@@ -572,21 +663,151 @@ func TestDownRollsBack(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	db := mongotest.NewDatabase(t)
-	if _, err := migrations.New(nil); !errors.Is(err, migrations.ErrInvalidOption) {
-		t.Errorf("nil db: %v", err)
+	invalid := func(name string, err error, want string) {
+		t.Helper()
+		if !errors.Is(err, migrations.ErrInvalidOption) || !errors.Is(err, lock.ErrInvalidOption) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want ErrInvalidOption (and lock's) containing %q", name, err, want)
+		}
 	}
-	if _, err := migrations.New(db, nil); !errors.Is(err, migrations.ErrInvalidOption) {
-		t.Errorf("nil option: %v", err)
-	}
-	if _, err := migrations.New(db, migrations.WithLockTTL(time.Second), migrations.WithRetryPeriod(time.Second)); !errors.Is(err, migrations.ErrInvalidOption) {
-		t.Errorf("retry >= ttl: %v", err)
-	}
+	_, err := migrations.New(nil)
+	invalid("nil db", err, "nil database")
+	_, err = migrations.New(db, nil)
+	invalid("nil option", err, "nil option")
+	_, err = migrations.New(db, migrations.WithLockTTL(time.Second), migrations.WithRetryPeriod(time.Second))
+	invalid("retry >= ttl", err, "WithRetryPeriod")
+	// Too short for a Session's safety margin, though not for a Locker.
+	_, err = migrations.New(db, migrations.WithLockTTL(200*time.Millisecond))
+	invalid("short TTL", err, "WithLockTTL")
 	// Left unset, the retry period fits a short TTL.
 	if _, err := migrations.New(db, migrations.WithLockTTL(time.Second)); err != nil {
 		t.Errorf("1s lock TTL with the default retry period: %v", err)
 	}
 	if _, err := migrations.New(db, migrations.WithMigrations(counted(migrations.LockIndexesVersion, "x"))); !errors.Is(err, migrations.ErrInvalidMigration) {
 		t.Errorf("version of a built-in: %v", err)
+	}
+	s := newSession(t, db, testTTL)
+	_, err = migrations.New(db, migrations.WithSession(s), migrations.WithLockTTL(time.Minute))
+	invalid("session and TTL", err, "WithSession cannot be combined with WithLockTTL")
+	other := mongotest.NewDatabase(t)
+	_, err = migrations.New(other, migrations.WithSession(s))
+	invalid("session on another database", err, db.Name())
+}
+
+// The migration events fire exactly once per migration applied, rolled
+// back or failed, and per wait, with the fence and keeper of the records.
+func TestMigrationEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	db := mongotest.NewDatabase(t)
+	failing := migrations.Migration{Version: 2, Description: "fails", Definition: "b",
+		Up:   func(context.Context, *mongo.Database) error { return errors.New("boom") },
+		Down: func(context.Context, *mongo.Database) error { return nil }}
+	withDown := counted(1, "a")
+	withDown.Down = func(context.Context, *mongo.Database) error { return nil }
+	rec := migrations.NewRecorder()
+	m := newMigrator(t, db, migrations.WithObserver(rec), migrations.WithMigrations(withDown, failing, counted(3, "c")))
+
+	// Another holder has the lock when Up starts.
+	mu, err := newSession(t, db, testTTL).Mutex(migrations.DefaultLockID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := mu.AcquireLock(ctx); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	type result struct {
+		res migrations.Result
+		err error
+	}
+	done := make(chan error, 1)
+	var up result
+	go func() {
+		up.res, up.err = m.Up(ctx)
+		done <- up.err
+	}()
+	waitForRefusal(ctx, t, rec, done)
+	if err := mu.ReleaseLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !errors.Is(up.err, migrations.ErrFailed) {
+		t.Fatalf("Up: %v, want ErrFailed", up.err)
+	}
+
+	st := states(t, m)
+	rec1 := st[1].Record
+	check := func(e lock.Event, kind lock.EventKind, migration string, took time.Duration) {
+		t.Helper()
+		if e.Kind != kind || e.Migration != migration || e.LockID != migrations.DefaultLockID ||
+			e.Fence != rec1.Fence || e.KeeperID != rec1.Keeper || e.At.IsZero() || (took >= 0 && e.Took != took) {
+			t.Errorf("event %+v, want %v of %q under fence %d of %s, took %v", e, kind, migration, rec1.Fence, rec1.Keeper, took)
+		}
+	}
+	waited := rec.Of(lock.MigrationWaited)
+	if len(waited) != 1 {
+		t.Fatalf("waited events %+v, want one", waited)
+	}
+	check(waited[0], lock.MigrationWaited, "", up.res.Waited)
+	if waited[0].Took <= 0 || waited[0].Reason != "lock acquired" || waited[0].Err != nil {
+		t.Errorf("waited event %+v, want the wait until the lock was acquired", waited[0])
+	}
+	applied := rec.Of(lock.MigrationApplied)
+	wantApplied := []string{
+		fmt.Sprintf("%d indexes of lock collection %q", migrations.LockIndexesVersion, lock.DefaultCollection),
+		fmt.Sprintf("%d indexes of scheduler history %q", migrations.SchedulerIndexesVersion, "mongolock_runs"),
+		"1 count 1",
+	}
+	if len(applied) != len(wantApplied) || len(up.res.Applied) != len(wantApplied) {
+		t.Fatalf("applied events %+v, result %+v; want %q", applied, up.res.Applied, wantApplied)
+	}
+	for i, e := range applied {
+		check(e, lock.MigrationApplied, wantApplied[i], up.res.Applied[i].Duration)
+		if e.Reason != "" || e.Err != nil {
+			t.Errorf("applied event %+v", e)
+		}
+	}
+	failed := rec.Of(lock.MigrationFailed)
+	if len(failed) != 1 {
+		t.Fatalf("failed events %+v, want one", failed)
+	}
+	check(failed[0], lock.MigrationFailed, "2 fails", -1)
+	if !errors.Is(failed[0].Err, migrations.ErrFailed) || !strings.Contains(failed[0].Err.Error(), "boom") {
+		t.Errorf("failed event error %v, want the run's", failed[0].Err)
+	}
+
+	// Rolling back: one applied event per migration, Reason "down".
+	rec2 := migrations.NewRecorder()
+	m2 := newMigrator(t, db, migrations.WithObserver(rec2), migrations.WithMigrations(withDown, failing, counted(3, "c")))
+	res, err := m2.Down(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := rec2.Of(lock.MigrationApplied, lock.MigrationFailed, lock.MigrationWaited)
+	if len(down) != 2 || len(res.Applied) != 2 {
+		t.Fatalf("events of Down %+v, result %+v; want two rollbacks", down, res.Applied)
+	}
+	for i, name := range []string{"2 fails", "1 count 1"} {
+		e := down[i]
+		if e.Kind != lock.MigrationApplied || e.Migration != name || e.Reason != "down" || e.Took != res.Applied[i].Duration ||
+			e.Fence == 0 || e.Fence == rec1.Fence {
+			t.Errorf("Down event %d: %+v, want %q rolled back under a new fence", i, e, name)
+		}
+	}
+}
+
+// WithLogger logs the events of the Sessions the migrator makes.
+func TestLoggerLogsEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	db := mongotest.NewDatabase(t)
+	var log logged
+	if _, err := newMigrator(t, db, migrations.WithLogger(zerolog.New(&log)), migrations.WithMigrations(counted(1, "a"))).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"migration":"1 count 1","message":"migration applied"`, `"lock":"mongolock.migrations"`, `"message":"released"`} {
+		if !log.contains(want) {
+			t.Errorf("log %q, want %s", log.msgs, want)
+		}
 	}
 }
 

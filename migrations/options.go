@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -21,11 +20,13 @@ const (
 	// before giving up with ErrWaitTimeout. Index builds on big collections
 	// take minutes.
 	DefaultWait = 5 * time.Minute
-	// DefaultRetryPeriod is how often a waiting migrator checks whether the
-	// other one finished and tries to take the lock.
+	// DefaultRetryPeriod is the longest pause of a waiting migrator between
+	// two checks whether the other one finished and attempts to take the
+	// lock.
 	DefaultRetryPeriod = time.Second
-	// DefaultReleaseTimeout bounds recording a failure and releasing the lock
-	// after the caller's context ended.
+	// DefaultReleaseTimeout bounds recording the outcome of a migration
+	// after the caller's context ended. (Releasing the lock is bounded by
+	// the Session's release timeout.)
 	DefaultReleaseTimeout = 10 * time.Second
 )
 
@@ -34,12 +35,11 @@ type config struct {
 	lockCollection string
 	lockTTL        time.Duration
 	lockID         string
-	keeperID       string
-	locker         Locker
+	session        *lock.Session
+	sessionOpts    []lock.SessionOption // for the Sessions the migrator makes
+	notWithSession []string             // options given that WithSession excludes
 	wait           time.Duration
 	retry          time.Duration
-	log            zerolog.Logger
-	clock          clockwork.Clock
 	migrations     []Migration
 	runsCollection string
 	retention      time.Duration
@@ -48,12 +48,38 @@ type config struct {
 // Option configures a Migrator.
 type Option func(*config) error
 
+// invalidOption is the error of a bad option.
+func invalidOption(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// WithSession makes the migrator take its lock through s: the keeper id it
+// holds the lock as and records migrations under, the store, the clock, the
+// lease timings and the observers are s's. The lock TTL the built-in
+// migration gives the lock collection's TTL index is s's store's, and so is
+// the lock collection if the store has a Collection method, as
+// *lock.Locker has (otherwise it is lock.DefaultCollection); that
+// collection must be in the migrator's database. WithSession cannot be
+// combined with WithLockCollection, WithLockTTL, WithLogger or WithObserver.
+// The migrator does not close s. Default: every Up or Down that needs the
+// lock makes a Session of its own, on a lock.Locker with the lock
+// collection and TTL, and closes it before returning.
+func WithSession(s *lock.Session) Option {
+	return func(c *config) error {
+		if s == nil {
+			return invalidOption("WithSession: nil session")
+		}
+		c.session = s
+		return nil
+	}
+}
+
 // WithCollection sets the collection migration records are kept in.
 // Default: DefaultCollection ("mongolock_migrations").
 func WithCollection(name string) Option {
 	return func(c *config) error {
 		if !mongoutil.ValidCollectionName(name) {
-			return fmt.Errorf("%w: WithCollection: invalid collection name %q", ErrInvalidOption, name)
+			return invalidOption("WithCollection: invalid collection name %q", name)
 		}
 		c.collection = name
 		return nil
@@ -61,27 +87,34 @@ func WithCollection(name string) Option {
 }
 
 // WithLockCollection sets the lock collection: the built-in migration
-// maintains its indexes, and the lock guarding runs lives there.
-// Default: lock.DefaultCollection ("locks").
+// maintains its indexes, and the lock guarding runs lives there. Not with
+// WithSession. Default: lock.DefaultCollection ("locks").
 func WithLockCollection(name string) Option {
 	return func(c *config) error {
 		if !mongoutil.ValidCollectionName(name) {
-			return fmt.Errorf("%w: WithLockCollection: invalid collection name %q", ErrInvalidOption, name)
+			return invalidOption("WithLockCollection: invalid collection name %q", name)
 		}
 		c.lockCollection = name
+		c.notWithSession = append(c.notWithSession, "WithLockCollection")
 		return nil
 	}
 }
 
 // WithLockTTL sets the lease TTL your lockers use. The built-in migration
 // sets the lock collection's TTL index from it, and the lock guarding runs
-// uses it. Default: lock.DefaultTTL (30s); at least lock.MinTTL.
+// uses it. Not with WithSession. Default: lock.DefaultTTL (30s); from
+// lock.MinTTL to lock.MaxTTL, and long enough for a Session's safety margin
+// (New checks).
 func WithLockTTL(ttl time.Duration) Option {
 	return func(c *config) error {
 		if ttl < lock.MinTTL {
-			return fmt.Errorf("%w: WithLockTTL: %v is shorter than the minimum %v", ErrInvalidOption, ttl, lock.MinTTL)
+			return invalidOption("WithLockTTL: %v is shorter than the minimum %v", ttl, lock.MinTTL)
+		}
+		if ttl > lock.MaxTTL {
+			return invalidOption("WithLockTTL: %v is longer than the maximum %v", ttl, lock.MaxTTL)
 		}
 		c.lockTTL = ttl
+		c.notWithSession = append(c.notWithSession, "WithLockTTL")
 		return nil
 	}
 }
@@ -90,34 +123,10 @@ func WithLockTTL(ttl time.Duration) Option {
 // share a records collection must share it. Default: DefaultLockID.
 func WithLockID(id string) Option {
 	return func(c *config) error {
-		if err := lock.ValidateID("lockID", id); err != nil {
-			return fmt.Errorf("%w: WithLockID: %v", ErrInvalidOption, err)
+		if err := lock.ValidateID("WithLockID", id); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		c.lockID = id
-		return nil
-	}
-}
-
-// WithKeeperID sets the keeper id this migrator takes the lock as and
-// records migrations under. Default: lock.NewKeeperID().
-func WithKeeperID(id string) Option {
-	return func(c *config) error {
-		if err := lock.ValidateID("keeperID", id); err != nil {
-			return fmt.Errorf("%w: WithKeeperID: %v", ErrInvalidOption, err)
-		}
-		c.keeperID = id
-		return nil
-	}
-}
-
-// WithLocker sets the locker that guards runs, for tests or another store.
-// Default: a lock.Locker on the lock collection with the lock TTL.
-func WithLocker(l Locker) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: WithLocker: nil locker", ErrInvalidOption)
-		}
-		c.locker = l
 		return nil
 	}
 }
@@ -127,43 +136,52 @@ func WithLocker(l Locker) Option {
 func WithWait(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("%w: WithWait: %v is negative", ErrInvalidOption, d)
+			return invalidOption("WithWait: %v is negative", d)
 		}
 		c.wait = d
 		return nil
 	}
 }
 
-// WithRetryPeriod sets how often a waiting migrator polls. It must be
-// shorter than the lock TTL. Default: DefaultRetryPeriod (1s), or half the
-// lock TTL if that is shorter.
+// WithRetryPeriod sets the longest pause of a waiting migrator between two
+// checks whether the other one finished and attempts to take the lock; the
+// pauses start shorter and grow, with jitter, up to it (lock.Backoff). It
+// must be shorter than the lock TTL. Default: DefaultRetryPeriod (1s), or
+// half the lock TTL if that is shorter.
 func WithRetryPeriod(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: WithRetryPeriod: %v is not positive", ErrInvalidOption, d)
+			return invalidOption("WithRetryPeriod: %v is not positive", d)
 		}
 		c.retry = d
 		return nil
 	}
 }
 
-// WithLogger sets the logger. Migrations find it with zerolog.Ctx(ctx).
-// Default: zerolog.Nop().
+// WithLogger logs the events of the Sessions the migrator makes for itself
+// (lock.WithSessionLogger): its lock, and the migrations it applied, waited
+// for and failed. Not with WithSession: give that Session the logger. The
+// migrations themselves log to the logger of the context given to Up or
+// Down (zerolog.Ctx), not to this one. Default: no logging.
 func WithLogger(l zerolog.Logger) Option {
 	return func(c *config) error {
-		c.log = l
+		c.sessionOpts = append(c.sessionOpts, lock.WithSessionLogger(l))
+		c.notWithSession = append(c.notWithSession, "WithLogger")
 		return nil
 	}
 }
 
-// WithClock sets the clock used for waiting, renewing and timing, for tests.
-// Default: the system clock.
-func WithClock(clk clockwork.Clock) Option {
+// WithObserver adds an observer of the events of the Sessions the migrator
+// makes for itself (lock.WithObserver): its lock, and lock.MigrationApplied,
+// lock.MigrationWaited and lock.MigrationFailed. Several may be added. Not
+// with WithSession: give that Session the observer. Default: none.
+func WithObserver(o lock.Observer) Option {
 	return func(c *config) error {
-		if clk == nil {
-			return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidOption)
+		if o == nil {
+			return invalidOption("WithObserver: nil observer")
 		}
-		c.clock = clk
+		c.sessionOpts = append(c.sessionOpts, lock.WithObserver(o))
+		c.notWithSession = append(c.notWithSession, "WithObserver")
 		return nil
 	}
 }
@@ -186,10 +204,10 @@ func WithMigrations(ms ...Migration) Option {
 func WithSchedulerHistory(runsCollection string, retention time.Duration) Option {
 	return func(c *config) error {
 		if !mongoutil.ValidCollectionName(runsCollection) {
-			return fmt.Errorf("%w: WithSchedulerHistory: invalid collection name %q", ErrInvalidOption, runsCollection)
+			return invalidOption("WithSchedulerHistory: invalid collection name %q", runsCollection)
 		}
 		if retention < 0 || (retention > 0 && retention < time.Second) {
-			return fmt.Errorf("%w: WithSchedulerHistory: retention %v must be 0 or at least 1s", ErrInvalidOption, retention)
+			return invalidOption("WithSchedulerHistory: retention %v must be 0 or at least 1s", retention)
 		}
 		c.runsCollection = runsCollection
 		c.retention = retention
