@@ -18,7 +18,6 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
-	"github.com/mongolock/mongolock/runner"
 )
 
 var failoverTrials = flag.Int("integration.trials", 8, "failovers BenchmarkFailover measures of each kind")
@@ -45,7 +44,7 @@ func benchFailover(b *testing.B, kill bool) {
 	c := newCluster(b, benchTTL)
 	c.spawnN(3)
 	leader := c.awaitLeader(0, startTimeout)
-	ri := scaled(runner.DefaultRenewInterval, benchTTL)
+	ri := lock.DefaultTimings(benchTTL).RenewInterval
 	var samples []time.Duration
 	for range b.N {
 		for range *failoverTrials {
@@ -76,7 +75,7 @@ func benchFailover(b *testing.B, kill bool) {
 }
 
 // BenchmarkAcquireRelease measures the throughput of uncontended
-// AcquireLock+ReleaseLock pairs from several goroutines, against the
+// Mutex AcquireLock+ReleaseLock pairs from several goroutines of one Session, against the
 // baseline a user would write by hand with the driver (an upsert and a
 // delete, with the same write concern), in alternating slots of the same run.
 func BenchmarkAcquireRelease(b *testing.B) {
@@ -91,12 +90,21 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	session, err := lock.NewSession(l, lock.WithKeeperID("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer session.Close()
 	raw := db.Collection("raw", options.Collection().SetWriteConcern(lock.DefaultWriteConcern()))
 	withLock := func(ctx context.Context, id string) error {
-		if _, ok, err := l.AcquireLock(ctx, id, "bench"); err != nil || !ok {
+		m, err := session.Mutex(id)
+		if err != nil {
+			return err
+		}
+		if _, ok, err := m.AcquireLock(ctx); err != nil || !ok {
 			return errors.Join(fmt.Errorf("acquire %s: acquired=%v", id, ok), err)
 		}
-		return l.ReleaseLock(ctx, id, "bench")
+		return m.ReleaseLock(ctx)
 	}
 	byHand := func(ctx context.Context, id string) error {
 		filter := bson.M{"_id": id, "kid": "bench"}

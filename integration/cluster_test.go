@@ -35,12 +35,6 @@ const (
 	logTail = 40
 )
 
-// scaled returns a runner default timing (given for lock.DefaultTTL) as the
-// runner scales it to ttl.
-func scaled(d, ttl time.Duration) time.Duration {
-	return time.Duration(float64(d) * float64(ttl) / float64(lock.DefaultTTL))
-}
-
 // cluster is a test's set of instances on one fresh database: child processes
 // (spawn) and in-process ones (startLocal), all reporting to one recorder.
 type cluster struct {

@@ -13,12 +13,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/runner"
@@ -77,38 +77,23 @@ type instanceConfig struct {
 // task, all on one client and one keeper id. It reports what it does
 // through emit.
 type instance struct {
-	cfg    instanceConfig
-	emit   func(event)
-	db     *mongo.Database
-	locker *lock.Locker
-	sched  *scheduler.Scheduler // nil without jobs
-	runner *runner.LeaderAwareRunner
+	cfg     instanceConfig
+	emit    func(event)
+	db      *mongo.Database
+	locker  *lock.Locker
+	session *lock.Session        // the instance's one keeper
+	sched   *scheduler.Scheduler // nil without jobs
+	runner  *runner.LeaderAwareRunner
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the runner's Run returned
 	runErr error
 }
 
-// skewedClock is the real clock with its wall time shifted by an offset, as on
-// a machine whose clock is wrong. Timers are real; readings keep Go's
-// monotonic clock, so elapsed times are right.
-type skewedClock struct {
-	clockwork.Clock
-	offset time.Duration
-}
-
-func (c skewedClock) Now() time.Time                  { return c.Clock.Now().Add(c.offset) }
-func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
-
 // startInstance applies the migrations (waiting for another instance doing
 // it) and starts the scheduler and the runner. ctx bounds the migrations
 // only; stop ends the rest.
 func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client, emit func(event), log zerolog.Logger) (*instance, error) {
-	var clk clockwork.Clock = clockwork.NewRealClock()
-	if cfg.Skew != 0 {
-		clk = skewedClock{clk, cfg.Skew}
-	}
 	in := &instance{cfg: cfg, db: client.Database(cfg.Database)}
 	in.emit = func(e event) {
 		e.Keeper, e.At = cfg.Keeper, wallNow()
@@ -116,36 +101,40 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	}
 	log = log.With().Str("instance", cfg.Keeper).Logger()
 
+	// The clock is given once, to the Locker; the Session and everything
+	// built on it use it.
+	var err error
+	if in.locker, err = lock.New(in.db, lock.WithTTL(cfg.TTL), lock.WithClock(mongotest.SkewedClock(cfg.Skew)), lock.WithLogger(log)); err != nil {
+		return nil, err
+	}
+	if in.session, err = lock.NewSession(in.locker, lock.WithKeeperID(cfg.Keeper), lock.WithSessionLogger(log)); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*instance, error) { return nil, errors.Join(err, in.session.Close()) }
 	mig, err := migrations.New(in.db,
-		migrations.WithKeeperID(cfg.Keeper),
-		migrations.WithLockTTL(cfg.TTL),
+		migrations.WithSession(in.session),
 		migrations.WithRetryPeriod(cfg.TTL/10),
-		migrations.WithClock(clk),
-		migrations.WithLogger(log),
 		migrations.WithMigrations(in.testMigration()))
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	res, err := mig.Up(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("migrations: %w", err)
+		return fail(fmt.Errorf("migrations: %w", err))
 	}
 	in.emit(event{Kind: evMigrated, Waited: res.Waited, Applied: len(res.Applied)})
 
-	if in.locker, err = lock.New(in.db, lock.WithTTL(cfg.TTL), lock.WithClock(clk), lock.WithLogger(log)); err != nil {
-		return nil, err
-	}
 	if len(cfg.Jobs) > 0 {
-		if in.sched, err = scheduler.New(in.db, in.locker, cfg.Keeper, scheduler.WithClock(clk), scheduler.WithLogger(log)); err != nil {
-			return nil, err
+		if in.sched, err = scheduler.New(in.db, in.session); err != nil {
+			return fail(err)
 		}
 		for _, name := range cfg.Jobs {
 			if err := in.sched.AddJob(name, fmt.Sprintf("@every %v", cfg.Every), in.job); err != nil {
-				return nil, err
+				return fail(err)
 			}
 		}
 		if err := in.sched.Start(); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -153,9 +142,9 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	if cfg.NoRunner {
 		close(in.done)
 	} else {
-		if in.runner, err = runner.New(in.locker, leaderLock, cfg.Keeper, runner.WithClock(clk), runner.WithLogger(log)); err != nil {
+		if in.runner, err = runner.New(in.session, leaderLock); err != nil {
 			cancel()
-			return nil, errors.Join(err, in.stopScheduler())
+			return fail(errors.Join(err, in.stopScheduler()))
 		}
 		go func() {
 			defer close(in.done)
@@ -244,8 +233,8 @@ func (in *instance) probe(fence uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), in.cfg.TTL)
 	defer cancel()
 	r, renewErr := in.locker.Renew(ctx, in.cfg.Keeper, leaderLock)
-	relErr := in.locker.ReleaseLock(ctx, leaderLock, in.cfg.Keeper)
-	in.emit(event{Kind: evProbe, Fence: fence, Held: len(r.Held), NotHeld: errors.Is(relErr, lock.ErrNotHeld),
+	n, relErr := in.locker.ReleaseLocks(ctx, in.cfg.Keeper, leaderLock)
+	in.emit(event{Kind: evProbe, Fence: fence, Held: len(r.Held), NotHeld: relErr == nil && n == 0,
 		Err: errText(errors.Join(renewErr, relErr))})
 }
 
@@ -280,6 +269,7 @@ func (in *instance) stop(ctx context.Context) error {
 	if in.runErr != nil && !errors.Is(in.runErr, context.Canceled) {
 		err = errors.Join(err, in.runErr)
 	}
+	err = errors.Join(err, in.session.Close())
 	if err == nil {
 		in.emit(event{Kind: evDown})
 	}

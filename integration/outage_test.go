@@ -14,7 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
-	"github.com/mongolock/mongolock/runner"
+	"github.com/mongolock/mongolock/lock"
 )
 
 // Scenario 3: the database is down for longer than the renew deadline (and
@@ -34,7 +34,7 @@ func TestDatabaseOutage(t *testing.T) {
 	from := c.rec.mark()
 	stoppedAt := wallNow()
 	mongotest.StopServer(t)
-	rd := scaled(runner.DefaultRenewDeadline, testTTL)
+	rd := lock.DefaultTimings(testTTL).RenewDeadline
 	stop := c.rec.awaitOne(t, from, rd+slack, "the leader's stop", isKindBy(evLeadStop, first.Keeper))
 	if outage := 2 * testTTL; time.Since(stoppedAt) < outage {
 		sleep(outage - time.Since(stoppedAt))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mongolock/mongolock/runner"
+	"github.com/mongolock/mongolock/lock"
 )
 
 // Scenario 4: three instances whose wall clocks are off by -TTL, 0 and +TTL
@@ -36,7 +36,7 @@ func TestSkewedClocks(t *testing.T) {
 	failover := next.At.Sub(killedAt)
 	t.Logf("leader %s (skew %v) killed; %s (skew %v) led %v later", first.Keeper, skews[first.Keeper],
 		next.Keeper, skews[next.Keeper], failover.Round(time.Millisecond))
-	if rp := scaled(runner.DefaultRetryPeriod, testTTL); failover > testTTL+rp+slack {
+	if rp := lock.DefaultTimings(testTTL).RetryPeriod; failover > testTTL+rp+slack {
 		t.Errorf("failover under skew took %v, want at most TTL+retry period+%v", failover, slack)
 	}
 	// Then the instance whose clock is ahead, which claims the firings, if it

@@ -121,17 +121,24 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	keeper := em.name + "/" + lock.NewKeeperID()
 	em.emit(demoEvent{Ev: evStart, PID: os.Getpid(), Keeper: keeper})
 
+	// One Session per instance: it owns the keeper id and keeps every lease
+	// of the migrator, the scheduler and the runner alive.
+	locker, err := a.locker(db, log)
+	if err != nil {
+		return err
+	}
+	session, err := lock.NewSession(locker, lock.WithKeeperID(keeper), lock.WithSessionLogger(log))
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer session.Close()
+
 	if migrate {
-		m, err := migrations.New(db,
-			migrations.WithLockCollection(a.g.collection),
-			migrations.WithLockTTL(a.g.ttl),
-			migrations.WithKeeperID(keeper),
-			migrations.WithLogger(log),
-		)
+		m, err := migrations.New(db, migrations.WithSession(session))
 		if err != nil {
 			return usagef("%v", err)
 		}
-		res, err := m.Up(ctx)
+		res, err := m.Up(log.WithContext(ctx)) // the context's logger gets the index helpers' warnings
 		if err != nil {
 			return fmt.Errorf("migrations: %w", err)
 		}
@@ -142,11 +149,7 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		em.emit(ev)
 	}
 
-	locker, err := a.locker(db, log)
-	if err != nil {
-		return err
-	}
-	sched, err := scheduler.New(db, locker, keeper, scheduler.WithSeconds(), scheduler.WithLogger(log))
+	sched, err := scheduler.New(db, session, scheduler.WithSeconds())
 	if err != nil {
 		return err
 	}
@@ -155,9 +158,8 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 			return err
 		}
 	}
-	lead, err := runner.New(locker, demoLeaderLock, keeper,
-		runner.OnStartedLeading(func(fence uint64) { em.emit(demoEvent{Ev: evLead, Fence: fence}) }),
-		runner.WithLogger(log))
+	lead, err := runner.New(session, demoLeaderLock,
+		runner.OnStartedLeading(func(fence uint64) { em.emit(demoEvent{Ev: evLead, Fence: fence}) }))
 	if err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func (a *app) locksShow(ctx context.Context, args []string) error {
 	}
 	state := "held, expires in " + expiresIn(h)
 	if h.Expired {
-		state = expiresIn(h) + "; the next AcquireLock takes it over"
+		state = expiresIn(h) + "; the next acquisition takes it over"
 	}
 	tw := table(a.stdout)
 	fmt.Fprintf(tw, "lock:\t%s\n", h.LockID)
@@ -186,14 +186,14 @@ func (a *app) locksRelease(ctx context.Context, args []string) error {
 	defer done()
 
 	if !*force {
-		err := l.ReleaseLock(ctx, id, *keeper)
+		n, err := l.ReleaseLocks(ctx, *keeper, id)
 		switch {
 		case errors.Is(err, lock.ErrInvalidArgument):
 			return usagef("%v", err)
-		case errors.Is(err, lock.ErrNotHeld):
-			return fmt.Errorf("lock %q is not held by %q; nothing released", id, *keeper)
 		case err != nil:
 			return err
+		case n == 0:
+			return fmt.Errorf("lock %q is not held by %q; nothing released", id, *keeper)
 		}
 		fmt.Fprintf(a.stdout, "released %q held by %q\n", id, *keeper)
 		return nil
@@ -214,8 +214,9 @@ func (a *app) locksRelease(ctx context.Context, args []string) error {
 	// Delete only if the lock is still the one shown: as its keeper, unless
 	// the document has none.
 	if h.KeeperID != "" && lock.ValidateID("keeperID", h.KeeperID) == nil {
-		err = l.ReleaseLock(ctx, id, h.KeeperID)
-		if errors.Is(err, lock.ErrNotHeld) {
+		var n int
+		n, err = l.ReleaseLocks(ctx, h.KeeperID, id)
+		if err == nil && n == 0 {
 			return fmt.Errorf("lock %q changed hands since it was read; nothing released, run again", id)
 		}
 	} else {

@@ -11,8 +11,8 @@
 //	mongolock [global flags] demo-instance [--name N] [--for D]
 //
 // demo needs no server: without --uri or MONGODB_URI it starts an embedded
-// FerretDB. It runs instances of demo-instance as child processes (leader-only
-// cron jobs and a leader task), kills the leader, and prints a summary; it
+// FerretDB. It runs instances of demo-instance as child processes (cron
+// jobs and a leader task), kills the leader, and prints a summary; it
 // exits 1 if any firing ran twice, or if an instance failed or nobody took
 // over from a leader it stopped.
 //

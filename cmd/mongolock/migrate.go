@@ -37,22 +37,23 @@ func (a *app) migrateFlagSet(name string, withWait, withJSON bool) (*flag.FlagSe
 	return fs, f
 }
 
-// migrator parses the flags of a migrate subcommand and connects.
-func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, args []string) (*migrations.Migrator, func(), error) {
+// migrator parses the flags of a migrate subcommand and connects. The
+// context it returns carries the logger, for the index helpers' warnings.
+func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, args []string) (context.Context, *migrations.Migrator, func(), error) {
 	pos, err := a.parse(fs, args)
 	if err != nil {
-		return nil, nil, err
+		return ctx, nil, nil, err
 	}
 	if len(pos) > 0 {
-		return nil, nil, usagef("%s takes no arguments, got %q", fs.Name(), pos[0])
+		return ctx, nil, nil, usagef("%s takes no arguments, got %q", fs.Name(), pos[0])
 	}
 	log, err := a.logger()
 	if err != nil {
-		return nil, nil, err
+		return ctx, nil, nil, err
 	}
 	db, disconnect, err := a.connect(ctx)
 	if err != nil {
-		return nil, nil, err
+		return ctx, nil, nil, err
 	}
 	m, err := migrations.New(db,
 		migrations.WithCollection(f.collection),
@@ -64,14 +65,14 @@ func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, a
 	)
 	if err != nil {
 		disconnect()
-		return nil, nil, usagef("%v", err)
+		return ctx, nil, nil, usagef("%v", err)
 	}
-	return m, disconnect, nil
+	return log.WithContext(ctx), m, disconnect, nil
 }
 
 func (a *app) migrateUp(ctx context.Context, args []string) error {
 	fs, f := a.migrateFlagSet("up", true, false)
-	m, disconnect, err := a.migrator(ctx, fs, f, args)
+	ctx, m, disconnect, err := a.migrator(ctx, fs, f, args)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ type statusJSON struct {
 
 func (a *app) migrateStatus(ctx context.Context, args []string) error {
 	fs, f := a.migrateFlagSet("status", false, true)
-	m, disconnect, err := a.migrator(ctx, fs, f, args)
+	ctx, m, disconnect, err := a.migrator(ctx, fs, f, args)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (a *app) migrateStatus(ctx context.Context, args []string) error {
 
 func (a *app) migratePlan(ctx context.Context, args []string) error {
 	fs, f := a.migrateFlagSet("plan", false, false)
-	m, disconnect, err := a.migrator(ctx, fs, f, args)
+	ctx, m, disconnect, err := a.migrator(ctx, fs, f, args)
 	if err != nil {
 		return err
 	}
