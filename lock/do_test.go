@@ -204,3 +204,44 @@ func TestDoPanics(t *testing.T) {
 		t.Error("Do returned after fn panicked")
 	})
 }
+
+// TestCloseLeavesAbandonedLockToExpire: closing the Session while an
+// abandoned fn still runs does not delete its lock (another keeper would
+// get it at once, beside the running fn); the lock is released when fn
+// returns, and live leases are released by Close as usual.
+func TestCloseLeavesAbandonedLockToExpire(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore(3 * time.Second)
+		s, err := lock.NewSession(f, lock.WithGracePeriod(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Do(ctx, "x", func(context.Context) error { <-stop; return nil })
+		}()
+		live := mustLock(t, context.Background(), newMutex(t, s, "y"))
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, lock.ErrTaskDidNotStop) {
+			t.Fatalf("Do: %v, want ErrTaskDidNotStop", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if h := f.holder("x"); h != s.KeeperID() {
+			t.Errorf("after Close the abandoned fn's lock is held by %q, want still %q", h, s.KeeperID())
+		}
+		if h := f.holder("y"); h != "" || !errors.Is(live.Err(), lock.ErrSessionClosed) {
+			t.Errorf("live lease after Close: holder %q, err %v; want released, ErrSessionClosed", h, live.Err())
+		}
+		close(stop)
+		synctest.Wait()
+		if h := f.holder("x"); h != "" {
+			t.Errorf("once the abandoned fn returned the lock is held by %q, want released", h)
+		}
+	})
+}

@@ -426,10 +426,15 @@ func (s *Session) Backoff() Backoff {
 
 // Close ends the Session: it stops the keep-alive, ends every lease it
 // holds (cause ErrSessionClosed) and releases them all in one round trip,
-// bounded by the release timeout; the Session's own context, not the
+// bounded by the release timeout and the Session's own context, not a
 // caller's, so it never fails because a caller's context ended. Locks a
-// failed call may have left this keeper's are released with them. Close is
-// idempotent; calls on a closed Session return ErrSessionClosed.
+// failed call may have left this keeper's are released with them. Leases
+// that had already ended (lost, or abandoned with their work still
+// running) are not deleted: they expire, and their holders' ReleaseLock
+// still works. Stop the work under live leases first (return from Do,
+// stop runners and schedulers): Close releases their locks at once, so
+// work still running then gets no safety margin. Close is idempotent;
+// calls on a closed Session return ErrSessionClosed.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -446,7 +451,11 @@ func (s *Session) Close() error {
 	var ended []*Lease
 	s.mu.Lock()
 	for id, sl := range s.slots {
-		if sl.lease != nil && !sl.lease.releasing {
+		// A lease that ended before (lost, or abandoned with its work
+		// still running) is left to expire: deleting it would let another
+		// keeper in at once, beside work that may not have stopped. Its
+		// holder's ReleaseLock still deletes it.
+		if sl.lease != nil && !sl.lease.releasing && !sl.lease.ended {
 			sl.lease.releasing = true
 			s.endLocked(sl.lease, ErrSessionClosed)
 			ended = append(ended, sl.lease)
