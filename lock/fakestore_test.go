@@ -128,15 +128,20 @@ func (f *fakeStore) Renew(ctx context.Context, keeperID string, lockIDs ...strin
 	return r, nil
 }
 
-func (f *fakeStore) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
+func (f *fakeStore) ReleaseTerms(ctx context.Context, keeperID string, terms ...lock.Term) (int, error) {
+	lockIDs := make([]string, len(terms))
+	for i, t := range terms {
+		lockIDs[i] = t.LockID
+	}
 	if _, err := f.begin(ctx, "release", keeperID, lockIDs); err != nil {
 		return 0, fmt.Errorf("fake release: %w", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for _, id := range lockIDs {
-		if l, ok := f.locks[id]; ok && l.keeper == keeperID {
+	for _, t := range terms {
+		id := t.LockID
+		if l, ok := f.locks[id]; ok && l.keeper == keeperID && (t.Fence == 0 || t.Fence == l.fence) {
 			delete(f.locks, id)
 			n++
 		}

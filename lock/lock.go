@@ -439,18 +439,65 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 // trip, and returns how many it deleted. It never deletes another keeper's
 // lock. With no lockIDs it does nothing.
 func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
-	if err := validateMany(keeperID, lockIDs); err != nil {
+	terms := make([]Term, len(lockIDs))
+	for i, id := range lockIDs {
+		terms[i] = Term{LockID: id}
+	}
+	return l.ReleaseTerms(ctx, keeperID, terms...)
+}
+
+// Term names one term of a lock: the lock id and the term's fencing token.
+// A zero Fence stands for whichever term the keeper holds.
+type Term struct {
+	LockID string
+	Fence  uint64
+}
+
+// ReleaseTerms deletes those of terms that keeperID holds, in one round
+// trip, and returns how many it deleted. A term with a fencing token is
+// deleted only while that term lasts, so a release that reaches the server
+// late never deletes a later term of the same keeper. It never deletes
+// another keeper's lock. With no terms it does nothing.
+func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error) {
+	ids := make([]string, len(terms))
+	for i, t := range terms {
+		ids[i] = t.LockID
+	}
+	if err := validateMany(keeperID, ids); err != nil {
 		return 0, err
 	}
-	if len(lockIDs) == 0 {
+	if len(terms) == 0 {
 		return 0, nil
 	}
-	res, err := l.coll.DeleteMany(ctx, bson.D{
-		{Key: fieldID, Value: bson.D{{Key: "$in", Value: lockIDs}}},
-		{Key: fieldKeeper, Value: keeperID},
-	})
+	// Fences increase with time, so a term begun after the release was
+	// sent has a fence in none of these: matching ids and fences as two
+	// sets is as safe as matching pairs, and one filter whatever the count.
+	var fenced, any []string
+	var fences bson.A
+	for _, t := range terms {
+		if t.Fence == 0 {
+			any = append(any, t.LockID)
+		} else {
+			fenced = append(fenced, t.LockID)
+			fences = append(fences, bson.Timestamp{T: uint32(t.Fence >> 32), I: uint32(t.Fence)})
+		}
+	}
+	var or bson.A
+	if len(any) > 0 {
+		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}})
+	}
+	if len(fenced) > 0 {
+		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: fenced}}}, {Key: fieldFence, Value: bson.D{{Key: "$in", Value: fences}}}})
+	}
+	filter := bson.D{{Key: fieldKeeper, Value: keeperID}}
+	if len(or) == 1 {
+		filter = append(filter, or[0].(bson.D)...)
+	} else {
+		filter = append(filter, bson.E{Key: "$or", Value: or})
+	}
+	res, err := l.coll.DeleteMany(ctx, filter)
 	if err != nil {
-		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, lockIDs), err)
+		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, ids), err)
 	}
 	return int(res.DeletedCount), nil
 }

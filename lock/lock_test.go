@@ -350,3 +350,33 @@ func TestAcquireManyRace(t *testing.T) {
 		}
 	}
 }
+
+// A release of a term never deletes a later term of the same keeper: a
+// release that reaches the server late (its client timed out) must not
+// free a lock the keeper took again meanwhile.
+func TestReleaseTermsOnlyThatTerm(t *testing.T) {
+	t.Parallel()
+	ls, _ := newLockers(t, 1)
+	l := ls[0]
+	ctx := testCtx(t, 30*time.Second)
+
+	old := mustAcquire(t, ctx, l, "x", "K")
+	if err := releaseOne(ctx, l, "x", "K"); err != nil {
+		t.Fatal(err)
+	}
+	cur := mustAcquire(t, ctx, l, "x", "K")
+	other := mustAcquire(t, ctx, l, "y", "K")
+	mustAcquire(t, ctx, l, "z", "K")
+	n, err := l.ReleaseTerms(ctx, "K", lock.Term{LockID: "x", Fence: old.Fence}, lock.Term{LockID: "y", Fence: old.Fence})
+	if err != nil || n != 0 {
+		t.Fatalf("release of an old term: %d deleted, %v; want 0", n, err)
+	}
+	if h, err := l.Holder(ctx, "x"); err != nil || h.Fence != cur.Fence {
+		t.Fatalf("x after a late release of its old term: %+v %v, want the current term %d", h, err, cur.Fence)
+	}
+	// Fenced and unfenced terms in one call: each deleted by its own rule.
+	n, err = l.ReleaseTerms(ctx, "K", lock.Term{LockID: "x", Fence: cur.Fence}, lock.Term{LockID: "y", Fence: other.Fence}, lock.Term{LockID: "z"})
+	if err != nil || n != 3 {
+		t.Fatalf("release of the current terms: %d deleted, %v; want 3", n, err)
+	}
+}

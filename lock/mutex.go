@@ -136,7 +136,7 @@ func (m *Mutex) ReleaseLock(ctx context.Context) error {
 	l := m.lease
 	if l == nil {
 		if err := m.s.releaseMaybe(ctx, m.id); err != nil {
-			return fmt.Errorf("release %q: %w", m.id, err)
+			return err // names the lock already
 		}
 		return fmt.Errorf("release %q: %w", m.id, ErrNotHeld)
 	}
@@ -150,7 +150,7 @@ func (m *Mutex) ReleaseLock(ctx context.Context) error {
 	case cause != nil && isLoss(cause):
 		return fmt.Errorf("release %q: lease ended before the release: %w", m.id, cause)
 	case err != nil:
-		return fmt.Errorf("release %q: %w", m.id, err)
+		return err // names the lock already
 	}
 	return nil
 }

@@ -19,8 +19,9 @@ type Store interface {
 	AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error)
 	// Renew extends the live leases keeperID holds on lockIDs.
 	Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error)
-	// ReleaseLocks deletes those of lockIDs that keeperID holds.
-	ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error)
+	// ReleaseTerms deletes those of terms that keeperID holds; a term
+	// with a fencing token only while that term lasts.
+	ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error)
 	// Holder tells who holds lockID; ErrNotHeld if nobody does.
 	Holder(ctx context.Context, lockID string) (Holder, error)
 	// TTL is the lease length.
@@ -49,7 +50,7 @@ type Session struct {
 
 	mu     sync.Mutex
 	slots  map[string]*slot // locks taken or being taken in this session
-	maybe  map[string]bool  // locks a failed call may have left ours
+	maybe  map[string]uint64 // locks a failed call may have left ours: the term's fence, 0 if unknown
 	closed bool
 	wake   chan struct{} // the keep-alive plans again
 	stop   chan struct{} // closed by Close
@@ -95,7 +96,7 @@ func NewSession(store Store, opts ...SessionOption) (*Session, error) {
 		clock: clk,
 		cfg:   cfg,
 		slots: make(map[string]*slot),
-		maybe: make(map[string]bool),
+		maybe: make(map[string]uint64),
 		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -240,7 +241,7 @@ func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
 			untrusted = append(untrusted, id)
 		default:
 			if !refused[id] {
-				s.maybe[id] = true // the write may have happened
+				s.maybe[id] = 0 // the write may have happened
 			}
 			s.freeLocked(id)
 		}
@@ -248,11 +249,15 @@ func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
 	s.mu.Unlock()
 
 	if len(untrusted) > 0 {
-		rerr := s.releaseIDs(ctx, untrusted)
+		terms := make([]Term, len(untrusted))
+		for i, id := range untrusted {
+			terms[i] = Term{LockID: id, Fence: granted[id].Fence}
+		}
+		rerr := s.releaseTerms(ctx, terms)
 		s.mu.Lock()
 		for _, id := range untrusted {
 			if rerr != nil {
-				s.maybe[id] = true
+				s.maybe[id] = granted[id].Fence
 			}
 			s.freeLocked(id)
 		}
@@ -342,7 +347,7 @@ func (s *Session) poke() {
 // Session no longer holds, is skipped. A failed release is retried within
 // the timeout; if none succeeds the locks expire with their leases.
 func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
-	var ids []string
+	var terms []Term
 	var released []*Lease
 	s.mu.Lock()
 	for _, l := range leases {
@@ -352,23 +357,23 @@ func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
 		if sl := s.slots[l.grant.LockID]; sl != nil && sl.lease == l && !l.releasing {
 			l.releasing = true
 			s.endLocked(l, errReleased)
-			ids = append(ids, l.grant.LockID)
+			terms = append(terms, Term{LockID: l.grant.LockID, Fence: l.grant.Fence})
 			released = append(released, l)
 		}
 	}
 	s.mu.Unlock()
-	if len(ids) == 0 {
+	if len(terms) == 0 {
 		return nil
 	}
 	sent := s.clock.Now()
-	err := s.releaseIDs(ctx, ids)
+	err := s.releaseTerms(ctx, terms)
 	took := s.clock.Since(sent)
 	s.mu.Lock()
-	for _, id := range ids {
+	for _, t := range terms {
 		if err != nil {
-			s.maybe[id] = true
+			s.maybe[t.LockID] = t.Fence
 		}
-		s.freeLocked(id)
+		s.freeLocked(t.LockID)
 	}
 	s.mu.Unlock()
 	if s.observed() {
@@ -383,13 +388,14 @@ func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
 // Session's and nobody in the Session holds it.
 func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	s.mu.Lock()
-	if !s.maybe[id] || s.slots[id] != nil || s.closed {
+	fence, ok := s.maybe[id]
+	if !ok || s.slots[id] != nil || s.closed {
 		s.mu.Unlock()
 		return nil
 	}
 	s.slots[id] = &slot{freed: make(chan struct{})}
 	s.mu.Unlock()
-	err := s.releaseIDs(ctx, []string{id})
+	err := s.releaseTerms(ctx, []Term{{LockID: id, Fence: fence}})
 	s.mu.Lock()
 	if err == nil {
 		delete(s.maybe, id)
@@ -399,19 +405,19 @@ func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	return err
 }
 
-// releaseIDs deletes ids if this keeper holds them, retrying failures with
-// the Session's backoff until the release timeout.
-func (s *Session) releaseIDs(ctx context.Context, ids []string) error {
+// releaseTerms deletes terms if this keeper holds them, retrying failures
+// with the Session's backoff until the release timeout.
+func (s *Session) releaseTerms(ctx context.Context, terms []Term) error {
 	ctx, cancel := WithTimeout(context.WithoutCancel(ctx), s.clock, s.cfg.releaseTimeout)
 	defer cancel()
 	b := s.Backoff()
 	for attempt := 1; ; attempt++ {
-		_, err := s.store.ReleaseLocks(ctx, s.cfg.keeperID, ids...)
+		_, err := s.store.ReleaseTerms(ctx, s.cfg.keeperID, terms...)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil || b.Wait(ctx, s.clock, attempt) != nil {
-			return fmt.Errorf("release %s: %w", idsDesc(s.cfg.keeperID, ids), err)
+			return err // the store's error says what it released
 		}
 	}
 }
@@ -447,7 +453,7 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	<-s.done
 
-	var ids []string
+	var terms []Term
 	var ended []*Lease
 	s.mu.Lock()
 	for id, sl := range s.slots {
@@ -459,19 +465,19 @@ func (s *Session) Close() error {
 			sl.lease.releasing = true
 			s.endLocked(sl.lease, ErrSessionClosed)
 			ended = append(ended, sl.lease)
-			ids = append(ids, id)
+			terms = append(terms, Term{LockID: id, Fence: sl.lease.grant.Fence})
 		}
 	}
-	for id := range s.maybe {
+	for id, fence := range s.maybe {
 		if s.slots[id] == nil {
-			ids = append(ids, id)
+			terms = append(terms, Term{LockID: id, Fence: fence})
 		}
 	}
 	s.mu.Unlock()
-	if len(ids) == 0 {
+	if len(terms) == 0 {
 		return nil
 	}
-	err := s.releaseIDs(context.Background(), ids)
+	err := s.releaseTerms(context.Background(), terms)
 	s.mu.Lock()
 	for _, l := range ended {
 		s.freeLocked(l.grant.LockID)

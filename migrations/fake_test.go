@@ -74,10 +74,10 @@ func (f *fakeStore) Renew(_ context.Context, keeperID string, lockIDs ...string)
 	return lock.Renewal{Held: lockIDs, Deadline: now.Add(f.ttl)}, nil
 }
 
-func (f *fakeStore) ReleaseLocks(_ context.Context, keeperID string, lockIDs ...string) (int, error) {
+func (f *fakeStore) ReleaseTerms(_ context.Context, keeperID string, terms ...lock.Term) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.holder != keeperID || len(lockIDs) == 0 {
+	if f.holder != keeperID || len(terms) == 0 || terms[0].Fence != 0 && terms[0].Fence != f.fence {
 		return 0, nil
 	}
 	f.holder = ""

@@ -207,14 +207,15 @@ func (f *fakeStore) Renew(ctx context.Context, keeperID string, lockIDs ...strin
 	return r, nil
 }
 
-func (f *fakeStore) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
+func (f *fakeStore) ReleaseTerms(ctx context.Context, keeperID string, terms ...lock.Term) (int, error) {
 	start, err := f.before(ctx, opRelease, keeperID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for _, id := range lockIDs {
+	for _, t := range terms {
+		id := t.LockID
 		c := call{op: opRelease, keeper: keeperID, start: start, err: err}
-		if d := f.docs[id]; err == nil && d != nil && d.keeper == keeperID {
+		if d := f.docs[id]; err == nil && d != nil && d.keeper == keeperID && (t.Fence == 0 || t.Fence == d.fence) {
 			delete(f.docs, id)
 			c.ok, c.fence = true, d.fence
 			n++

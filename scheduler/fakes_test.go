@@ -121,17 +121,18 @@ func (l *fakeLocks) Renew(ctx context.Context, keeper string, ids ...string) (lo
 	return r, nil
 }
 
-func (l *fakeLocks) ReleaseLocks(_ context.Context, keeper string, ids ...string) (int, error) {
+func (l *fakeLocks) ReleaseTerms(_ context.Context, keeper string, terms ...lock.Term) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releases++
 	if l.releaseFailures > 0 {
 		l.releaseFailures--
-		return 0, fmt.Errorf("release %q: %w", ids, errBoom)
+		return 0, fmt.Errorf("release %v: %w", terms, errBoom)
 	}
 	n := 0
-	for _, id := range ids {
-		if cur, ok := l.leases[id]; ok && cur.keeper == keeper {
+	for _, t := range terms {
+		id := t.LockID
+		if cur, ok := l.leases[id]; ok && cur.keeper == keeper && (t.Fence == 0 || t.Fence == cur.fence) {
 			delete(l.leases, id)
 			n++
 		}
