@@ -48,10 +48,11 @@ func Sleep(ctx context.Context, clk clockwork.Clock, d time.Duration) error {
 	}
 }
 
-// WithTimeout returns a context derived from parent that ends d from now on
-// clk, with cause context.DeadlineExceeded, and its cancel function. It is
-// context.WithTimeout for any clock: a fake clock's timeout fires when the
-// fake clock reaches it.
+// WithTimeout returns a context derived from parent that is cancelled d
+// from now on clk, and its cancel function: a timeout that a fake clock's
+// Advance fires. Unlike context.WithTimeout's, its Err is then
+// context.Canceled and its cause context.DeadlineExceeded (read it with
+// context.Cause), and it has no Deadline for the driver to see.
 func WithTimeout(parent context.Context, clk clockwork.Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	t := clk.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })

@@ -36,17 +36,24 @@ func (s *Session) Do(ctx context.Context, lockID string, fn func(ctx context.Con
 	defer cancel(nil)
 
 	type result struct {
-		err   error
-		panic any
+		err      error
+		panic    any
+		returned bool // false: fn panicked or called runtime.Goexit
 	}
 	done := make(chan result, 1)
 	go func() {
 		var r result
 		defer func() {
-			r.panic = recover()
+			if !r.returned {
+				r.panic = recover()
+				if r.panic == nil {
+					r.err = fmt.Errorf("do %q: the function called runtime.Goexit", lockID)
+				}
+			}
 			done <- r
 		}()
 		r.err = fn(fctx)
+		r.returned = true
 	}()
 
 	var res result

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -242,6 +244,58 @@ func TestCloseLeavesAbandonedLockToExpire(t *testing.T) {
 		synctest.Wait()
 		if h := f.holder("x"); h != "" {
 			t.Errorf("once the abandoned fn returned the lock is held by %q, want released", h)
+		}
+	})
+}
+
+// TestDoGoexit: a fn that ends its goroutine with runtime.Goexit (as
+// t.FailNow does) is an error, not a success, and its lock is released.
+func TestDoGoexit(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore(3 * time.Second)
+		s := newSession(t, f)
+		err := s.Do(context.Background(), "g", func(context.Context) error { runtime.Goexit(); return nil })
+		if err == nil || !strings.Contains(err.Error(), "Goexit") {
+			t.Errorf("Do: %v, want an error naming runtime.Goexit", err)
+		}
+		if h := f.holder("g"); h != "" {
+			t.Errorf("lock held by %q after Goexit", h)
+		}
+	})
+}
+
+// TestLockRetriesFailedAttempts: a waiting Lock (and so Do) rides out a
+// store that fails for a while, and gives up only when its context ends,
+// saying what the last attempt met.
+func TestLockRetriesFailedAttempts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStore(3 * time.Second)
+		s := newSession(t, f)
+		down := errors.New("no server")
+		failures := 3
+		f.hook("acquire", func(context.Context, []string) error {
+			if failures > 0 {
+				failures--
+				return down
+			}
+			return nil
+		})
+		ran := false
+		if err := s.Do(context.Background(), "r", func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			t.Fatalf("Do through three failed attempts: ran %v, %v", ran, err)
+		}
+		if n := len(f.callsOf("acquire")); n != 4 {
+			t.Errorf("%d attempts, want 4", n)
+		}
+
+		f.hook("acquire", func(context.Context, []string) error { return down })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*s.Timings().RetryPeriod)
+		defer cancel()
+		_, err := newMutex(t, s, "r").Lock(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, down) {
+			t.Errorf("Lock against a dead store: %v, want the deadline and the last failure", err)
 		}
 	})
 }

@@ -191,6 +191,11 @@ func (s *Session) applyRenewal(leases []*Lease, r Renewal, sent time.Time) []Eve
 			continue
 		}
 		if !held[l.grant.LockID] {
+			if l.lastSent.After(sent) {
+				// Renewed since this renewal was sent (Lease.Renew), which
+				// is what made this one miss it.
+				continue
+			}
 			s.endLocked(l, ErrLeaseLost)
 			if s.observed() {
 				ev = append(ev, Event{Kind: LeaseLost, LockID: l.grant.LockID, Fence: l.grant.Fence,

@@ -75,24 +75,32 @@ func (m *Mutex) AcquireLock(ctx context.Context) (*Lease, bool, error) {
 
 // Lock waits until it takes the lock or ctx ends, trying again after
 // pauses that grow with jitter up to the Session's retry period, and at
-// once when another holder in this Session releases it. It returns
-// ctx's error (wrapped) if ctx ends first, and any error of an attempt
-// other than a grant too late to trust, which it retries.
+// once when another holder in this Session releases it. Failed attempts
+// (a network error, a grant too late to trust) are retried too, and
+// reported as AcquireFailed or Refused events; when ctx ends Lock returns
+// its error (wrapped) joined with the last attempt's. It returns at once
+// on ErrAlreadyHeld, ErrSessionClosed and ErrInvalidArgument.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	b := m.s.Backoff()
+	var last error
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("lock %q: %w", m.id, err)
+			return nil, errors.Join(fmt.Errorf("lock %q: %w", m.id, err), last)
 		}
 		lease, ok, err := m.AcquireLock(ctx)
 		switch {
 		case ok:
 			return lease, nil
-		case err != nil && !errors.Is(err, ErrNotTrusted):
+		case errors.Is(err, ErrAlreadyHeld), errors.Is(err, ErrSessionClosed), errors.Is(err, ErrInvalidArgument):
 			return nil, err
+		case err != nil && ctx.Err() == nil:
+			last = err
 		}
 		if err := m.Wait(ctx, b.Pause(attempt)); err != nil {
-			return nil, fmt.Errorf("lock %q: %w", m.id, err)
+			if errors.Is(err, ErrSessionClosed) {
+				return nil, fmt.Errorf("lock %q: %w", m.id, err)
+			}
+			return nil, errors.Join(fmt.Errorf("lock %q: %w", m.id, err), last)
 		}
 	}
 }

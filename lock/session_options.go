@@ -119,6 +119,10 @@ func (c *sessionConfig) finish(ttl time.Duration) error {
 	case t.RenewInterval >= t.RenewDeadline:
 		return fmt.Errorf("%w: WithRenewInterval (%v) must be shorter than WithRenewDeadline (%v)",
 			ErrInvalidOption, t.RenewInterval, t.RenewDeadline)
+	case t.RetryPeriod >= t.RenewDeadline-t.RenewInterval:
+		return fmt.Errorf("%w: WithRetryPeriod (%v) must be shorter than WithRenewDeadline minus WithRenewInterval (%v): "+
+			"a failed renewal must be retried before the lease stops being trusted",
+			ErrInvalidOption, t.RetryPeriod, t.RenewDeadline-t.RenewInterval)
 	case ttl-t.RenewDeadline < minSafetyMargin(ttl):
 		return fmt.Errorf("%w: WithRenewDeadline (%v) must be shorter than the TTL (%v) "+
 			"by at least %v, the larger of MinSafetyMargin (%v) and a tenth of the TTL",
@@ -171,7 +175,9 @@ func WithRenewDeadline(d time.Duration) SessionOption {
 }
 
 // WithRetryPeriod sets how soon a failed renewal is retried, and the
-// longest pause between a waiting Lock's attempts (each is jittered).
+// longest pause between a waiting Lock's attempts (each is jittered). It
+// must be shorter than the renew deadline minus the renew interval, so a
+// failed renewal is retried before the lease stops being trusted.
 // Default: DefaultRetryPeriod (2s) scaled to the TTL, a fifteenth of it.
 func WithRetryPeriod(d time.Duration) SessionOption {
 	return func(c *sessionConfig) error {

@@ -239,6 +239,7 @@ func TestNewSessionRejectsBadOptions(t *testing.T) {
 		{"margin under a tenth of the TTL", []lock.SessionOption{lock.WithRenewDeadline(2701 * time.Millisecond)}, "WithRenewDeadline"},
 		{"deadline = TTL", []lock.SessionOption{lock.WithRenewDeadline(ttl)}, "WithRenewDeadline"},
 		{"deadline past the TTL", []lock.SessionOption{lock.WithRenewDeadline(2 * ttl)}, "WithRenewDeadline"},
+		{"no retry before the deadline", []lock.SessionOption{lock.WithRetryPeriod(time.Second)}, "WithRetryPeriod"},
 	}
 	for _, c := range cases {
 		s, err := lock.NewSession(newFakeStore(ttl), c.opts...)

@@ -116,10 +116,19 @@ func (s *Scheduler) fire(j *job, f time.Time) {
 		return
 	}
 	fr.fence = lease.Fence()
+	// A job that ends its goroutine (runtime.Goexit) skips the release
+	// below; without this the session would renew its lease for ever.
+	released := false
+	defer func() {
+		if !released {
+			s.release(lease)
+		}
+	}()
 	hist, end := s.runLocked(fr, lease)
 	// 6. Release before writing the history, which the next run does not
 	// need: the lock is held no longer than the run's own record needs.
 	s.release(lease)
+	released = true
 	if hist != nil {
 		if err := s.addHistory(*hist); err != nil {
 			end.Reason = note(end.Reason, "run not recorded in the history: "+err.Error())

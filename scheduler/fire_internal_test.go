@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -565,5 +566,34 @@ func TestSessionClosedUnderFirings(t *testing.T) {
 		if n := len(r.obs.firingEvents()); n != 5 { // claimed twice, started, and the two ends
 			t.Errorf("%d firing events, want 5: %+v", n, r.obs.firingEvents())
 		}
+	})
+}
+
+// TestGoexitReleasesLock: a job that ends its goroutine with
+// runtime.Goexit still lets its lock go, rather than leaving the session
+// to renew it for ever.
+func TestGoexitReleasesLock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		id := r.s.LockID("j")
+		ran := make(chan struct{}, 1)
+		once := true
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error {
+			if once {
+				once = false
+				ran <- struct{}{}
+				runtime.Goexit()
+			}
+			return nil
+		})
+		_ = r.s.Start()
+		recv(t, ran, "the run")
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // many renew intervals of a 1s TTL, before the next firing
+		if h := r.locks.holder(id); h != "" {
+			t.Fatalf("lock of a job that called Goexit held by %q", h)
+		}
+		r.stop()
 	})
 }
