@@ -49,7 +49,7 @@ type Session struct {
 	cfg   sessionConfig
 
 	mu     sync.Mutex
-	slots  map[string]*slot // locks taken or being taken in this session
+	slots  map[string]*slot  // locks taken or being taken in this session
 	maybe  map[string]uint64 // locks a failed call may have left ours: the term's fence, 0 if unknown
 	closed bool
 	wake   chan struct{} // the keep-alive plans again
