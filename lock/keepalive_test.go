@@ -251,6 +251,11 @@ func TestRenewLostLease(t *testing.T) {
 				t.Fatalf("renew of an expired lease: %v, want ErrLeaseLost", err)
 			}
 		}
+		// The Session answers from what it knows; the store's renewal, as
+		// a paused holder would send it, must not revive the lease either.
+		if r, err := other.Renew(ctx, s.KeeperID(), "job"); err != nil || len(r.Held) != 0 {
+			t.Fatalf("store renewal of an expired lease: %+v %v, want it lost", r, err)
+		}
 		if h, err := other.Holder(ctx, "job"); !errors.Is(err, lock.ErrNotHeld) {
 			t.Fatalf("holder after renewing an expired lease: %+v %v, want it still expired", h, err)
 		}
