@@ -438,3 +438,37 @@ func TestContextEndedWhileLeading(t *testing.T) {
 		rec.wantCounts(t, 1, 0)
 	})
 }
+
+// Without WithGracePeriod the runner gives a task the session's grace
+// period (lock.WithGracePeriod): one timing vocabulary, set once.
+func TestGracePeriodFromSession(t *testing.T) {
+	fast(t, func(t *testing.T, h *harness) {
+		const grace = 3 * time.Second
+		rec := &recorder{f: h.f, name: "A"}
+		r, err := runner.New(h.newSession("A", rec, lock.WithGracePeriod(grace)), lockName, rec.options()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := h.probe("A1")
+		p.stubborn = true
+		ctx, cancel := context.WithCancel(context.Background())
+		results := make(chan taskResult, 1)
+		go func() {
+			ran, err := r.RunTaskOnLeader(ctx, p.task)
+			results <- taskResult{ran, err}
+		}()
+		rn := p.next(t)
+		defer func() { rn.stop <- nil }()
+		cancel()
+		h.advance(grace - time.Millisecond)
+		select {
+		case res := <-results:
+			t.Fatalf("returned %v before the session's grace period passed", res.err)
+		default:
+		}
+		h.advance(time.Millisecond)
+		if res := waitResult(t, results); !errors.Is(res.err, runner.ErrTaskDidNotStop) {
+			t.Fatalf("err=%v, want ErrTaskDidNotStop after the session's grace period", res.err)
+		}
+	})
+}

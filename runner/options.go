@@ -3,16 +3,12 @@ package runner
 import (
 	"fmt"
 	"time"
-
-	"github.com/mongolock/mongolock/lock"
 )
 
 // Defaults used by New. The lease timings (renew interval, renew deadline,
-// retry period, release timeout) are the Session's: see lock.NewSession.
+// retry period, release timeout) and the grace period are the Session's:
+// see lock.NewSession.
 const (
-	// DefaultGracePeriod is how long the runner waits for a task to return
-	// after cancelling its context.
-	DefaultGracePeriod = lock.DefaultGracePeriod
 	// DefaultStallTimeout disables stall detection.
 	DefaultStallTimeout = time.Duration(0)
 	// DefaultCampaignAgain makes Run campaign again after a term ends.
@@ -34,8 +30,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		gracePeriod:   DefaultGracePeriod,
-		stallTimeout:  DefaultStallTimeout,
+		stallTimeout:  DefaultStallTimeout, // gracePeriod 0: the session's
 		campaignAgain: DefaultCampaignAgain,
 	}
 }
@@ -43,8 +38,8 @@ func defaultConfig() config {
 // WithGracePeriod sets how long the runner waits for a task to return after
 // cancelling its context. A task still running then is reported with
 // ErrTaskDidNotStop and abandoned. While a task winds down because the
-// caller's context ended, the session still renews the lease. Default:
-// DefaultGracePeriod (10s).
+// caller's context ended, the session still renews the lease. Default: the
+// session's grace period (lock.WithGracePeriod, default 10s).
 func WithGracePeriod(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -91,6 +91,9 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 			return nil, err
 		}
 	}
+	if cfg.gracePeriod == 0 {
+		cfg.gracePeriod = session.GracePeriod()
+	}
 	return &LeaderAwareRunner{
 		session: session,
 		mutex:   m,
