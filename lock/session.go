@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -282,7 +283,7 @@ func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
 			if refused[id] && s.observed() {
 				events = append(events, Event{Kind: Refused, LockID: id, Took: now.Sub(sent), Reason: "held elsewhere"})
 			}
-		case slicesContains(untrusted, id):
+		case slices.Contains(untrusted, id):
 			t.Untrusted = append(t.Untrusted, id)
 		case err != nil && s.observed():
 			events = append(events, Event{Kind: AcquireFailed, LockID: id, Took: now.Sub(sent), Err: err})
@@ -301,15 +302,6 @@ func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
 		return t, ErrSessionClosed
 	}
 	return t, nil
-}
-
-func slicesContains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // trustUntil is when a lease granted by g stops being trusted unless

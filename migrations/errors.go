@@ -3,6 +3,7 @@ package migrations
 import (
 	"errors"
 
+	"github.com/mongolock/mongolock/internal/errs"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -13,12 +14,12 @@ var (
 	// disagree; the message names the option. It matches
 	// lock.ErrInvalidOption too, and an error about a bad id also matches
 	// lock.ErrInvalidArgument.
-	ErrInvalidOption error = &sentinel{"migrations: invalid option", lock.ErrInvalidOption}
+	ErrInvalidOption error = errs.Kind("migrations: invalid option", lock.ErrInvalidOption)
 
 	// ErrInvalidMigration reports a migration New cannot accept: no version,
 	// a duplicate version, no Up, no Definition, or a bad index description.
 	// It matches lock.ErrInvalidArgument too.
-	ErrInvalidMigration error = &sentinel{"migrations: invalid migration", lock.ErrInvalidArgument}
+	ErrInvalidMigration error = errs.Kind("migrations: invalid migration", lock.ErrInvalidArgument)
 
 	// ErrChanged reports an applied migration whose definition differs from
 	// the one recorded when it was applied. Up refuses to run while one
@@ -48,14 +49,3 @@ var (
 	// that has no Down function, or that this program does not know.
 	ErrIrreversible = errors.New("migrations: migration cannot be rolled back")
 )
-
-// sentinel is a sentinel error of this package that also matches the one
-// of package lock for the same kind of bad input, without repeating its
-// message.
-type sentinel struct {
-	msg  string
-	lock error
-}
-
-func (e *sentinel) Error() string { return e.msg }
-func (e *sentinel) Unwrap() error { return e.lock }

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 
+	"github.com/mongolock/mongolock/internal/errs"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -11,7 +12,7 @@ import (
 var (
 	// ErrInvalidOption reports a bad option passed to New; the message
 	// names the option. It matches lock.ErrInvalidOption too.
-	ErrInvalidOption error = &sentinel{"runner: invalid option", lock.ErrInvalidOption}
+	ErrInvalidOption error = errs.Kind("runner: invalid option", lock.ErrInvalidOption)
 
 	// ErrTaskDidNotStop reports a task that had not returned a grace period
 	// (WithGracePeriod) after its context was cancelled. The runner stopped
@@ -24,19 +25,9 @@ var (
 	// ErrStalled is the cause given to a task's context when the task did
 	// not call Heartbeat within the stall timeout (WithStallTimeout). The
 	// runner gave the term up, so it matches lock.ErrLeaseLost too.
-	ErrStalled error = &sentinel{"runner: task stalled", lock.ErrLeaseLost}
+	ErrStalled error = errs.Kind("runner: task stalled", lock.ErrLeaseLost)
 
 	// ErrBusy reports a RunTaskOnLeader or Resign made while Run runs on the
 	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")
 )
-
-// sentinel is a sentinel error of this package that also matches one of
-// package lock, without repeating its message.
-type sentinel struct {
-	msg  string
-	lock error
-}
-
-func (e *sentinel) Error() string { return e.msg }
-func (e *sentinel) Unwrap() error { return e.lock }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 
+	"github.com/mongolock/mongolock/internal/errs"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -11,12 +12,12 @@ import (
 var (
 	// ErrInvalidOption reports a bad option or argument passed to New or
 	// AddJob. It also matches lock.ErrInvalidOption.
-	ErrInvalidOption error = &kindOf{"scheduler: invalid option", lock.ErrInvalidOption}
+	ErrInvalidOption error = errs.Kind("scheduler: invalid option", lock.ErrInvalidOption)
 
 	// ErrInvalidJob reports a job AddJob cannot accept: an empty name, a
 	// name that makes no valid lock id, or a nil function. It also matches
 	// lock.ErrInvalidArgument.
-	ErrInvalidJob error = &kindOf{"scheduler: invalid job", lock.ErrInvalidArgument}
+	ErrInvalidJob error = errs.Kind("scheduler: invalid job", lock.ErrInvalidArgument)
 
 	// ErrDuplicateJob reports a job name that is already registered.
 	ErrDuplicateJob = errors.New("scheduler: duplicate job")
@@ -41,14 +42,3 @@ var (
 	// ErrPanic is wrapped by the error recorded for a job that panicked.
 	ErrPanic = errors.New("scheduler: job panicked")
 )
-
-// kindOf is a sentinel of this package that is also one of package lock's,
-// so that errors.Is matches both without either message repeating the
-// other's.
-type kindOf struct {
-	msg  string
-	lock error
-}
-
-func (e *kindOf) Error() string { return e.msg }
-func (e *kindOf) Unwrap() error { return e.lock }
