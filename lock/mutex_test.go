@@ -372,3 +372,68 @@ func TestAcquireTrustBoundary(t *testing.T) {
 		}
 	})
 }
+
+// lateStore is a fakeStore whose next acquisition writes and then fails
+// (the answer was lost), and whose next release fails after keeping what
+// it was asked, so the test can let it reach the server late.
+type lateStore struct {
+	*fakeStore
+	mu          sync.Mutex
+	failAcquire bool
+	lost        []lock.Term // a release that failed on the client
+}
+
+func (s *lateStore) AcquireLocks(ctx context.Context, keeperID string, ids ...string) (lock.Acquisition, error) {
+	a, err := s.fakeStore.AcquireLocks(ctx, keeperID, ids...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.failAcquire {
+		s.failAcquire = false
+		return lock.Acquisition{}, errors.New("answer lost")
+	}
+	return a, err
+}
+
+func (s *lateStore) ReleaseTerms(ctx context.Context, keeperID string, terms ...lock.Term) (int, error) {
+	s.mu.Lock()
+	if s.lost == nil {
+		s.lost = terms
+		s.mu.Unlock()
+		return 0, errors.New("timed out; still on its way")
+	}
+	s.mu.Unlock()
+	return s.fakeStore.ReleaseTerms(ctx, keeperID, terms...)
+}
+
+// TestLateCleanupSparesLaterTerm: the clean-up of a lock a failed
+// acquisition may have left ours names the term it deletes, so when that
+// delete reaches the server late it cannot free a term another Mutex of the
+// Session took since.
+func TestLateCleanupSparesLaterTerm(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := &lateStore{fakeStore: newFakeStore(3 * time.Second), failAcquire: true}
+		s := newSession(t, st, lock.WithReleaseTimeout(time.Millisecond))
+		ctx := context.Background()
+		m1 := newMutex(t, s, "x")
+		if _, ok, err := m1.AcquireLock(ctx); ok || err == nil {
+			t.Fatalf("acquire whose answer was lost: ok=%v err=%v", ok, err)
+		}
+		_ = m1.ReleaseLock(ctx) // the clean-up; it fails on the client
+		st.mu.Lock()
+		late := st.lost
+		st.mu.Unlock()
+		if len(late) != 1 {
+			t.Fatalf("clean-up sent %v", late)
+		}
+		m2 := newMutex(t, s, "x")
+		l2 := mustLock(t, ctx, m2)
+		// The lost clean-up reaches the server now.
+		if _, err := st.fakeStore.ReleaseTerms(ctx, s.KeeperID(), late...); err != nil {
+			t.Fatal(err)
+		}
+		if h := st.holder("x"); h != s.KeeperID() || l2.Err() != nil {
+			t.Fatalf("after a late clean-up, x is held by %q (lease err %v); want the later term kept", h, l2.Err())
+		}
+	})
+}

@@ -387,7 +387,15 @@ func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	}
 	s.slots[id] = &slot{freed: make(chan struct{})}
 	s.mu.Unlock()
-	err := s.releaseTerms(ctx, []Term{{LockID: id, Fence: fence}})
+	var err error
+	if fence == 0 {
+		// Name the term, so that a delete reaching the server late cannot
+		// free a term another holder here takes after the slot goes.
+		fence, err = s.fenceOf(ctx, id)
+	}
+	if err == nil && fence != 0 {
+		err = s.releaseTerms(ctx, []Term{{LockID: id, Fence: fence}})
+	}
 	s.mu.Lock()
 	if err == nil {
 		delete(s.maybe, id)
@@ -395,6 +403,21 @@ func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	s.freeLocked(id)
 	s.mu.Unlock()
 	return err
+}
+
+// fenceOf returns the fencing token of this keeper's term of id, 0 if it
+// holds none.
+func (s *Session) fenceOf(ctx context.Context, id string) (uint64, error) {
+	ctx, cancel := WithTimeout(context.WithoutCancel(ctx), s.clock, s.cfg.releaseTimeout)
+	defer cancel()
+	h, err := s.store.Holder(ctx, id)
+	switch {
+	case h.KeeperID == s.cfg.keeperID: // expired ones too (Locker.Holder)
+		return h.Fence, nil
+	case err == nil || errors.Is(err, ErrNotHeld):
+		return 0, nil
+	}
+	return 0, err
 }
 
 // releaseTerms deletes terms if this keeper holds them, retrying failures
