@@ -117,17 +117,7 @@ func (m *Mutex) Wait(ctx context.Context, d time.Duration) error {
 		freed = sl.freed
 	}
 	s.mu.Unlock()
-	t := s.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-	case <-freed:
-	case <-s.stop:
-		return ErrSessionClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
+	return s.sleep(ctx, d, freed)
 }
 
 // ReleaseLock releases the lock, in one round trip. It is bounded by the

@@ -126,6 +126,28 @@ func (s *Session) GracePeriod() time.Duration { return s.cfg.gracePeriod }
 // ReleaseTimeout returns the bound of each release (WithReleaseTimeout).
 func (s *Session) ReleaseTimeout() time.Duration { return s.cfg.releaseTimeout }
 
+// Sleep waits d on the Session's clock. It returns ctx's error if ctx
+// ends first, and ErrSessionClosed if the Session closes first: for the
+// waits of what is built on the Session.
+func (s *Session) Sleep(ctx context.Context, d time.Duration) error {
+	return s.sleep(ctx, d, nil)
+}
+
+// sleep is Sleep that also ends, with nil, when wake is closed.
+func (s *Session) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+	case <-wake:
+	case <-s.stop:
+		return ErrSessionClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // Done is closed when the Session is closed.
 func (s *Session) Done() <-chan struct{} { return s.stop }
 

@@ -204,7 +204,7 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 				return err
 			}
 			// Any other failure: campaigning goes on.
-			if err := r.sleepUntil(ctx, r.lastCampaign.Add(r.retryPause())); err != nil {
+			if err := r.session.Sleep(ctx, r.clock.Until(r.lastCampaign.Add(r.retryPause()))); err != nil {
 				return r.sleepFailed(ctx, err)
 			}
 			continue
@@ -236,7 +236,7 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 			return fmt.Errorf("run %q: %w", r.lockID, err)
 		}
 		// Give the others a retry period to take over.
-		if err := r.sleepUntil(ctx, r.lastRelease.Add(r.retryPause())); err != nil {
+		if err := r.session.Sleep(ctx, r.clock.Until(r.lastRelease.Add(r.retryPause()))); err != nil {
 			return r.sleepFailed(ctx, err)
 		}
 	}
@@ -427,21 +427,6 @@ func (r *LeaderAwareRunner) leave() {
 	if r.freed != nil {
 		close(r.freed)
 		r.freed = nil
-	}
-}
-
-// sleepUntil waits until at on the runner's clock. It returns ctx's error
-// if ctx ends first, and lock.ErrSessionClosed if the session is closed.
-func (r *LeaderAwareRunner) sleepUntil(ctx context.Context, at time.Time) error {
-	t := r.clock.NewTimer(max(0, r.clock.Until(at)))
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-r.session.Done():
-		return lock.ErrSessionClosed
 	}
 }
 
