@@ -16,7 +16,9 @@
 //
 // Outages of the whole server (StopServer, RestartServer) exist only for the
 // embedded backend; they exclude every other test while they run (Exclusive).
-// Faults of a single client (NewProxiedClient) work on both backends.
+// Faults of a single client (NewProxiedClient) and clients that see another
+// deployment (NewRewrittenClient, package internal/wirefault) work on both
+// backends.
 //
 // The shared server is package state on purpose: starting one per test would
 // be far too slow. It is confined to this internal, test-only package.
