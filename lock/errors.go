@@ -36,9 +36,9 @@ var (
 	// function; nothing was written.
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 
-	// ErrLeaseTooLong reports a lock whose lease outlasts the TTL index that
-	// EnsureIndexes would make; see CheckLeasesFit.
-	ErrLeaseTooLong = errors.New("lock: lease longer than the TTL index keeps it")
+	// ErrUnsupportedDeployment reports a deployment a Locker refuses to
+	// work on, for good: a sharded lock collection.
+	ErrUnsupportedDeployment = errors.New("lock: unsupported deployment")
 
 	// ErrInvalidOption reports a bad option passed to New or NewSession.
 	ErrInvalidOption = errors.New("lock: invalid option")

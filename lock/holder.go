@@ -41,7 +41,7 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	}
 	var doc lockDoc
 	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}}).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	if errors.Is(err, mongo.ErrNoDocuments) || err == nil && doc.Keeper == "" { // free, or released
 		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, ErrNotHeld)
 	}
 	if err != nil {
@@ -54,12 +54,13 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	return h, nil
 }
 
-// Locks lists every lock document, expired ones included, ordered by id.
+// Locks lists every held lock, expired ones included, ordered by id.
 func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 	if err := l.refreshClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
-	cur, err := l.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}},
+		options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
 		return nil, wrapErr(ctx, "list locks in", l.coll.Name(), err)
 	}
@@ -82,7 +83,7 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 	h := Holder{
 		LockID:     d.ID,
 		KeeperID:   d.Keeper,
-		Fence:      fenceOf(d.Fence),
+		Fence:      d.fence(),
 		AcquiredAt: d.Acquired,
 		RenewedAt:  d.Renewed,
 		ExpiresAt:  d.Renewed.Add(ttl),

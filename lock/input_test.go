@@ -60,7 +60,7 @@ func TestBadInputIsRejectedAndWritesNothing(t *testing.T) {
 	if _, ok, err := acquireOne(ctx, l, strings.Repeat("é", lock.MaxIDLength/2), "k"); !ok || err != nil {
 		t.Fatalf("id of exactly %d bytes: ok=%v err=%v", lock.MaxIDLength, ok, err)
 	}
-	n, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{{Key: "kid", Value: bson.D{{Key: "$ne", Value: "k"}}}})
+	n, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$type", Value: "string"}}}, {Key: "kid", Value: bson.D{{Key: "$ne", Value: "k"}}}})
 	if err != nil || n != 0 {
 		t.Fatalf("bad input wrote %d documents (%v)", n, err)
 	}

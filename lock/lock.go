@@ -24,29 +24,47 @@ const (
 	fieldKeeper   = "kid"
 	fieldRenewed  = "ts"    // server time of the last acquire or renew; the TTL index is on it
 	fieldAcquired = "at"    // server time the current term began
-	fieldFence    = "fence" // BSON timestamp issued by the server when the term began
+	fieldEpoch    = "epoch" // high half of the fence: never decreases for a lock id
+	fieldSeq      = "seq"   // low half of the fence: +1 with every term
 	fieldTTL      = "ttl"   // lease length in milliseconds of the keeper that wrote it
 	fieldNonce    = "rn"    // random tag of the last renewal or batched acquisition
 )
 
+// A lock document without a keeper (kid) is a released lock: kept, with
+// its fence, until the TTL index removes it Retention after its last
+// renewal, so that the next term's fence is larger.
 type lockDoc struct {
-	ID       string         `bson:"_id"`
-	Keeper   string         `bson:"kid"`
-	Renewed  time.Time      `bson:"ts"`
-	Acquired time.Time      `bson:"at"`
-	Fence    bson.Timestamp `bson:"fence"`
-	TTL      int64          `bson:"ttl"`
-	Nonce    string         `bson:"rn"`
+	ID       string    `bson:"_id"`
+	Keeper   string    `bson:"kid"`
+	Renewed  time.Time `bson:"ts"`
+	Acquired time.Time `bson:"at"`
+	Epoch    int64     `bson:"epoch"`
+	Seq      int64     `bson:"seq"`
+	TTL      int64     `bson:"ttl"`
+	Nonce    string    `bson:"rn"`
 }
 
-func fenceOf(ts bson.Timestamp) uint64 { return uint64(ts.T)<<32 | uint64(ts.I) }
+// fence is the document's fencing token: epoch in the high 32 bits, plus
+// seq. Every term increments seq and never lowers epoch, so the token
+// strictly increases for as long as the document exists; a document made
+// again after the TTL index removed the old one gets an epoch (the
+// server's time in seconds) at least Retention later.
+func (d lockDoc) fence() uint64 { return uint64(d.Epoch)<<32 + uint64(d.Seq) }
+
+// fenceFilter matches the term whose fence is f, for terms whose seq is
+// below 2^32 (four billion terms of one document).
+func fenceFilter(f uint64) bson.D {
+	return bson.D{{Key: fieldEpoch, Value: int64(f >> 32)}, {Key: fieldSeq, Value: int64(f & (1<<32 - 1))}}
+}
 
 // Locker acquires, renews and releases leases stored in one collection.
 // It is safe for concurrent use.
 type Locker struct {
-	coll  *mongo.Collection
-	cfg   config
-	clock serverClock
+	coll   *mongo.Collection
+	cfg    config
+	clock  serverClock
+	deploy deployment
+	hints  ttlHints
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -55,8 +73,8 @@ type Grant struct {
 	LockID   string
 	KeeperID string
 	// Fence strictly increases for a lock id with every acquisition, across
-	// releases and expiries. Pass it to the resource you protect and have it
-	// reject writes carrying a smaller one.
+	// releases, expiries, failovers and server restarts. Pass it to the
+	// resource you protect and have it reject writes carrying a smaller one.
 	Fence uint64
 	// AcquiredAt is the server's time when this term began.
 	AcquiredAt time.Time
@@ -116,30 +134,56 @@ func (l *Locker) Clock() clockwork.Clock { return l.cfg.clock }
 // Collection returns the collection holding the lock documents.
 func (l *Locker) Collection() *mongo.Collection { return l.coll }
 
-// lapsed matches leases expired by the server's clock, given lo, a lower
-// bound of the server's time when it evaluates the filter. Only leases no
-// longer than this Locker's count: a longer one expires later.
-func (l *Locker) lapsed(lo time.Time) bson.D {
-	return bson.D{
-		{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: l.lapsedBefore(lo)}}},
-		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: l.ttlMS()}}}},
-			bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
-		}},
+// takeable matches the lock documents keeperID may take, given lo, a
+// lower bound of the server's time when it evaluates the filter: its own,
+// released ones, and leases that lapsed by the server's clock. A lease
+// lapses its own TTL after its last renewal, whatever the TTL of whoever
+// takes it over, but a filter without $expr cannot add a field to a date:
+// each TTL needs a clause. One matches leases no longer than this
+// Locker's TTL once that TTL has passed (late for shorter ones); another,
+// hint, names the TTL (ms) a read found the lease has (0 for none), which
+// matches that lease as soon as its own TTL has passed.
+func (l *Locker) takeable(keeperID string, lo time.Time, hint int64) bson.A {
+	mine := l.ttlMS()
+	or := bson.A{
+		bson.D{{Key: fieldKeeper, Value: keeperID}},
+		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{
+			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, mine)}}},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: mine}}}},
+				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
+			}},
+		},
 	}
+	if hint > 0 && hint != mine {
+		or = append(or, bson.D{
+			{Key: fieldTTL, Value: hint},
+			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, hint)}}},
+		})
+	}
+	return or
 }
 
-// lapsedBefore is the renewal time before which a lease of this Locker's
-// TTL has lapsed, given lo: in the server's milliseconds, so that lapsed
-// and lapsedDoc draw the line at the same instant.
-func (l *Locker) lapsedBefore(lo time.Time) bson.DateTime {
-	return bson.NewDateTimeFromTime(lo.Add(-l.cfg.ttl))
+// lapsedBefore is the renewal time before which a lease of ttlMS has
+// lapsed, given lo: in the server's milliseconds, so that takeable and
+// takeableDoc draw the line at the same instant.
+func lapsedBefore(lo time.Time, ttlMS int64) bson.DateTime {
+	return bson.NewDateTimeFromTime(lo.Add(-time.Duration(ttlMS) * time.Millisecond))
 }
 
-// lapsedDoc reports whether lapsed(lo) matches d. A document without a
-// renewal time (none that this package wrote) does not match.
-func (l *Locker) lapsedDoc(d lockDoc, lo time.Time) bool {
-	return !d.Renewed.IsZero() && bson.NewDateTimeFromTime(d.Renewed) < l.lapsedBefore(lo) && d.TTL <= l.ttlMS()
+// takeableDoc reports whether takeable(keeperID, lo, hint) matches d.
+func (l *Locker) takeableDoc(d lockDoc, keeperID string, lo time.Time, hint int64) bool {
+	mine := l.ttlMS()
+	switch {
+	case d.Keeper == keeperID || d.Keeper == "":
+		return true
+	case d.Renewed.IsZero():
+		return false
+	}
+	renewed := bson.NewDateTimeFromTime(d.Renewed)
+	return d.TTL <= mine && renewed < lapsedBefore(lo, mine) ||
+		hint > 0 && hint != mine && d.TTL == hint && renewed < lapsedBefore(lo, hint)
 }
 
 // ttlMS is the TTL stored in lock documents and compared in takeovers:
@@ -158,31 +202,36 @@ func (l *Locker) safety() time.Duration {
 }
 
 // acquireOne tries to take lockID for keeperID in one round trip (plus a
-// hello, at most once per clock refresh interval (WithClockRefresh), to
-// read the server's clock): a findAndModify upsert, which succeeds if the
-// lock is free, already held by keeperID, or its lease has expired by the
+// clock reading, at most once per clock refresh interval
+// (WithClockRefresh)): a findAndModify upsert, which succeeds if the lock
+// is free, already held by keeperID, or its lease has expired by the
 // server's clock. Another keeper's live lease gives ok=false and a nil
-// error.
+// error; then, at most once per that lease's TTL, a read learns how long
+// it is, for the next attempt to take it over when it lapses.
 func (l *Locker) acquireOne(ctx context.Context, keeperID, lockID string) (Grant, bool, error) {
 	if err := l.refreshClock(ctx); err != nil {
 		return Grant{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	filter, update := l.acquireFilter(lockID, keeperID, lo), acquireUpdate(keeperID, l.ttlMS(), "")
+	filter := l.acquireFilter(lockID, keeperID, lo, l.hints.get(lockID))
+	update := acquireUpdate(keeperID, l.ttlMS(), "", lo)
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	var doc lockDoc
 	err := l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
 	recv := l.cfg.clock.Now()
 	switch {
-	case mongo.IsDuplicateKeyError(err):
+	case mongoutil.IsDuplicateKey(err):
+		l.learnTTL(ctx, lockID, recv)
 		return Grant{}, false, nil
 	case err != nil:
+		l.failed(ctx)
 		return Grant{}, false, wrapErr(ctx, "acquire", lockID, err)
 	case doc.Keeper != keeperID:
 		// Cannot happen on a server with document-level atomicity.
 		return Grant{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
 	}
+	l.hints.forget(lockID)
 	return l.newLease(doc, sent, recv), true, nil
 }
 
@@ -194,30 +243,30 @@ func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Grant {
 		Sent:       sent,
 		LockID:     d.ID,
 		KeeperID:   d.Keeper,
-		Fence:      fenceOf(d.Fence),
+		Fence:      d.fence(),
 		AcquiredAt: d.Acquired,
 		Deadline:   sent.Add(l.cfg.ttl - l.safety()),
 	}
 }
 
-// acquireFilter matches lockID if keeperID may take it: it holds it, or
-// its lease has lapsed by the server's clock, whose time is at least lo.
-// When nothing matches, an upsert with it inserts a document with the same
-// id, which fails with a duplicate key error if the lock exists (it is held
-// by another keeper) and begins a term if it does not.
-func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time) bson.D {
+// acquireFilter matches lockID if keeperID may take it (takeable). When
+// nothing matches, an upsert with it inserts a document with the same id,
+// which fails with a duplicate key error if the lock exists (it is held by
+// another keeper) and begins a term if it does not.
+func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time, hint int64) bson.D {
 	return bson.D{
 		{Key: fieldID, Value: lockID},
-		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldKeeper, Value: keeperID}},
-			l.lapsed(lo),
-		}},
+		{Key: "$or", Value: l.takeable(keeperID, lo, hint)},
 	}
 }
 
 // acquireUpdate begins a term of keeperID, with a new fencing token and,
-// unless it is empty, a nonce telling the write that began it.
-func acquireUpdate(keeperID string, ttlMS int64, nonce string) bson.D {
+// unless it is empty, a nonce telling the write that began it. The token
+// takes no value the server issues: $inc makes seq one more than the last
+// term's, and $max keeps epoch at least lo in seconds, so tokens increase
+// on servers whose timestamps are not a unique tick (FerretDB 2.x) and on a
+// standalone restarted with its clock set back.
+func acquireUpdate(keeperID string, ttlMS int64, nonce string, lo time.Time) bson.D {
 	set := bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}}
 	if nonce != "" {
 		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
@@ -227,8 +276,9 @@ func acquireUpdate(keeperID string, ttlMS int64, nonce string) bson.D {
 		{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},
 			{Key: fieldAcquired, Value: true},
-			{Key: fieldFence, Value: bson.D{{Key: "$type", Value: "timestamp"}}},
 		}},
+		{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
+		{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
 	}
 }
 
@@ -324,13 +374,16 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	update := acquireUpdate(keeperID, l.ttlMS(), nonce)
+	update := acquireUpdate(keeperID, l.ttlMS(), nonce, lo)
 	models := make([]mongo.WriteModel, len(ids))
+	hints := make([]int64, len(ids))
 	for i, id := range ids {
-		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo)).SetUpdate(update).SetUpsert(true)
+		hints[i] = l.hints.get(id)
+		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo, hints[i])).SetUpdate(update).SetUpsert(true)
 	}
 	_, err := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if err != nil && !mongoutil.OnlyDuplicateKeys(err) { // duplicate keys: locks held by other keepers
+		l.failed(ctx)
 		return 0, err
 	}
 	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
@@ -342,14 +395,21 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 		return 0, err
 	}
 	recv := l.cfg.clock.Now()
+	hint := make(map[string]int64, len(ids))
+	for i, id := range ids {
+		hint[id] = hints[i]
+	}
 	added := 0
 	for _, d := range docs {
 		switch {
 		case d.Keeper == keeperID && d.Nonce == nonce:
+			l.hints.forget(d.ID)
 			leases[d.ID] = l.newLease(d, sent, recv)
-		case d.Keeper != keeperID && !l.lapsedDoc(d, lo):
+		case !l.takeableDoc(d, keeperID, lo, hint[d.ID]):
 			// What the write's filter refused, or what another keeper
-			// took since.
+			// took since. The next attempt may take it over once it
+			// lapses, however long its lease.
+			l.hints.learn(d.ID, d.TTL, l.ttlMS(), recv)
 			refused[d.ID] = true
 		default:
 			// Not written (FerretDB stops at the first failed write), or
@@ -362,8 +422,9 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 }
 
 // Renew extends the leases keeperID holds on lockIDs, in one round trip when
-// all are still held (two when some are not, to tell which; plus a hello,
-// as for AcquireLock, when the clock estimate is old). It never re-creates
+// all are still held (two when some are not, to tell which, and always two
+// through mongos; plus a clock reading, as for AcquireLocks, when the
+// estimate is old). It never re-creates
 // a lease that was released or taken over, and refuses one that may have
 // expired when it was sent; a lease that expires while the request is in
 // flight may still be extended, which is safe because no other keeper can
@@ -399,10 +460,14 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	}
 	res, err := l.coll.UpdateMany(ctx, filter, update)
 	if err != nil {
+		l.failed(ctx)
 		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}
 	r := Renewal{Deadline: sent.Add(l.cfg.ttl - l.safety())}
-	if int(res.MatchedCount) == len(ids) {
+	// Behind mongos an update of several documents can count orphaned
+	// copies a chunk migration left (SERVER-20361), so there the count
+	// proves nothing and the read below decides.
+	if int(res.MatchedCount) == len(ids) && !l.deploy.sharded() {
 		r.Held = ids
 		return r, nil
 	}
@@ -453,11 +518,14 @@ type Term struct {
 	Fence  uint64
 }
 
-// ReleaseTerms deletes those of terms that keeperID holds, in one round
-// trip, and returns how many it deleted. A term with a fencing token is
-// deleted only while that term lasts, so a release that reaches the server
-// late never deletes a later term of the same keeper. It never deletes
-// another keeper's lock. With no terms it does nothing.
+// ReleaseTerms releases those of terms that keeperID holds, in one round
+// trip, and returns how many it released. A term with a fencing token is
+// released only while that term lasts, so a release that reaches the
+// server late never ends a later term of the same keeper. It never
+// releases another keeper's lock. With no terms it does nothing. A
+// released lock's document stays, without a keeper, so that the next
+// term's fencing token is larger; the TTL index removes it Retention after
+// its last renewal.
 func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error) {
 	ids := make([]string, len(terms))
 	for i, t := range terms {
@@ -469,25 +537,17 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	if len(terms) == 0 {
 		return 0, nil
 	}
-	// Fences increase with time, so a term begun after the release was
-	// sent has a fence in none of these: matching ids and fences as two
-	// sets is as safe as matching pairs, and one filter whatever the count.
-	var fenced, any []string
-	var fences bson.A
+	var any []string
+	var or bson.A
 	for _, t := range terms {
 		if t.Fence == 0 {
 			any = append(any, t.LockID)
 		} else {
-			fenced = append(fenced, t.LockID)
-			fences = append(fences, bson.Timestamp{T: uint32(t.Fence >> 32), I: uint32(t.Fence)})
+			or = append(or, append(bson.D{{Key: fieldID, Value: t.LockID}}, fenceFilter(t.Fence)...))
 		}
 	}
-	var or bson.A
 	if len(any) > 0 {
 		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}})
-	}
-	if len(fenced) > 0 {
-		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: fenced}}}, {Key: fieldFence, Value: bson.D{{Key: "$in", Value: fences}}}})
 	}
 	filter := bson.D{{Key: fieldKeeper, Value: keeperID}}
 	if len(or) == 1 {
@@ -495,62 +555,80 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	} else {
 		filter = append(filter, bson.E{Key: "$or", Value: or})
 	}
-	res, err := l.coll.DeleteMany(ctx, filter)
+	res, err := l.coll.UpdateMany(ctx, filter, vacate)
 	if err != nil {
 		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, ids), err)
 	}
-	return int(res.DeletedCount), nil
+	return int(res.MatchedCount), nil
 }
 
-// ForceRelease deletes lockID whoever holds it. It is for operators
+// vacate releases a lock and keeps its document and fence.
+var vacate = bson.D{{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldNonce, Value: ""}}}}
+
+// ForceRelease releases lockID whoever holds it. It is for operators
 // clearing a stuck lock; fencing tokens keep increasing afterwards. It
-// returns ErrNotHeld if there was no lock document.
+// returns ErrNotHeld if the lock was not held.
 func (l *Locker) ForceRelease(ctx context.Context, lockID string) error {
 	if err := ValidateID("lockID", lockID); err != nil {
 		return err
 	}
-	res, err := l.coll.DeleteOne(ctx, bson.D{{Key: fieldID, Value: lockID}})
+	res, err := l.coll.UpdateOne(ctx, bson.D{{Key: fieldID, Value: lockID}, {Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}}, vacate)
 	if err != nil {
 		return wrapErr(ctx, "force release", lockID, err)
 	}
-	if res.DeletedCount == 0 {
+	if res.MatchedCount == 0 {
 		return fmt.Errorf("force release %q: %w", lockID, ErrNotHeld)
 	}
 	l.cfg.log.Warn().Str("lock", lockID).Msg("force released")
 	return nil
 }
 
-// Purge deletes lock documents whose leases have expired by the server's
-// clock, for servers without TTL indexes. It returns how many it deleted.
-// On FerretDB 1.x, whose deletes are not atomic, a lock taken over while
-// Purge runs can be deleted with the expired one: run Purge there only
+// Purge deletes the lock documents the TTL index would: those not renewed
+// for Retention by the server's clock, released or lapsed. It is for
+// servers without TTL indexes (FerretDB 1.x), and returns how many it
+// deleted. On FerretDB 1.x, whose deletes are not atomic, a lock taken over
+// while Purge runs can be deleted with the old one: run Purge there only
 // where commands are serialized.
 func (l *Locker) Purge(ctx context.Context) (int, error) {
 	if err := l.refreshClock(ctx); err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	lo, _, _ := l.clock.bounds(l.cfg.clock.Now())
-	res, err := l.coll.DeleteMany(ctx, l.lapsed(lo))
+	res, err := l.coll.DeleteMany(ctx, bson.D{{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-Retention)}}}})
 	if err != nil {
 		return 0, wrapErr(ctx, "purge", l.coll.Name(), err)
 	}
 	return int(res.DeletedCount), nil
 }
 
-// refreshClock reads the server's clock with a hello if the estimate is
-// missing or old.
+// refreshClock reads the server's clock (mongoutil.ReadClock: from the node
+// that stamps lock documents) if the estimate is missing, old, or was
+// called into doubt by a failed command, which is how a primary change
+// usually shows. The first call also learns what the deployment is.
 func (l *Locker) refreshClock(ctx context.Context) error {
+	if err := l.deploy.probe(ctx, l.coll); err != nil {
+		return err
+	}
 	if age, ok := l.clock.age(l.cfg.clock.Now()); ok && age < l.cfg.clockRefresh {
 		return nil
 	}
 	sent := l.cfg.clock.Now()
-	server, err := mongoutil.ServerTime(ctx, l.coll.Database())
+	server, err := mongoutil.ReadClock(ctx, l.coll)
 	recv := l.cfg.clock.Now()
 	if err != nil {
-		return wrapErr(ctx, "read server clock", l.coll.Database().Name(), err)
+		return wrapErr(ctx, "read server clock in", l.coll.Name(), err)
 	}
 	l.clock.observe(server, sent, recv)
 	return nil
+}
+
+// failed marks the clock estimate for refreshing after a command failed
+// for another reason than ctx ending: the primary may have changed, and
+// with it the clock lock documents are stamped with.
+func (l *Locker) failed(ctx context.Context) {
+	if ctx.Err() == nil {
+		l.clock.doubt()
+	}
 }
 
 // wrapErr adds what was done to which id (mongoutil.WrapErr).

@@ -52,7 +52,9 @@ func TestAcquireReleaseAndFences(t *testing.T) {
 	if err != nil || h.KeeperID != "A" || h.Fence != l2.Fence {
 		t.Fatalf("holder after foreign release: %+v %v", h, err)
 	}
-	if left := h.ExpiresAt.Sub(h.ReadAt); h.ReadAt.IsZero() || left <= 0 || left > 10*time.Second {
+	// ReadAt is a lower bound of the server's time, low by up to a round
+	// trip and the server's millisecond.
+	if left := h.ExpiresAt.Sub(h.ReadAt); h.ReadAt.IsZero() || left <= 0 || left > 10*time.Second+100*time.Millisecond {
 		t.Fatalf("holder read at %v, lease left %v: want a server time with under the 10s TTL left", h.ReadAt, left)
 	}
 	if err := releaseOne(ctx, a, "job", "A"); err != nil {
@@ -145,22 +147,49 @@ func TestLapsedLeaseIsNotRenewed(t *testing.T) {
 	}
 }
 
-func TestPurgeDeletesOnlyExpired(t *testing.T) {
+// TestPurgeDeletesWhatTheTTLIndexWould: documents not renewed for
+// Retention, held or released, and nothing else.
+func TestPurgeDeletesWhatTheTTLIndexWould(t *testing.T) {
 	t.Parallel()
-	ttl := 300 * time.Millisecond
-	ls, db := newLockers(t, 1, lock.WithTTL(ttl))
+	ls, db := newLockers(t, 1)
 	a := ls[0]
 	ctx := testCtx(t, 30*time.Second)
-	mustAcquire(t, ctx, a, "old", "A")
-	time.Sleep(ttl + 100*time.Millisecond)
-	mustAcquire(t, ctx, a, "new", "A")
-	n, err := a.Purge(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("purge: %d %v, want 1", n, err)
+	coll := db.Collection(lock.DefaultCollection)
+	old := time.Now().Add(-lock.Retention - time.Hour)
+	_, err := coll.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: "old-held"}, {Key: "kid", Value: "B"}, {Key: "ts", Value: old}, {Key: "ttl", Value: int64(1000)}},
+		bson.D{{Key: "_id", Value: "old-released"}, {Key: "ts", Value: old}, {Key: "ttl", Value: int64(1000)}},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	left, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{})
-	if err != nil || left != 1 {
-		t.Fatalf("documents left: %d %v, want 1", left, err)
+	mustAcquire(t, ctx, a, "new", "A")
+	mustAcquire(t, ctx, a, "released", "A")
+	if n, err := a.ReleaseLocks(ctx, "A", "released"); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	n, err := a.Purge(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("purge: %d %v, want 2", n, err)
+	}
+	var left []struct {
+		ID any `bson:"_id"`
+	}
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &left); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range left {
+		if s, ok := d.ID.(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	if !sameSet(ids, []string{"new", "released"}) {
+		t.Fatalf("left %v, want new and released (and the clock document)", left)
 	}
 }
 
@@ -367,7 +396,9 @@ func TestReleaseTermsOnlyThatTerm(t *testing.T) {
 	cur := mustAcquire(t, ctx, l, "x", "K")
 	other := mustAcquire(t, ctx, l, "y", "K")
 	mustAcquire(t, ctx, l, "z", "K")
-	n, err := l.ReleaseTerms(ctx, "K", lock.Term{LockID: "x", Fence: old.Fence}, lock.Term{LockID: "y", Fence: old.Fence})
+	// Fences are per lock id: y's term with x's old fence may be y's
+	// current one, so the stale term of y is one that never was.
+	n, err := l.ReleaseTerms(ctx, "K", lock.Term{LockID: "x", Fence: old.Fence}, lock.Term{LockID: "y", Fence: other.Fence + 1})
 	if err != nil || n != 0 {
 		t.Fatalf("release of an old term: %d deleted, %v; want 0", n, err)
 	}

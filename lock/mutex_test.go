@@ -297,7 +297,7 @@ func TestAcquireAnsweredTooLateIsNotTrusted(t *testing.T) {
 	s := newSession(t, l, lock.WithObserver(rec))
 	ctx := testCtx(t, 30*time.Second)
 	exists := func(id string) bool {
-		n, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: id}})
+		n, err := db.Collection(lock.DefaultCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: id}, {Key: "kid", Value: bson.D{{Key: "$exists", Value: true}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,6 +305,9 @@ func TestAcquireAnsweredTooLateIsNotTrusted(t *testing.T) {
 	}
 
 	m := newMutex(t, s, "slow")
+	if _, err := l.Holder(ctx, "slow"); !errors.Is(err, lock.ErrNotHeld) { // reads the server's clock first
+		t.Fatal(err)
+	}
 	slow.Store("findAndModify")
 	lease, ok, err := m.AcquireLock(ctx)
 	if lease != nil || ok || !errors.Is(err, lock.ErrNotTrusted) {

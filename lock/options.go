@@ -20,10 +20,17 @@ const (
 	// MinTTL is the shortest TTL New accepts.
 	MinTTL = 100 * time.Millisecond
 	// MaxTTL is the longest TTL New accepts.
-	MaxTTL = 7 * 24 * time.Hour
+	MaxTTL = 24 * time.Hour
+	// Retention is how long a lock document stays after its last renewal,
+	// held or released: the TTL index (EnsureIndexes) and Purge remove it
+	// then. It outlasts every lease, so the TTL monitor never removes a live
+	// one whatever TTL its keeper uses, and a lock made again after its
+	// document was removed gets a larger fence (see Grant.Fence).
+	Retention = MaxTTL + time.Hour
 	// DefaultClockRefresh is how old the estimate of the server's clock may
-	// grow before it is refreshed with a hello round trip. Acquisitions
-	// refresh it for free.
+	// grow before it is refreshed with a round trip (a $currentDate write to
+	// a clock document in the lock collection). Acquisitions refresh it for
+	// free, and a failed command makes the next call refresh it.
 	DefaultClockRefresh = time.Minute
 )
 
@@ -58,10 +65,10 @@ func WithCollection(name string) Option {
 	}
 }
 
-// WithTTL sets the lease length. Every Locker on one collection must use
-// the same TTL: a lease is taken over only by a keeper whose TTL is at least
-// the holder's, but the collection's TTL index (EnsureIndexes) has one
-// value, and the TTL monitor deletes leases longer than it while they live.
+// WithTTL sets the lease length. Lockers on one collection may use
+// different TTLs: each lease lapses its own TTL after its last renewal,
+// whoever takes it over, and the TTL index only removes documents long
+// after any lease lapsed (Retention).
 // Default: DefaultTTL (30s); from MinTTL to MaxTTL.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) error {
@@ -116,7 +123,7 @@ func WithClock(clk clockwork.Clock) Option {
 }
 
 // WithClockRefresh sets how old the server clock estimate may grow before a
-// hello round trip refreshes it. Default: DefaultClockRefresh (1m).
+// round trip refreshes it. Default: DefaultClockRefresh (1m).
 func WithClockRefresh(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

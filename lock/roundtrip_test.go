@@ -1,12 +1,13 @@
 package lock_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
@@ -33,9 +34,13 @@ func TestRoundTrips(t *testing.T) {
 		want map[string]int
 	}{
 		{"first acquire", func() error { mustAcquire(t, ctx, l, "warm-up", "k"); return nil },
-			map[string]int{"hello": 1, "findAndModify": 1}},
+			map[string]int{"hello": 1, "findAndModify": 2}}, // the deployment, the clock, the lock
+
 		{"acquire", func() error { mustAcquire(t, ctx, l, "a", "k"); return nil }, map[string]int{"findAndModify": 1}},
-		{"acquire held by other", func() error { _, _, err := acquireOne(ctx, l, "a", "other"); return err }, map[string]int{"findAndModify": 1}},
+		// The first refusal reads how long the lease is; the next, within
+		// that lease, does not.
+		{"acquire held by other", func() error { _, _, err := acquireOne(ctx, l, "a", "other"); return err }, map[string]int{"findAndModify": 1, "find": 1}},
+		{"acquire held by other again", func() error { _, _, err := acquireOne(ctx, l, "a", "other"); return err }, map[string]int{"findAndModify": 1}},
 		{"renew many", func() error {
 			for _, id := range []string{"b", "c", "d"} {
 				mustAcquire(t, ctx, l, id, "k")
@@ -47,7 +52,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 			return err
 		}, map[string]int{"update": 1}},
-		{"release", func() error { return releaseOne(ctx, l, "a", "k") }, map[string]int{"delete": 1}},
+		{"release", func() error { return releaseOne(ctx, l, "a", "k") }, map[string]int{"update": 1}},
 		{"renew with a lost lock", func() error {
 			r, err := l.Renew(ctx, "k", "b", "a")
 			if len(r.Held) != 1 || len(r.Lost) != 1 {
@@ -63,7 +68,7 @@ func TestRoundTrips(t *testing.T) {
 				t.Errorf("released %d of 2", n)
 			}
 			return err
-		}, map[string]int{"delete": 1}},
+		}, map[string]int{"update": 1}},
 		{"acquire many", func() error {
 			ids := make([]string, 50)
 			for i := range ids {
@@ -75,7 +80,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 			return err
 		}, map[string]int{"update": 1, "find": 1}},
-		{"release many", func() error { _, err := l.ReleaseLocks(ctx, "k", "a", "m0", "m1"); return err }, map[string]int{"delete": 1}},
+		{"release many", func() error { _, err := l.ReleaseLocks(ctx, "k", "a", "m0", "m1"); return err }, map[string]int{"update": 1}},
 	}
 	for _, s := range steps {
 		counter.Reset()
@@ -95,31 +100,29 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
+// TestEnsureIndexes: the TTL index is the same whatever TTL the Locker
+// uses (Retention), so Lockers with different TTLs never change it under
+// each other.
 func TestEnsureIndexes(t *testing.T) {
 	t.Parallel()
 	dbName := newDB(t)
 	ctx := testCtx(t, 30*time.Second)
-	l30 := onNewClient(t, dbName, lock.WithTTL(30*time.Second))
-	for range 2 { // idempotent
-		if err := l30.EnsureIndexes(ctx); err != nil {
-			t.Fatal(err)
+	want := int64(lock.TTLSeconds(lock.Retention))
+	for _, ttl := range []time.Duration{30 * time.Second, 1500 * time.Millisecond, lock.MaxTTL} {
+		l := onNewClient(t, dbName, lock.WithTTL(ttl))
+		for range 2 { // idempotent
+			if err := l.EnsureIndexes(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	ttl := indexTTL(t, l30)
-	if mongotest.Backend() == "ferretdb" {
-		if ttl != nil {
-			t.Fatalf("FerretDB got a TTL index: %v", *ttl)
-		}
-	} else if ttl == nil || *ttl != 30 {
-		t.Fatalf("expireAfterSeconds %v, want 30", ttl)
-	}
-	l := onNewClient(t, dbName, lock.WithTTL(1500*time.Millisecond))
-	if err := l.EnsureIndexes(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if mongotest.Backend() != "ferretdb" {
-		if ttl := indexTTL(t, l); ttl == nil || *ttl != 2 {
-			t.Fatalf("after TTL change expireAfterSeconds %v, want 2 (1.5s rounded up)", ttl)
+		got := indexTTL(t, l)
+		switch {
+		case mongotest.Backend() == mongotest.BackendFerretDB:
+			if got != nil {
+				t.Fatalf("FerretDB got a TTL index: %v", *got)
+			}
+		case got == nil || *got != want:
+			t.Fatalf("TTL %v: expireAfterSeconds %v, want %d", ttl, got, want)
 		}
 	}
 }
@@ -154,26 +157,26 @@ func indexTTL(t *testing.T, l *lock.Locker) *int64 {
 	return ttl
 }
 
-// TestEnsureIndexesWillNotShortenLiveLeases: lowering the TTL index while a
-// lock taken with a longer TTL exists would let the TTL monitor delete it
-// while it is live.
-func TestEnsureIndexesWillNotShortenLiveLeases(t *testing.T) {
+// TestEnsureIndexesRaisesAnOldTTLIndex: earlier versions made the TTL
+// index follow the lease TTL; EnsureIndexes raises it to Retention in
+// place, so leases longer than it are no longer deleted while held.
+func TestEnsureIndexesRaisesAnOldTTLIndex(t *testing.T) {
 	t.Parallel()
 	if mongotest.Backend() == mongotest.BackendFerretDB {
-		t.Skip("FerretDB has no TTL indexes, so there is nothing to lower")
+		t.Skip("FerretDB has no TTL indexes")
 	}
 	dbName := newDB(t)
 	ctx := testCtx(t, 30*time.Second)
-	long := onNewClient(t, dbName, lock.WithTTL(time.Minute))
-	if err := long.EnsureIndexes(ctx); err != nil {
+	l := onNewClient(t, dbName, lock.WithTTL(time.Minute))
+	_, err := l.Collection().Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "ts", Value: 1}},
+		Options: options.Index().SetName(lock.TTLIndexName).SetExpireAfterSeconds(2)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, ctx, long, "long", "k")
-	short := onNewClient(t, dbName, lock.WithTTL(2*time.Second))
-	if err := short.EnsureIndexes(ctx); !errors.Is(err, lock.ErrLeaseTooLong) || !errors.Is(err, lock.ErrInvalidOption) {
-		t.Fatalf("lowering the TTL under a live 1m lease: %v, want ErrLeaseTooLong (an ErrInvalidOption)", err)
+	if err := l.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if ttl := indexTTL(t, long); ttl == nil || *ttl != 60 {
-		t.Fatalf("expireAfterSeconds %v, want it left at 60", ttl)
+	if ttl := indexTTL(t, l); ttl == nil || *ttl != int64(lock.TTLSeconds(lock.Retention)) {
+		t.Fatalf("expireAfterSeconds %v, want %d", ttl, lock.TTLSeconds(lock.Retention))
 	}
 }

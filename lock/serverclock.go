@@ -79,6 +79,15 @@ func (c *serverClock) bounds(now time.Time) (lo, hi time.Time, ok bool) {
 	return c.lo.lower(now), c.hi.upper(now), true
 }
 
+// doubt makes age report the estimate as old, so it is read again soon.
+// The samples stay: they still bound the server's clock unless it changed,
+// and a reading that contradicts them replaces them.
+func (c *serverClock) doubt() {
+	c.mu.Lock()
+	c.last = time.Time{}
+	c.mu.Unlock()
+}
+
 // age is how long ago, at local instant now, the newest sample was taken.
 func (c *serverClock) age(now time.Time) (time.Duration, bool) {
 	c.mu.Lock()

@@ -2,7 +2,6 @@ package migrations
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,53 +23,46 @@ const (
 )
 
 // Builtin returns mongolock's own migrations: the indexes of a lock
-// collection whose leases last ttl, and those of the scheduler's run
-// history (SchedulerIndexes). New always registers them, with the
-// collections and durations of its options.
-func Builtin(lockCollection string, ttl time.Duration, runsCollection string, retention time.Duration) []Migration {
-	return []Migration{LockIndexes(lockCollection, ttl), SchedulerIndexes(runsCollection, retention)}
+// collection (LockIndexes) and those of the scheduler's run history
+// (SchedulerIndexes). New always registers them, with the collections and
+// retention of its options.
+func Builtin(lockCollection, runsCollection string, retention time.Duration) []Migration {
+	return []Migration{LockIndexes(lockCollection), SchedulerIndexes(runsCollection, retention)}
 }
 
 // LockIndexes returns the migration that creates the lock collection's
-// indexes with lock.EnsureIndexes: the TTL index on the renewal time,
-// whose expireAfterSeconds follows ttl (changed with collMod), and the
-// index on the keeper id. It is Repeatable: changing the TTL applies it
-// again. On a server without TTL indexes it logs a warning and creates a
-// plain index. It fails with ErrIndexConflict, changing nothing, if a lock
-// in the collection was taken with a longer TTL: the TTL monitor would
-// delete it while held. It has no Down.
-func LockIndexes(collection string, ttl time.Duration) Migration {
+// indexes with lock.EnsureIndexes: the TTL index on the renewal time, which
+// removes lock documents lock.Retention after their last renewal, and the
+// index on the keeper id. They are the same whatever TTL the lockers use,
+// so lockers with different TTLs can share the collection. It is
+// Repeatable: an index made by an earlier release, whose expireAfterSeconds
+// followed the lease TTL, is changed in place with collMod. On a server
+// without TTL indexes it logs a warning and creates a plain index. It has
+// no Down.
+func LockIndexes(collection string) Migration {
+	ttl := int64(lock.TTLSeconds(lock.Retention))
 	m := Migration{
 		Version:     LockIndexesVersion,
 		Description: fmt.Sprintf("indexes of lock collection %q", collection),
-		Definition:  fmt.Sprintf("lock.EnsureIndexes collection=%q expireAfterSeconds=%d", collection, lock.TTLSeconds(ttl)),
+		Definition:  fmt.Sprintf("lock.EnsureIndexes collection=%q expireAfterSeconds=%d", collection, ttl),
 		Repeatable:  true,
 	}
-	switch {
-	case !mongoutil.ValidCollectionName(collection):
+	if !mongoutil.ValidCollectionName(collection) {
 		m.err = fmt.Errorf("invalid lock collection name %q", collection)
-		return m
-	case ttl < lock.MinTTL:
-		m.err = fmt.Errorf("lock TTL %v is shorter than the minimum %v", ttl, lock.MinTTL)
 		return m
 	}
 	m.Up = func(ctx context.Context, db *mongo.Database) error {
 		log := zerolog.Ctx(ctx)
-		return asConflict(lock.EnsureIndexes(ctx, db.Collection(collection), ttl, func(msg string) {
+		return lock.EnsureIndexes(ctx, db.Collection(collection), func(msg string) {
 			log.Warn().Str("collection", collection).Msg(msg)
-		}))
+		})
 	}
 	m.Explain = func(ctx context.Context, db *mongo.Database) ([]string, error) {
 		existing, err := listIndexes(ctx, db.Collection(collection))
 		if err != nil {
 			return nil, err
 		}
-		if err := asConflict(lock.CheckLeasesFit(ctx, db.Collection(collection), ttl)); err != nil {
-			return nil, err
-		}
-		want := lock.TTLSeconds(ttl)
-		var out []string
-		out = append(out, explainTTL(existing, collection, lock.TTLIndexName, `{"ts":1}`, int64(want)))
+		out := []string{explainTTL(existing, collection, lock.TTLIndexName, `{"ts":1}`, ttl)}
 		if _, ok := existing[lock.KeeperIndexName]; !ok {
 			out = append(out, fmt.Sprintf("create index %q on %q {\"kid\":1}", lock.KeeperIndexName, collection))
 		} else {
@@ -79,15 +71,6 @@ func LockIndexes(collection string, ttl time.Duration) Migration {
 		return out, nil
 	}
 	return m
-}
-
-// asConflict marks a lease that outlasts the TTL index as an index
-// conflict, this package's word for a change it will not make.
-func asConflict(err error) error {
-	if errors.Is(err, lock.ErrLeaseTooLong) {
-		return fmt.Errorf("%w: %w", ErrIndexConflict, err)
-	}
-	return err
 }
 
 // SchedulerIndexes returns the migration that creates the indexes of the

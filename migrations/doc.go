@@ -15,8 +15,8 @@
 // expireAfterSeconds or hidden in place with collMod, and refuses to drop
 // and re-create an index whose other options differ unless told it may.
 // No helper ever drops an index the migration does not name. New registers
-// mongolock's own migrations (Builtin: the lock collection's indexes, whose
-// TTL index follows the lease TTL, and the scheduler's run history
+// mongolock's own migrations (Builtin: the lock collection's indexes, the
+// same whatever TTL the lockers use, and the scheduler's run history
 // indexes, whose TTL index follows its retention) beside yours
 // (WithMigrations).
 //
@@ -49,7 +49,11 @@
 // it in that run stay recorded.
 //
 // Records are claimed with the lease's fencing token, so a migrator whose
-// lease was taken over cannot record over its successor.
+// lease was taken over cannot record over its successor. They are read
+// from the primary, whatever the client's read preference, and so are the
+// indexes the helpers compare: a lagging secondary would show an applied
+// migration as pending. Your Up functions get the database as you gave it;
+// read the primary there too for anything that decides what to change.
 //
 // # Events
 //
@@ -77,8 +81,10 @@
 //
 // # Backends
 //
-// On FerretDB, TTL indexes and collMod are not implemented: TTL indexes
-// become plain indexes with a warning, hidden indexes and partial filters
-// fail with ErrNotSupported, and sparse is accepted but ignored by the
-// server.
+// On FerretDB 1.x, TTL indexes and collMod are not implemented: TTL
+// indexes become plain indexes with a warning, hidden indexes and partial
+// filters fail with ErrUnsupported, and sparse is accepted but ignored by
+// the server. FerretDB 2.x has no hidden indexes either (ErrUnsupported),
+// and reports a duplicate key in its own way, which the claims of records
+// recognise. A step that fails with ErrUnsupported changed nothing.
 package migrations

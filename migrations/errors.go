@@ -36,14 +36,16 @@ var (
 
 	// ErrIndexConflict reports an existing index that differs from the one a
 	// migration describes in a way only dropping and re-creating it can fix
-	// (and the migration does not allow that), an index with the same keys
-	// under another name, or a lock taken with a longer lease than the lock
-	// collection's TTL index would keep.
+	// (and the migration does not allow that), or an index with the same
+	// keys under another name.
 	ErrIndexConflict = errors.New("migrations: index conflicts with the migration")
 
-	// ErrNotSupported reports that the server does not implement what a
-	// migration needs (for example hidden indexes on FerretDB).
-	ErrNotSupported = errors.New("migrations: not supported by the server")
+	// ErrUnsupported reports that the server does not support what a
+	// migration needs, such as hidden indexes (FerretDB, MongoDB before
+	// 4.4), or an index option FerretDB 1.x does not implement. The step
+	// that needs it changed nothing before it failed. The error wraps the
+	// server's too.
+	ErrUnsupported = errors.New("migrations: not supported by this server")
 
 	// ErrIrreversible reports that Down was asked to roll back a migration
 	// that has no Down function, or that this program does not know.

@@ -38,7 +38,7 @@ func ExampleMigrator_Up() {
 	defer cleanup()
 
 	m, err := migrations.New(db,
-		migrations.WithLockTTL(30*time.Second), // the TTL your lockers use
+		migrations.WithLockTTL(30*time.Second), // how long a dead migrator holds up the others
 		migrations.WithMigrations(
 			migrations.EnsureIndex(1, migrations.Index{
 				Collection: "users",

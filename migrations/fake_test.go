@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/lock"
 )
@@ -491,7 +492,7 @@ func TestPrepareRejects(t *testing.T) {
 		{"negative ttl", []Migration{EnsureIndex(1, Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}, ExpireAfterSeconds: TTL(-time.Second)})}, "negative"},
 		{"reserved name", []Migration{EnsureIndex(1, Index{Collection: "c", Name: "_id_", Keys: bson.D{{Key: "a", Value: 1}}})}, "reserved"},
 		{"drop all", []Migration{DropIndex(1, "c", "*")}, "invalid index name"},
-		{"lock ttl", []Migration{LockIndexes("locks", time.Millisecond)}, "shorter than the minimum"},
+		{"lock collection", []Migration{LockIndexes("a$b")}, "invalid lock collection name"},
 		{"history retention", []Migration{SchedulerIndexes("runs", time.Millisecond)}, "at least 1s"},
 		{"runs collection", []Migration{SchedulerIndexes("", time.Hour)}, "invalid scheduler runs collection"},
 	}
@@ -550,8 +551,8 @@ func TestIndexChecksum(t *testing.T) {
 			t.Errorf("changing %s did not change the checksum", name)
 		}
 	}
-	if a, b := LockIndexes("locks", 30*time.Second), LockIndexes("locks", 60*time.Second); a.Checksum() == b.Checksum() {
-		t.Error("the lock TTL is not part of the built-in migration's checksum")
+	if a, b := LockIndexes("locks"), LockIndexes("other"); a.Checksum() == b.Checksum() {
+		t.Error("the lock collection is not part of the built-in migration's checksum")
 	}
 	if a, b := SchedulerIndexes("runs", time.Hour), SchedulerIndexes("runs", 2*time.Hour); a.Checksum() == b.Checksum() {
 		t.Error("the history retention is not part of the built-in migration's checksum")
@@ -704,5 +705,101 @@ func TestSessionExcludesOptions(t *testing.T) {
 	if _, err := configure([]Option{WithSession(s), WithRetryPeriod(fakeTTL)}); !errors.Is(err, ErrInvalidOption) ||
 		!strings.Contains(err.Error(), "WithRetryPeriod") {
 		t.Errorf("retry period of the session's TTL: %v, want ErrInvalidOption naming WithRetryPeriod", err)
+	}
+}
+
+// The lock collection's indexes do not depend on the lease TTL: lockers
+// with different TTLs share the collection, and a migrator run with another
+// TTL than the one before finds the built-in migration unchanged.
+func TestLockIndexesIgnoreLockTTL(t *testing.T) {
+	t.Parallel()
+	// New does no I/O: nothing listens on this address.
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	db := client.Database("unused")
+	lockIndexes := func(t *testing.T, opts ...Option) Migration {
+		t.Helper()
+		m, err := New(db, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mig := range m.Migrations() {
+			if mig.Version == LockIndexesVersion {
+				return mig
+			}
+		}
+		t.Fatal("no built-in lock index migration")
+		return Migration{}
+	}
+	base := lockIndexes(t)
+	want := fmt.Sprintf("expireAfterSeconds=%d", lock.TTLSeconds(lock.Retention))
+	if !strings.Contains(base.Definition, want) {
+		t.Errorf("definition %q, want the fixed %s of lock.Retention", base.Definition, want)
+	}
+	if base.Definition != LockIndexes(lock.DefaultCollection).Definition {
+		t.Errorf("New registers %q, LockIndexes describes %q", base.Definition, LockIndexes(lock.DefaultCollection).Definition)
+	}
+	for _, ttl := range []time.Duration{time.Second, 6 * time.Second, time.Hour, lock.MaxTTL} {
+		got := lockIndexes(t, WithLockTTL(ttl))
+		if got.Definition != base.Definition || got.Checksum() != base.Checksum() {
+			t.Errorf("WithLockTTL(%v): definition %q, want %q as with the default TTL", ttl, got.Definition, base.Definition)
+		}
+	}
+	s, err := lock.NewSession(newFakeStore(clockwork.NewFakeClock(), 7*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := lockIndexes(t, WithSession(s)); got.Definition != base.Definition {
+		t.Errorf("WithSession of a 7s store: definition %q, want %q", got.Definition, base.Definition)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	t.Parallel()
+	live := context.Background()
+	ended, cancel := context.WithCancel(live)
+	cancel()
+	refusal := mongo.CommandError{Code: 72, Name: "InvalidOptions", Message: "unknown option hidden"}
+	tests := []struct {
+		name        string
+		ctx         context.Context
+		err         error
+		ttl, hidden bool // for a TTL change (only 238), for hidden (any refusal)
+	}{
+		{"nil", live, nil, false, false},
+		{"not implemented", live, mongo.CommandError{Code: 238, Name: "NotImplemented"}, true, true},
+		{"wrapped", live, fmt.Errorf("collMod: %w", mongo.CommandError{Code: 238}), true, true},
+		{"refusal", live, refusal, false, true},
+		{"FerretDB 2.x internal error", live, mongo.CommandError{Code: 1, Message: "index option hidden is not supported"}, false, true},
+		{"ctx ended", ended, mongo.CommandError{Code: 238}, false, false},
+		{"network", live, mongo.CommandError{Code: 72, Labels: []string{"NetworkError"}}, false, false},
+		{"retryable", live, mongo.CommandError{Code: 72, Labels: []string{"RetryableWriteError"}}, false, false},
+		{"not primary", live, mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, false, false},
+		{"index gone", live, mongo.CommandError{Code: 27, Name: "IndexNotFound"}, false, false},
+		{"duplicate key", live, mongo.CommandError{Code: 11000, Message: "E11000 duplicate key error"}, false, false},
+		{"FerretDB 2.x duplicate key", live, mongo.CommandError{Code: 1,
+			Message: `duplicate key value violates unique constraint "collection_pk_12"`}, false, false},
+		{"timeout", live, mongo.CommandError{Code: 50, Name: "MaxTimeMSExpired"}, false, false},
+		{"not a server error", live, errors.New("boom"), false, false},
+		{"context error", live, context.DeadlineExceeded, false, false},
+	}
+	for _, tt := range tests {
+		if got := unsupported(tt.ctx, tt.err, false); got != tt.ttl {
+			t.Errorf("%s: unsupported(anyRefusal=false) = %t, want %t", tt.name, got, tt.ttl)
+		}
+		if got := unsupported(tt.ctx, tt.err, true); got != tt.hidden {
+			t.Errorf("%s: unsupported(anyRefusal=true) = %t, want %t", tt.name, got, tt.hidden)
+		}
+	}
+	err := &unsupportedError{what: `hide index "x" on "c"`, feature: "hidden indexes (collMod index.hidden)", err: refusal}
+	if !errors.Is(err, ErrUnsupported) || !errors.As(err, new(mongo.CommandError)) {
+		t.Errorf("%v matches ErrUnsupported %t; want it and the server's error", err, errors.Is(err, ErrUnsupported))
+	}
+	if want := `hide index "x" on "c": the server does not support hidden indexes (collMod index.hidden): `; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("message %q, want it to begin %q", err.Error(), want)
 	}
 }

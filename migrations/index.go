@@ -41,8 +41,9 @@ type Index struct {
 	// a warning in the log of the migration's context (zerolog.Ctx).
 	ExpireAfterSeconds *int32
 	// Hidden hides the index from the query planner (MongoDB 4.4+). Changed
-	// in place with collMod. A server without hidden indexes fails the
-	// migration with ErrNotSupported.
+	// in place with collMod. A server without hidden indexes (FerretDB,
+	// MongoDB before 4.4) fails the migration with ErrUnsupported before it
+	// changed anything.
 	Hidden bool
 	// AllowRebuild lets the migration drop and re-create the index when it
 	// exists with other keys, uniqueness, sparseness or partial filter.
@@ -321,8 +322,10 @@ var ignoredIndexFields = map[string]bool{
 	"v": true, "ns": true, "background": true, "textIndexVersion": true, "2dsphereIndexVersion": true,
 }
 
+// listIndexes reads coll's indexes from the primary, whatever coll's read
+// preference: what they say decides what a migration changes.
 func listIndexes(ctx context.Context, coll *mongo.Collection) (map[string]existingIndex, error) {
-	cur, err := coll.Indexes().List(ctx)
+	cur, err := mongoutil.Primary(coll).Indexes().List(ctx)
 	if hasCode(err, mongoutil.CodeNamespaceNotFound) {
 		return map[string]existingIndex{}, nil
 	}
@@ -508,17 +511,20 @@ func (a action) describe(s indexSpec) []string {
 	case actCreate:
 		return []string{fmt.Sprintf("create index %q on %q %s", s.Name, s.Collection, s.optionsString())}
 	case actRebuild:
-		return []string{
-			fmt.Sprintf("drop index %q on %q (%s)", s.Name, s.Collection, strings.Join(a.diffs, ", ")),
-			fmt.Sprintf("create index %q on %q %s", s.Name, s.Collection, s.optionsString()),
+		var out []string
+		if a.hidden != nil && *a.hidden {
+			out = append(out, fmt.Sprintf("collMod %q: set hidden of index %q to true (before the drop: fails there if the server has no hidden indexes)", s.Collection, s.Name))
 		}
+		return append(out,
+			fmt.Sprintf("drop index %q on %q (%s)", s.Name, s.Collection, strings.Join(a.diffs, ", ")),
+			fmt.Sprintf("create index %q on %q %s", s.Name, s.Collection, s.optionsString()))
 	case actModify:
 		var out []string
-		if a.ttl != nil {
-			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q to %d", s.Collection, s.Name, *a.ttl))
-		}
 		if a.hidden != nil {
 			out = append(out, fmt.Sprintf("collMod %q: set hidden of index %q to %t", s.Collection, s.Name, *a.hidden))
+		}
+		if a.ttl != nil {
+			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q to %d", s.Collection, s.Name, *a.ttl))
 		}
 		return out
 	}
@@ -545,7 +551,10 @@ func (s indexSpec) optionsString() string {
 	return strings.Join(parts, " ")
 }
 
-// ensure is the Up of EnsureIndex.
+// ensure is the Up of EnsureIndex. A step the server may not support goes
+// first, so that it fails before anything changed: the hidden flag before
+// expireAfterSeconds, and, for a rebuild into a hidden index, hiding the
+// old index before dropping it (it goes anyway).
 func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	coll := db.Collection(s.Collection)
 	existing, err := listIndexes(ctx, coll)
@@ -562,30 +571,47 @@ func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	case actCreate:
 		return s.create(ctx, coll)
 	case actRebuild:
+		if a.hidden != nil && *a.hidden {
+			if err := s.setHidden(ctx, coll, true); err != nil {
+				return err
+			}
+		}
 		log.Warn().Str("collection", s.Collection).Str("index", s.Name).Strs("differences", a.diffs).Msg("dropping index to re-create it")
 		if err := dropIndex(ctx, coll, s.Name); err != nil {
 			return err
 		}
 		return s.create(ctx, coll)
 	}
+	if a.hidden != nil {
+		if err := s.setHidden(ctx, coll, *a.hidden); err != nil {
+			return err
+		}
+	}
 	if a.ttl != nil {
 		err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "expireAfterSeconds", Value: *a.ttl}})
 		switch {
-		case hasCode(err, mongoutil.CodeNotImplemented):
+		case unsupported(ctx, err, false):
 			log.Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
 				Msg("server does not implement changing expireAfterSeconds; the index stays as it is")
 		case err != nil:
 			return fmt.Errorf("set expireAfterSeconds of index %q on %q to %d: %w", s.Name, s.Collection, *a.ttl, err)
 		}
 	}
-	if a.hidden != nil {
-		err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "hidden", Value: *a.hidden}})
-		switch {
-		case hasCode(err, mongoutil.CodeNotImplemented):
-			return fmt.Errorf("%w: set hidden of index %q on %q to %t: %v", ErrNotSupported, s.Name, s.Collection, *a.hidden, err)
-		case err != nil:
-			return fmt.Errorf("set hidden of index %q on %q to %t: %w", s.Name, s.Collection, *a.hidden, err)
-		}
+	return nil
+}
+
+// setHidden hides or unhides the index s.Name with collMod.
+func (s indexSpec) setHidden(ctx context.Context, coll *mongo.Collection, hidden bool) error {
+	what := fmt.Sprintf("hide index %q on %q", s.Name, s.Collection)
+	if !hidden {
+		what = "un" + what
+	}
+	err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "hidden", Value: hidden}})
+	switch {
+	case unsupported(ctx, err, true):
+		return &unsupportedError{what: what, feature: "hidden indexes (collMod index.hidden)", err: err}
+	case err != nil:
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -617,18 +643,86 @@ func (s indexSpec) create(ctx context.Context, coll *mongo.Collection) error {
 		return mongo.IndexModel{Keys: keysDoc(s.keys), Options: o}
 	}
 	_, err := coll.Indexes().CreateOne(ctx, model(true))
-	if hasCode(err, mongoutil.CodeNotImplemented) && s.ExpireAfterSeconds != nil {
+	if s.ExpireAfterSeconds != nil && unsupported(ctx, err, false) {
 		zerolog.Ctx(ctx).Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
 			Msg("server does not implement TTL indexes; creating a plain index")
 		_, err = coll.Indexes().CreateOne(ctx, model(false))
 	}
 	switch {
-	case hasCode(err, mongoutil.CodeNotImplemented):
-		return fmt.Errorf("%w: create index %q on %q %s: %v", ErrNotSupported, s.Name, s.Collection, s.optionsString(), err)
+	case s.Hidden && unsupported(ctx, err, true):
+		return &unsupportedError{what: fmt.Sprintf("create index %q on %q", s.Name, s.Collection),
+			feature: "hidden indexes (createIndexes hidden)", err: err}
+	case unsupported(ctx, err, false):
+		return &unsupportedError{what: fmt.Sprintf("create index %q on %q %s", s.Name, s.Collection, s.optionsString()),
+			feature: "an option of this index (createIndexes)", err: err}
 	case err != nil:
 		return fmt.Errorf("create index %q on %q: %w", s.Name, s.Collection, err)
 	}
 	return nil
+}
+
+// unsupportedError is a command the server refused for want of a feature.
+// It matches ErrUnsupported and the server's error.
+type unsupportedError struct {
+	what    string // what was being done
+	feature string // what the server lacks, and the command that showed it
+	err     error
+}
+
+func (e *unsupportedError) Error() string {
+	return fmt.Sprintf("%s: the server does not support %s: %v", e.what, e.feature, e.err)
+}
+
+func (e *unsupportedError) Unwrap() []error { return []error{ErrUnsupported, e.err} }
+
+// unsupported is the one place that decides whether err is a server saying
+// it does not support what a command asked. NotImplemented (238) always
+// says so: FerretDB 1.x's answer to collMod and to the index options it
+// lacks. With anyRefusal, so does any other error reply to the command: for
+// a feature every server that has it accepts there (hidden indexes), a
+// refusal is how a server without it answers, and each has its own code
+// (MongoDB before 4.4, FerretDB 2.x). Never a network error, a timeout,
+// the end of ctx, or a reply that names another cause (notRefusal).
+func unsupported(ctx context.Context, err error, anyRefusal bool) bool {
+	var ce mongo.CommandError
+	switch {
+	case err == nil || ctx.Err() != nil || !errors.As(err, &ce):
+		return false
+	case ce.Code == mongoutil.CodeNotImplemented:
+		return true
+	case !anyRefusal || mongo.IsNetworkError(err) || mongo.IsTimeout(err) || mongoutil.IsDuplicateKey(err):
+		return false
+	}
+	for _, l := range []string{"NetworkError", "RetryableWriteError", "TransientTransactionError"} {
+		if ce.HasErrorLabel(l) {
+			return false
+		}
+	}
+	return !notRefusal[ce.Code]
+}
+
+// notRefusal are error codes that say a command failed for a reason other
+// than the server lacking what it asked: a lost primary or a shutdown, a
+// missing or conflicting index, an interruption, authorization. (Duplicate
+// keys in a unique index build are told by mongoutil.IsDuplicateKey.)
+var notRefusal = map[int32]bool{
+	13:    true, // Unauthorized
+	26:    true, // NamespaceNotFound
+	27:    true, // IndexNotFound
+	50:    true, // MaxTimeMSExpired
+	68:    true, // IndexAlreadyExists
+	85:    true, // IndexOptionsConflict
+	86:    true, // IndexKeySpecsConflict
+	91:    true, // ShutdownInProgress
+	189:   true, // PrimarySteppedDown
+	262:   true, // ExceededTimeLimit
+	276:   true, // IndexBuildAborted
+	10107: true, // NotWritablePrimary
+	11600: true, // InterruptedAtShutdown
+	11601: true, // Interrupted
+	11602: true, // InterruptedDueToReplStateChange
+	13435: true, // NotPrimaryNoSecondaryOk
+	13436: true, // NotPrimaryOrSecondary
 }
 
 func hasCode(err error, code int) bool {

@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
@@ -119,7 +121,9 @@ func TestEnsureIndexChangesTTLWithCollMod(t *testing.T) {
 	}
 }
 
-func TestLockIndexesFollowTTL(t *testing.T) {
+// The lock collection's indexes are the same whatever TTL the lockers use:
+// a migrator with another TTL finds nothing to do.
+func TestLockIndexesIgnoreTTL(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)
 	db := mongotest.NewDatabase(t)
@@ -130,18 +134,60 @@ func TestLockIndexesFollowTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := versions(res.Applied); !slices.Equal(got, []int64{migrations.LockIndexesVersion}) {
-		t.Fatalf("applied %v after a TTL change, want the built-in again", got)
+	if len(res.Applied) != 0 {
+		t.Fatalf("applied %v after a TTL change, want nothing", versions(res.Applied))
 	}
-	ix := indexes(t, db.Collection(lock.DefaultCollection))[lock.TTLIndexName]
+	wantRetention(t, db)
+}
+
+// wantRetention checks that the lock collection's TTL index removes
+// documents lock.Retention after their last renewal (a plain index on
+// FerretDB 1.x, which has no TTL indexes).
+func wantRetention(t *testing.T, db *mongo.Database) {
+	t.Helper()
+	ix, ok := indexes(t, db.Collection(lock.DefaultCollection))[lock.TTLIndexName]
+	want := int64(lock.TTLSeconds(lock.Retention))
 	switch {
+	case !ok:
+		t.Errorf("no index %s", lock.TTLIndexName)
 	case ferret():
 		if ix.ExpireAfterSeconds != nil {
 			t.Errorf("FerretDB reports expireAfterSeconds %d", *ix.ExpireAfterSeconds)
 		}
-	case ix.ExpireAfterSeconds == nil || *ix.ExpireAfterSeconds != 60:
-		t.Errorf("expireAfterSeconds %v, want 60", ix.ExpireAfterSeconds)
+	case ix.ExpireAfterSeconds == nil || *ix.ExpireAfterSeconds != want:
+		t.Errorf("expireAfterSeconds %v, want %d (lock.Retention)", ix.ExpireAfterSeconds, want)
 	}
+}
+
+// A TTL index an earlier release made to follow the lease TTL is changed in
+// place to the retention.
+func TestLockIndexesUpgradeLeaseTTLIndex(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	db := mongotest.NewDatabase(t)
+	locks := db.Collection(lock.DefaultCollection)
+	_, err := locks.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "ts", Value: 1}},
+		Options: options.Index().SetName(lock.TTLIndexName).SetExpireAfterSeconds(30)})
+	var se mongo.ServerError
+	if errors.As(err, &se) && se.HasErrorCode(238) {
+		t.Skip("the server has no TTL indexes")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMigrator(t, db)
+	steps, err := m.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("set expireAfterSeconds of index %q from 30 to %d", lock.TTLIndexName, lock.TTLSeconds(lock.Retention))
+	if len(steps) == 0 || !strings.Contains(strings.Join(steps[0].Actions, "; "), want) {
+		t.Fatalf("plan %+v, want %q", steps, want)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantRetention(t, db)
 }
 
 func TestEnsureIndexHiddenWithCollMod(t *testing.T) {
@@ -162,8 +208,9 @@ func TestEnsureIndexHiddenWithCollMod(t *testing.T) {
 			counter.Count("collMod"), counter.Count("dropIndexes"), counter.Count("createIndexes"))
 	}
 	if ferret() {
-		if !errors.Is(err, migrations.ErrNotSupported) || !strings.Contains(err.Error(), "version 2") {
-			t.Fatalf("err = %v, want ErrNotSupported naming version 2", err)
+		if !errors.Is(err, migrations.ErrUnsupported) || !strings.Contains(err.Error(), "version 2") ||
+			!strings.Contains(err.Error(), `hide index "a_1" on "c": the server does not support hidden indexes`) {
+			t.Fatalf("err = %v, want ErrUnsupported naming version 2 and the step", err)
 		}
 		return
 	}
@@ -299,11 +346,14 @@ func TestEnsureIndexUniqueEnforced(t *testing.T) {
 	}
 }
 
-func TestLockIndexesRefuseShorterThanALease(t *testing.T) {
+// Leases of any TTL live in the lock collection side by side with the
+// built-in migration, whatever lock TTL the migrator has: nothing checks
+// them, and the lock stays held.
+func TestLockIndexesWhateverTheLeases(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)
 	db := mongotest.NewDatabase(t)
-	l, err := lock.New(db, lock.WithTTL(time.Minute))
+	l, err := lock.New(db, lock.WithTTL(lock.MaxTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,19 +365,17 @@ func TestLockIndexesRefuseShorterThanALease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(steps[0].Err, migrations.ErrIndexConflict) {
-		t.Errorf("plan: %+v, want the conflict", steps[0])
+	for _, s := range steps {
+		if s.Err != nil {
+			t.Errorf("plan: version %d would fail: %v", s.Version, s.Err)
+		}
 	}
-	_, err = m.Up(ctx)
-	if !errors.Is(err, migrations.ErrIndexConflict) || !strings.Contains(err.Error(), `lock "long"`) || !strings.Contains(err.Error(), "version -1000") {
-		t.Fatalf("err = %v, want ErrIndexConflict naming the lock", err)
-	}
-	if names := indexNames(t, db.Collection(lock.DefaultCollection)); slices.Contains(names, lock.TTLIndexName) {
-		t.Errorf("TTL index created: %v", names)
-	}
-	// With the lockers' TTL it goes through.
-	if _, err := newMigrator(t, db, migrations.WithLockTTL(time.Minute)).Up(ctx); err != nil {
+	if _, err := m.Up(ctx); err != nil {
 		t.Fatal(err)
+	}
+	wantRetention(t, db)
+	if h, err := l.Holder(ctx, "long"); err != nil || h.KeeperID != "k" {
+		t.Errorf("holder %+v, %v; want k", h, err)
 	}
 }
 
@@ -372,5 +420,127 @@ func TestUpWithNothingToDoIsOneRead(t *testing.T) {
 	// records once and takes no lock.
 	if counter.Total() != 1 || counter.Count("find") != 1 {
 		t.Errorf("%d commands (%d find), want one find", counter.Total(), counter.Count("find"))
+	}
+}
+
+// A rebuild into a hidden index hides the old one before dropping it: a
+// server without hidden indexes fails there, with the index as it was.
+func TestEnsureIndexHiddenRebuildChecksFirst(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	db := mongotest.NewDatabase(t)
+	plain := migrations.EnsureIndex(1, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}})
+	if _, err := newMigrator(t, db, migrations.WithMigrations(plain)).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cdb, counter := countingDB(t, db)
+	rebuild := migrations.EnsureIndex(2, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}},
+		Unique: true, Hidden: true, AllowRebuild: true})
+	m := newMigrator(t, cdb, migrations.WithMigrations(plain, rebuild))
+	steps, err := m.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 1 || len(steps[0].Actions) != 3 || !strings.HasPrefix(steps[0].Actions[0], `collMod "c": set hidden of index "a_1" to true`) {
+		t.Fatalf("plan %+v, want the hide, then the drop and the create", steps)
+	}
+	counter.Reset()
+	_, err = m.Up(ctx)
+	if ferret() {
+		if !errors.Is(err, migrations.ErrUnsupported) || !strings.Contains(err.Error(), "hidden indexes (collMod index.hidden)") {
+			t.Fatalf("err = %v, want ErrUnsupported for hidden indexes", err)
+		}
+		if counter.Count("dropIndexes") != 0 || counter.Count("createIndexes") != 0 {
+			t.Errorf("dropIndexes %d, createIndexes %d after the failed hide; want none", counter.Count("dropIndexes"), counter.Count("createIndexes"))
+		}
+		if ix, ok := indexes(t, db.Collection("c"))["a_1"]; !ok || ix.Unique {
+			t.Errorf("index a_1 %+v (exists: %t), want it as it was", ix, ok)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix := indexes(t, db.Collection("c"))["a_1"]; !ix.Unique || !ix.Hidden {
+		t.Errorf("index a_1 %+v, want unique and hidden", ix)
+	}
+}
+
+// Creating a hidden index on a server without them fails with
+// ErrUnsupported and creates nothing.
+func TestEnsureIndexCreateHidden(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	db := mongotest.NewDatabase(t)
+	hidden := migrations.EnsureIndex(1, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}, Hidden: true})
+	_, err := newMigrator(t, db, migrations.WithMigrations(hidden)).Up(ctx)
+	ix, ok := indexes(t, db.Collection("c"))["a_1"]
+	if ferret() {
+		if !errors.Is(err, migrations.ErrUnsupported) ||
+			!strings.Contains(err.Error(), `create index "a_1" on "c": the server does not support hidden indexes (createIndexes hidden)`) {
+			t.Fatalf("err = %v, want ErrUnsupported for hidden indexes", err)
+		}
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) {
+			t.Errorf("err = %v does not wrap the server's", err)
+		}
+		if ok {
+			t.Errorf("index a_1 created: %+v", ix)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ix.Hidden {
+		t.Errorf("index a_1 %+v, want hidden", ix)
+	}
+}
+
+// A change of both hidden and expireAfterSeconds sets hidden first: a
+// server without hidden indexes fails before the TTL changed.
+func TestEnsureIndexHiddenBeforeTTL(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	db := mongotest.NewDatabase(t)
+	var log logged
+	ctx = zerolog.New(&log).WithContext(ctx)
+	ix := migrations.Index{Collection: "c", Keys: bson.D{{Key: "seen", Value: 1}}, ExpireAfterSeconds: migrations.TTL(time.Hour)}
+	if _, err := newMigrator(t, db, migrations.WithMigrations(migrations.EnsureIndex(1, ix))).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ix.ExpireAfterSeconds, ix.Hidden = migrations.TTL(2*time.Hour), true
+	cdb, counter := countingDB(t, db)
+	m := newMigrator(t, cdb, migrations.WithMigrations(migrations.EnsureIndex(2, ix)))
+	steps, err := m.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acts []string
+	for _, s := range steps {
+		if s.Version == 2 {
+			acts = s.Actions
+		}
+	}
+	if len(acts) != 2 || !strings.Contains(acts[0], "set hidden") || !strings.Contains(acts[1], "set expireAfterSeconds") {
+		t.Fatalf("actions %q, want hidden, then expireAfterSeconds", acts)
+	}
+	counter.Reset()
+	_, err = m.Up(ctx)
+	if ferret() {
+		if !errors.Is(err, migrations.ErrUnsupported) {
+			t.Fatalf("err = %v, want ErrUnsupported", err)
+		}
+		if counter.Count("collMod") != 1 || log.contains("does not implement changing expireAfterSeconds") {
+			t.Errorf("%d collMod, want only the hidden one, before any TTL change", counter.Count("collMod"))
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := indexes(t, db.Collection("c"))["seen_1"]
+	if !got.Hidden || got.ExpireAfterSeconds == nil || *got.ExpireAfterSeconds != 7200 {
+		t.Errorf("index %+v, want hidden with expireAfterSeconds 7200", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
@@ -63,11 +64,15 @@ func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 		_ = s.Close()
 		m.locker = l
 	}
-	m.migs, err = prepare(append(Builtin(m.cfg.lockCollection, m.cfg.lockTTL, cfg.runsCollection, cfg.retention), cfg.migrations...))
+	m.migs, err = prepare(append(Builtin(m.cfg.lockCollection, cfg.runsCollection, cfg.retention), cfg.migrations...))
 	if err != nil {
 		return nil, err
 	}
-	m.records = db.Collection(cfg.collection, options.Collection().SetWriteConcern(lock.DefaultWriteConcern()))
+	// Reads from the primary, whatever the client prefers: the records
+	// decide what runs, and a lagging secondary would show an applied
+	// migration as pending and have it run twice.
+	m.records = db.Collection(cfg.collection, options.Collection().
+		SetWriteConcern(lock.DefaultWriteConcern()).SetReadPreference(readpref.Primary()))
 	return m, nil
 }
 

@@ -55,11 +55,11 @@ func invalidOption(format string, args ...any) error {
 
 // WithSession makes the migrator take its lock through s: the keeper id it
 // holds the lock as and records migrations under, the store, the clock, the
-// lease timings and the observers are s's. The lock TTL the built-in
-// migration gives the lock collection's TTL index is s's store's, and so is
-// the lock collection if the store has a Collection method, as
-// *lock.Locker has (otherwise it is lock.DefaultCollection); that
-// collection must be in the migrator's database. WithSession cannot be
+// lease timings and the observers are s's. The lock collection whose
+// indexes the built-in migration maintains is s's store's if the store has
+// a Collection method, as *lock.Locker has (otherwise it is
+// lock.DefaultCollection); that collection must be in the migrator's
+// database. WithSession cannot be
 // combined with WithLockCollection, WithLockTTL, WithLogger or WithObserver.
 // The migrator does not close s. Default: every Up or Down that needs the
 // lock makes a Session of its own, on a lock.Locker with the lock
@@ -100,9 +100,10 @@ func WithLockCollection(name string) Option {
 	}
 }
 
-// WithLockTTL sets the lease TTL your lockers use. The built-in migration
-// sets the lock collection's TTL index from it, and the lock guarding runs
-// uses it. Not with WithSession. Default: lock.DefaultTTL (30s); from
+// WithLockTTL sets the lease length of the lock guarding runs: a migrator
+// that dies holds it up for that long. It has no bearing on the lock
+// collection's indexes, which are the same whatever TTL lockers use
+// (LockIndexes). Not with WithSession. Default: lock.DefaultTTL (30s); from
 // lock.MinTTL to lock.MaxTTL, and long enough for a Session's safety margin
 // (New checks).
 func WithLockTTL(ttl time.Duration) Option {

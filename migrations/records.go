@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -159,7 +158,7 @@ func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fenc
 		{Key: "$currentDate", Value: bson.D{{Key: fieldStarted, Value: true}}},
 	}
 	_, err := m.records.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
+	if mongoutil.IsDuplicateKey(err) { // the record exists with a newer fence
 		return errTakenOver{mig.Version}
 	}
 	if err != nil {

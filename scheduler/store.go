@@ -353,7 +353,7 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 	res, err := s.jobs.UpdateOne(ctx, claimFilter(r.job, f), claimUpdate(f, keeper, r.spec, bson.ObjectID{}),
 		options.UpdateOne().SetUpsert(true))
 	switch {
-	case mongo.IsDuplicateKeyError(err):
+	case mongoutil.IsDuplicateKey(err):
 		return false, nil
 	case err != nil:
 		return false, wrapErr(ctx, "claim", r.job, err)
@@ -575,14 +575,14 @@ func (s *mongoStore) history(ctx context.Context, job string, limit int) ([]Run,
 
 // LoadRecords reads the job documents in coll (the jobs collection,
 // DefaultJobsCollection unless WithJobsCollection) for names, or for every
-// job if names is empty, sorted by name. It needs no Scheduler, for tools
-// such as the CLI.
+// job if names is empty, sorted by name, from the primary whatever coll's
+// read preference. It needs no Scheduler, for tools such as the CLI.
 func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) ([]Record, error) {
 	filter := bson.D{}
 	if len(names) > 0 {
 		filter = bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}}
 	}
-	cur, err := coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+	cur, err := mongoutil.Primary(coll).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
 		return nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
 	}
@@ -599,13 +599,14 @@ func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (
 
 // LoadHistory reads the last limit runs of job from coll (the runs
 // collection, DefaultRunsCollection unless WithRunsCollection), newest
-// first. limit <= 0 reads all of them.
+// first, from the primary whatever coll's read preference. limit <= 0
+// reads all of them.
 func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) ([]Run, error) {
 	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
 	}
-	cur, err := coll.Find(ctx, bson.D{{Key: fieldJob, Value: job}}, opts)
+	cur, err := mongoutil.Primary(coll).Find(ctx, bson.D{{Key: fieldJob, Value: job}}, opts)
 	if err != nil {
 		return nil, wrapErr(ctx, "read history of", job, err)
 	}

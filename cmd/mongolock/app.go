@@ -73,7 +73,8 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.uri, "uri", g.uri, "MongoDB connection string (default: $"+envURI+")")
 	fs.StringVar(&g.db, "db", g.db, "database")
 	fs.StringVar(&g.collection, "collection", g.collection, "lock collection")
-	fs.DurationVar(&g.ttl, "ttl", g.ttl, "lease TTL of your lockers: migrate sets the lock collection's TTL index from it; locks reads leases without a stored TTL with it; demo runs its instances with it")
+	fs.DurationVar(&g.ttl, "ttl", g.ttl, "lease TTL of the locks this command takes (migrate's migrations lock, the demo's instances), "+
+		"and the TTL locks assumes for a lease stored without one; the lock collection's indexes do not depend on it")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to look for a reachable server")
 	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "log level: debug, info, warn, error")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -165,12 +166,146 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("plan after up:\n%s", r.stdout)
 	}
 
-	// A TTL change re-applies the lock indexes.
+	// The lock collection's indexes do not depend on the TTL: another one
+	// changes nothing.
 	r = cli(t, args(g, "--ttl", "5s", "migrate", "up")...)
 	wantOK(t, r)
-	if !strings.Contains(r.stdout, "applied -1000") || strings.Contains(r.stdout, "applied -990") {
+	if strings.TrimSpace(r.stdout) != "nothing to apply" {
 		t.Errorf("up after a TTL change:\n%s", r.stdout)
 	}
+}
+
+// A CLI `migrate up` with defaults against a collection an application set
+// up with another TTL leaves it working: the TTL index stays as it was, no
+// migration shows as changed, and the application keeps its lock.
+func TestMigrateUpLeavesAnotherTTLWorking(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db := mongotest.NewDatabase(t)
+	const appTTL = 6 * time.Second
+
+	// The application: its migrations, then a lock it holds.
+	app, err := lock.New(db, lock.WithTTL(appTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := migrations.New(db, migrations.WithLockTTL(appTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	session, err := lock.NewSession(app, lock.WithKeeperID("app-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	mu, err := session.Mutex("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, ok, err := mu.AcquireLock(ctx)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	locks := db.Collection(lock.DefaultCollection)
+	before := ttlIndexSeconds(t, locks)
+
+	// The operator's deploy step, every flag at its default (--ttl 30s).
+	g := []string{"--uri", mongotest.URI(), "--db", db.Name()}
+	r := cli(t, args(g, "migrate", "up")...)
+	wantOK(t, r)
+	if strings.TrimSpace(r.stdout) != "nothing to apply" {
+		t.Errorf("up after the application's migrations:\n%s", r.stdout)
+	}
+
+	after := ttlIndexSeconds(t, locks)
+	if fmt.Sprint(deref(before)) != fmt.Sprint(deref(after)) {
+		t.Errorf("TTL index expireAfterSeconds %v before the CLI, %v after", deref(before), deref(after))
+	}
+	if want := int64(lock.TTLSeconds(lock.Retention)); mongotest.Backend() != mongotest.BackendFerretDB && (after == nil || *after != want) {
+		t.Errorf("TTL index expireAfterSeconds %v, want %d (lock.Retention)", deref(after), want)
+	}
+
+	r = cli(t, args(g, "migrate", "status", "--json")...)
+	wantOK(t, r)
+	var st []statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	if len(st) == 0 {
+		t.Fatal("status lists no migrations")
+	}
+	for _, e := range st {
+		if e.State != string(migrations.StateApplied) {
+			t.Errorf("migration %d (%s) is %s, want applied", e.Version, e.Description, e.State)
+		}
+	}
+
+	// The application still holds its lock: it renews, its keep-alive goes
+	// on renewing, and a contender with the default TTL is refused.
+	if err := lease.Renew(ctx); err != nil {
+		t.Fatalf("renew after the CLI ran: %v", err)
+	}
+	contender, err := lock.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := contender.Holder(ctx, "orders")
+	if err != nil || h.KeeperID != "app-1" || h.ExpiresAt.Sub(h.RenewedAt) != appTTL {
+		t.Fatalf("holder %+v, %v; want app-1 with its %v lease", h, err, appTTL)
+	}
+	renewed := h.RenewedAt
+	for deadline := time.Now().Add(2 * appTTL); ; {
+		h, err = contender.Holder(ctx, "orders")
+		if err != nil || h.KeeperID != "app-1" {
+			t.Fatalf("holder %+v, %v; want app-1", h, err)
+		}
+		if h.RenewedAt.After(renewed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session did not renew its lease within %v", 2*appTTL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := contender.AcquireLocks(ctx, "contender", "orders")
+	if err != nil || len(got.Granted) != 0 {
+		t.Fatalf("a contender with the default TTL got %+v, %v; want it refused", got, err)
+	}
+	if lease.Err() != nil {
+		t.Errorf("the application lost its lease: %v", lease.Err())
+	}
+}
+
+// ttlIndexSeconds is the expireAfterSeconds of the lock collection's TTL
+// index: nil for a plain index (FerretDB 1.x has no TTL indexes).
+func ttlIndexSeconds(t *testing.T, coll *mongo.Collection) *int64 {
+	t.Helper()
+	specs, err := coll.Indexes().ListSpecifications(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.Name == lock.TTLIndexName {
+			if s.ExpireAfterSeconds == nil {
+				return nil
+			}
+			n := int64(*s.ExpireAfterSeconds)
+			return &n
+		}
+	}
+	t.Fatalf("no index %s on %s", lock.TTLIndexName, coll.Name())
+	return nil
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
 }
 
 func TestMigrateUpWaitsThenFails(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // Server error codes.
@@ -23,8 +25,11 @@ const (
 	CodeNotImplemented    = 238
 )
 
-// ServerTime reads the server's clock (hello's localTime; isMaster on
-// MongoDB before 4.4.2, which lacks hello).
+// ServerTime reads the clock of the server the client talks to (hello's
+// localTime; isMaster on MongoDB before 4.4.2, which lacks hello). Behind
+// mongos or a load balancer that is mongos's clock, not that of the shard
+// that stamps documents: good for retention periods, not for leases (see
+// ReadClock).
 func ServerTime(ctx context.Context, db *mongo.Database) (time.Time, error) {
 	var res struct {
 		LocalTime time.Time `bson:"localTime"`
@@ -43,6 +48,88 @@ func ServerTime(ctx context.Context, db *mongo.Database) (time.Time, error) {
 	return res.LocalTime, nil
 }
 
+// ClockDocID is the _id of the document ReadClock writes in a collection:
+// not a string, so it never collides with a lock id.
+var ClockDocID = bson.D{{Key: "mongolock", Value: "clock"}}
+
+// ClockField is the field ReadClock stamps.
+const ClockField = "now"
+
+// ReadClock reads the clock of the node that stores coll's documents: it
+// stamps the server's time into the document ClockDocID of coll with
+// $currentDate and reads it back, in one round trip. Behind mongos that is
+// the clock of the shard holding the (unsharded) collection, the one
+// $currentDate stamps its other documents with, where hello would answer
+// with mongos's own. The write is acknowledged by the primary alone: the
+// reading needs no durability, and a shorter round trip bounds it tighter.
+func ReadClock(ctx context.Context, coll *mongo.Collection) (time.Time, error) {
+	c := coll.Clone(options.Collection().SetWriteConcern(writeconcern.W1()))
+	var doc struct {
+		Now time.Time `bson:"now"`
+	}
+	err := c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: ClockDocID}},
+		bson.D{{Key: "$currentDate", Value: bson.D{{Key: ClockField, Value: true}}}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if doc.Now.IsZero() {
+		return time.Time{}, errors.New("clock document has no time")
+	}
+	return doc.Now, nil
+}
+
+// Deployment is what Probe learns of the server a client talks to.
+type Deployment struct {
+	// Sharded reports a mongos (directly or behind a load balancer):
+	// hello's msg is "isdbgrid".
+	Sharded bool
+}
+
+// Probe asks the server what it is with one hello (isMaster on MongoDB
+// before 4.4.2, which lacks hello).
+func Probe(ctx context.Context, db *mongo.Database) (Deployment, error) {
+	var res struct {
+		Msg string `bson:"msg"`
+	}
+	err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&res)
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == CodeCommandNotFound {
+		err = db.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&res)
+	}
+	if err != nil {
+		return Deployment{}, err
+	}
+	return Deployment{Sharded: res.Msg == "isdbgrid"}, nil
+}
+
+// IsDuplicateKey reports whether err says a write found a document with
+// the same unique key: MongoDB's E11000 (mongo.IsDuplicateKeyError), or
+// FerretDB 2.x's answer to a findAndModify upsert that collides on _id,
+// which PostgreSQL's unique violation reaches the client as: an
+// InternalError (code 1) whose message is PostgreSQL's. Only that exact
+// shape counts; any other internal error is an error.
+func IsDuplicateKey(err error) bool {
+	if mongo.IsDuplicateKeyError(err) {
+		return true
+	}
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && ce.Code == codeInternalError &&
+		strings.HasPrefix(ce.Message, pgUniqueViolation) && strings.Contains(ce.Message, `"collection_pk_`)
+}
+
+const (
+	codeInternalError = 1
+	// pgUniqueViolation begins PostgreSQL's message for SQLSTATE 23505.
+	pgUniqueViolation = "duplicate key value violates unique constraint "
+)
+
+// Primary returns coll with primary read preference: for every read that
+// decides something, which a lagging secondary could answer with the past.
+func Primary(coll *mongo.Collection) *mongo.Collection {
+	return coll.Clone(options.Collection().SetReadPreference(readpref.Primary()))
+}
+
 // IndexSpec is what EnsureIndexes looks at in an existing index.
 type IndexSpec struct {
 	Name               string `bson:"name"`
@@ -50,8 +137,10 @@ type IndexSpec struct {
 }
 
 // Indexes lists coll's indexes by name; a missing collection has none.
+// They are read from the primary, whatever coll's read preference: what
+// they say decides what to change.
 func Indexes(ctx context.Context, coll *mongo.Collection) (map[string]IndexSpec, error) {
-	cur, err := coll.Indexes().List(ctx)
+	cur, err := Primary(coll).Indexes().List(ctx)
 	var se mongo.ServerError
 	if errors.As(err, &se) && se.HasErrorCode(CodeNamespaceNotFound) {
 		return map[string]IndexSpec{}, nil
@@ -163,7 +252,7 @@ func OnlyDuplicateKeys(err error) bool {
 		return false
 	}
 	for _, we := range bwe.WriteErrors {
-		if !mongo.IsDuplicateKeyError(we.WriteError) {
+		if !IsDuplicateKey(we.WriteError) {
 			return false
 		}
 	}

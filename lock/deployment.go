@@ -1,0 +1,80 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
+)
+
+// deployment is what a Locker learns, once, of the server behind its
+// collection.
+type deployment struct {
+	mu      sync.Mutex
+	known   bool
+	isMongo bool  // behind mongos (directly or through a load balancer)
+	err     error // a deployment the Locker refuses, for good
+}
+
+// probe learns the deployment on its first successful call. Behind mongos
+// it refuses a sharded lock collection: the documents of its locks would
+// live on several shards, each stamping times with its own clock, while
+// the estimate of the server's clock comes from one of them; and updates
+// of several documents can count orphans there. A server that does not let
+// this keeper read config.collections is taken to be unsharded: Renew
+// confirms every renewal by reading it back behind mongos anyway.
+func (d *deployment) probe(ctx context.Context, coll *mongo.Collection) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.known {
+		return d.err
+	}
+	dep, err := mongoutil.Probe(ctx, coll.Database())
+	if err != nil {
+		return mongoutil.WrapErr(ctx, "probe the deployment", err)
+	}
+	if dep.Sharded {
+		sharded, err := isSharded(ctx, coll)
+		if err != nil && ctx.Err() != nil {
+			return mongoutil.WrapErr(ctx, "probe the deployment", err)
+		}
+		if sharded {
+			d.err = fmt.Errorf("%w: collection %q is sharded: keep the lock collection unsharded", ErrUnsupportedDeployment, coll.Database().Name()+"."+coll.Name())
+		}
+	}
+	d.known, d.isMongo = true, dep.Sharded
+	return d.err
+}
+
+// sharded reports whether the Locker talks to mongos.
+func (d *deployment) sharded() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.isMongo
+}
+
+// isSharded reads config.collections, which mongos keeps for every sharded
+// collection. An error means it cannot tell.
+func isSharded(ctx context.Context, coll *mongo.Collection) (bool, error) {
+	cfg := coll.Database().Client().Database("config").Collection("collections",
+		options.Collection().SetReadPreference(readpref.Primary()))
+	var doc struct {
+		Key     bson.Raw `bson:"key"`
+		Dropped bool     `bson:"dropped"`
+	}
+	err := cfg.FindOne(ctx, bson.D{{Key: "_id", Value: coll.Database().Name() + "." + coll.Name()}}).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return !doc.Dropped && len(doc.Key) > 0, nil
+}

@@ -1,0 +1,206 @@
+package lock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/wirefault"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// Tests of deployments the test server cannot be, played by rules of the
+// wire fault layer (internal/wirefault) in front of it.
+
+// rewritten returns a Locker on database dbName through a client whose
+// traffic rules rewrite.
+func rewritten(t testing.TB, dbName string, rules []wirefault.Rule, opts ...lock.Option) *lock.Locker {
+	t.Helper()
+	l, err := lock.New(mongotest.Database(t, mongotest.NewRewrittenClient(t, rules), dbName), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestMongosClockAheadNeverTakesOverEarly: behind mongos, hello answers
+// with mongos's clock, while leases are stamped by the shard that holds
+// them. A contender whose mongos runs 200 ms ahead must still take a lapsed
+// lease over only after its holder stopped trusting it.
+func TestMongosClockAheadNeverTakesOverEarly(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	dbName := newDB(t)
+	holder := onNewClient(t, dbName, lock.WithTTL(ttl))
+	contender := rewritten(t, dbName, []wirefault.Rule{wirefault.Mongos(), wirefault.ClockOffset(200 * time.Millisecond)}, lock.WithTTL(ttl))
+	ctx := testCtx(t, 30*time.Second)
+	for _, id := range []string{"a", "b", "c"} {
+		// The holder takes the lock once and never renews it: a crash.
+		g := mustAcquire(t, ctx, holder, id, "holder")
+		for {
+			a, err := contender.AcquireLocks(ctx, "contender", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Granted) == 1 {
+				if now := time.Now(); now.Before(g.Deadline) {
+					t.Fatalf("%s: the contender took the lease over %v before the holder's deadline", id, g.Deadline.Sub(now))
+				}
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestShardedRenewalsAreReadBack: behind mongos an update of several
+// documents can count orphaned copies a chunk migration left behind
+// (SERVER-20361), so a lease another keeper took over would be counted as
+// renewed.
+func TestShardedRenewalsAreReadBack(t *testing.T) {
+	t.Parallel()
+	dbName := newDB(t)
+	k := rewritten(t, dbName, []wirefault.Rule{wirefault.Mongos(), wirefault.OrphanMatches(1, nil)})
+	other := onNewClient(t, dbName)
+	ctx := testCtx(t, 30*time.Second)
+	mustAcquire(t, ctx, k, "a", "K")
+	mustAcquire(t, ctx, k, "b", "K")
+	if err := other.ForceRelease(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, ctx, other, "a", "K2")
+	r, err := k.Renew(ctx, "K", "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameSet(r.Held, []string{"b"}) || !sameSet(r.Lost, []string{"a"}) {
+		t.Fatalf("renewal counted orphans: held %v lost %v, want b held and a lost", r.Held, r.Lost)
+	}
+}
+
+// TestShardedLockCollectionIsRefused: a sharded lock collection would
+// spread lock documents over shards with their own clocks.
+func TestShardedLockCollectionIsRefused(t *testing.T) {
+	t.Parallel()
+	dbName := newDB(t)
+	sharded := wirefault.RuleFuncs{OnRequest: func(cmd bson.D) (out, reply bson.D) {
+		m := map[string]any{}
+		for _, e := range cmd {
+			m[e.Key] = e.Value
+		}
+		if m["find"] != "collections" || m["$db"] != "config" {
+			return nil, nil
+		}
+		doc := bson.D{{Key: "_id", Value: dbName + "." + lock.DefaultCollection}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}}
+		return nil, bson.D{{Key: "cursor", Value: bson.D{
+			{Key: "firstBatch", Value: bson.A{doc}}, {Key: "id", Value: int64(0)}, {Key: "ns", Value: "config.collections"},
+		}}, {Key: "ok", Value: 1.0}}
+	}}
+	l := rewritten(t, dbName, []wirefault.Rule{wirefault.Mongos(), sharded})
+	ctx := testCtx(t, 30*time.Second)
+	for range 2 { // for good, not once
+		if _, err := l.AcquireLocks(ctx, "K", "a"); !errors.Is(err, lock.ErrUnsupportedDeployment) {
+			t.Fatalf("acquire on a sharded lock collection: %v, want ErrUnsupportedDeployment", err)
+		}
+	}
+	n, err := l.Collection().CountDocuments(ctx, bson.D{{Key: "_id", Value: "a"}})
+	if err != nil || n != 0 {
+		t.Fatalf("the refused acquisition wrote %d documents (%v)", n, err)
+	}
+}
+
+// TestFerretDB2DuplicateKeyIsHeld: FerretDB 2.x answers a findAndModify
+// upsert that collides on _id with an InternalError whose message is
+// PostgreSQL's; that is "held by another keeper", not a failure.
+func TestFerretDB2DuplicateKeyIsHeld(t *testing.T) {
+	t.Parallel()
+	dbName := newDB(t)
+	holder := onNewClient(t, dbName)
+	contender := rewritten(t, dbName, []wirefault.Rule{wirefault.DuplicateKeyAsInternalError()})
+	ctx := testCtx(t, 30*time.Second)
+	mustAcquire(t, ctx, holder, "a", "holder")
+	if _, ok, err := acquireOne(ctx, contender, "a", "contender"); ok || err != nil {
+		t.Fatalf("contended acquire: ok=%v err=%v, want refused without error", ok, err)
+	}
+}
+
+// TestFencesIncreaseWhateverTheServersTimestamps: fences must strictly
+// increase per lock id on servers whose $currentDate timestamps are not a
+// unique increasing tick (FerretDB 2.x: its wall clock), and on a
+// standalone restarted with its clock set back.
+func TestFencesIncreaseWhateverTheServersTimestamps(t *testing.T) {
+	t.Parallel()
+	start := bson.Timestamp{T: uint32(time.Now().Unix()), I: 1}
+	clock := wirefault.ServerClock(0)
+	for name, rules := range map[string][]wirefault.Rule{
+		"tied timestamps":      {wirefault.Timestamps(wirefault.FixedTimestamp(start))},
+		"decreasing":           {wirefault.Timestamps(wirefault.Decreasing(start))},
+		"clock set back by 1h": {clock},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dbName := newDB(t)
+			ls := []*lock.Locker{rewritten(t, dbName, rules), rewritten(t, dbName, rules)}
+			ctx := testCtx(t, 30*time.Second)
+			var last uint64
+			for i := range 6 {
+				if i == 3 && name == "clock set back by 1h" {
+					clock.Set(-time.Hour)
+					// A restarted server: a fresh Locker reads its clock.
+					ls[0] = rewritten(t, dbName, rules)
+				}
+				l, kid := ls[i%2], []string{"A", "B"}[i%2]
+				g := mustAcquire(t, ctx, l, "x", kid)
+				if g.Fence <= last {
+					t.Fatalf("term %d: fence %d, not above the previous %d", i, g.Fence, last)
+				}
+				last = g.Fence
+				if err := releaseOne(ctx, l, "x", kid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestMixedTTLs: Lockers with different TTLs share a collection. A lease
+// lapses its own TTL after its last renewal, whoever takes it over: a
+// contender with a 1s TTL takes a 3s lease over after 3s by the server's
+// clock, never before, and no later than 3s plus its retry period (and a
+// round trip's slack). One with a longer TTL takes a shorter lease over
+// after the shorter one.
+func TestMixedTTLs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ holder, contender time.Duration }{
+		{3 * time.Second, time.Second},
+		{time.Second, 3 * time.Second},
+	} {
+		t.Run(c.holder.String()+" lease, "+c.contender.String()+" contender", func(t *testing.T) {
+			t.Parallel()
+			dbName := newDB(t)
+			holder := onNewClient(t, dbName, lock.WithTTL(c.holder))
+			contender := onNewClient(t, dbName, lock.WithTTL(c.contender))
+			s := newSession(t, contender)
+			ctx := testCtx(t, 30*time.Second)
+			sent := time.Now()
+			g := mustAcquire(t, ctx, holder, "x", "holder") // never renewed
+			lease, err := newMutex(t, s, "x").Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Now()
+			if took.Before(g.Deadline) {
+				t.Fatalf("taken over %v before the holder's deadline", g.Deadline.Sub(took))
+			}
+			const slack = 300 * time.Millisecond // round trips on a loaded machine
+			if late := took.Sub(sent) - c.holder - s.Timings().RetryPeriod; late > slack {
+				t.Fatalf("taken over %v after the lease lapsed plus the retry period, want at most %v", late, slack)
+			}
+			if lease.Fence() <= g.Fence {
+				t.Fatalf("fence %d, not above the holder's %d", lease.Fence(), g.Fence)
+			}
+		})
+	}
+}
