@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -65,6 +66,7 @@ type Locker struct {
 	clock  serverClock
 	deploy deployment
 	hints  ttlHints
+	seen   atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -603,13 +605,14 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 
 // refreshClock reads the server's clock (mongoutil.ReadClock: from the node
 // that stamps lock documents) if the estimate is missing, old, or was
-// called into doubt by a failed command, which is how a primary change
-// usually shows. The first call also learns what the deployment is.
+// called into doubt: by a failed command, which is how a primary change
+// often shows, or by the topology watch (WithTopologyWatch). The first call also learns what the deployment is.
 func (l *Locker) refreshClock(ctx context.Context) error {
 	if err := l.deploy.probe(ctx, l.coll); err != nil {
 		return err
 	}
-	if age, ok := l.clock.age(l.cfg.clock.Now()); ok && age < l.cfg.clockRefresh {
+	changes := l.cfg.watch.changed()
+	if age, ok := l.clock.age(l.cfg.clock.Now()); ok && age < l.cfg.clockRefresh && changes == l.seen.Load() {
 		return nil
 	}
 	sent := l.cfg.clock.Now()
@@ -619,6 +622,7 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 		return wrapErr(ctx, "read server clock in", l.coll.Name(), err)
 	}
 	l.clock.observe(server, sent, recv)
+	l.seen.Store(changes)
 	return nil
 }
 

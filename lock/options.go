@@ -48,6 +48,7 @@ type config struct {
 	log          zerolog.Logger
 	clock        clockwork.Clock
 	clockRefresh time.Duration
+	watch        *TopologyWatch
 }
 
 // Option configures a Locker.
@@ -130,6 +131,19 @@ func WithClockRefresh(d time.Duration) Option {
 			return fmt.Errorf("%w: WithClockRefresh: %v is not positive", ErrInvalidOption, d)
 		}
 		c.clockRefresh = d
+		return nil
+	}
+}
+
+// WithTopologyWatch makes the Locker read the server's clock again as soon
+// as w has seen a new node accept writes (see TopologyWatch). Default:
+// none.
+func WithTopologyWatch(w *TopologyWatch) Option {
+	return func(c *config) error {
+		if w == nil {
+			return fmt.Errorf("%w: WithTopologyWatch: nil watch", ErrInvalidOption)
+		}
+		c.watch = w
 		return nil
 	}
 }

@@ -1,11 +1,16 @@
 package lock_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/address"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/internal/wirefault"
@@ -202,5 +207,60 @@ func TestMixedTTLs(t *testing.T) {
 				t.Fatalf("fence %d, not above the holder's %d", lease.Fence(), g.Fence)
 			}
 		})
+	}
+}
+
+// TestTopologyWatchRefreshesTheClock: a new primary stamps leases with its
+// own clock, so a Locker with a topology watch reads the clock again as
+// soon as the driver sees one, not a clock refresh interval later.
+func TestTopologyWatchRefreshesTheClock(t *testing.T) {
+	t.Parallel()
+	var clockReads, driverEvents atomic.Int64
+	watch := lock.NewTopologyWatch()
+	mon := watch.ServerMonitor(&event.ServerMonitor{TopologyDescriptionChanged: func(*event.TopologyDescriptionChangedEvent) {
+		driverEvents.Add(1)
+	}})
+	cmds := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if _, ok := e.Command.Lookup("query", "_id").DocumentOK(); ok && e.CommandName == "findAndModify" {
+			clockReads.Add(1)
+		}
+	}}
+	client := mongotest.NewClient(t, options.Client().SetServerMonitor(mon).SetMonitor(cmds))
+	l, err := lock.New(mongotest.Database(t, client, newDB(t)), lock.WithTopologyWatch(watch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	mustAcquire(t, ctx, l, "a", "K")
+	mustAcquire(t, ctx, l, "b", "K")
+	if n := clockReads.Load(); n != 1 {
+		t.Fatalf("%d clock reads for two acquisitions, want 1", n)
+	}
+	if driverEvents.Load() == 0 {
+		t.Fatal("the monitor passed on none of the driver's events")
+	}
+	primary := func(addr string, election bson.ObjectID) event.TopologyDescription {
+		return event.TopologyDescription{Kind: "ReplicaSetWithPrimary", Servers: []event.ServerDescription{
+			{Addr: address.Address(addr), Kind: "RSPrimary", ElectionID: election},
+			{Addr: "h3:27017", Kind: "RSSecondary"},
+		}}
+	}
+	e1, e2 := bson.NewObjectID(), bson.NewObjectID()
+	for _, c := range []struct {
+		what          string
+		before, after event.TopologyDescription
+		reads         int64
+	}{
+		{"same primary", primary("h1:27017", e1), primary("h1:27017", e1), 0},
+		{"no primary", primary("h1:27017", e1), event.TopologyDescription{}, 0},
+		{"another primary", primary("h1:27017", e1), primary("h2:27017", e2), 1},
+		{"a new election of the same node", primary("h2:27017", e2), primary("h2:27017", e1), 1},
+	} {
+		before := clockReads.Load()
+		mon.TopologyDescriptionChanged(&event.TopologyDescriptionChangedEvent{PreviousDescription: c.before, NewDescription: c.after})
+		mustAcquire(t, ctx, l, "a", "K")
+		if n := clockReads.Load() - before; n != c.reads {
+			t.Errorf("%s: %d clock reads, want %d", c.what, n, c.reads)
+		}
 	}
 }

@@ -49,8 +49,9 @@ type app struct {
 	isTerminal     func(any) bool
 
 	g        globals
-	explicit map[string]bool // global flags given before the command
-	red      redactor        // set once the URI is known
+	explicit map[string]bool     // global flags given before the command
+	red      redactor            // set once the URI is known
+	watch    *lock.TopologyWatch // of the client connect made
 
 	// The demo re-runs this program as its instances: exe finds it (default
 	// os.Executable) and childEnv is added to their environment. Tests run
@@ -299,7 +300,9 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 	if a.g.timeout <= 0 {
 		return nil, nil, usagef("--timeout must be positive")
 	}
+	a.watch = lock.NewTopologyWatch()
 	opts := options.Client().ApplyURI(uri).
+		SetServerMonitor(a.watch.ServerMonitor(nil)).
 		SetAppName("mongolock-cli").
 		SetServerSelectionTimeout(a.g.timeout).
 		SetConnectTimeout(a.g.timeout)
@@ -329,7 +332,8 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 
 // locker is a lock.Locker on the lock collection.
 func (a *app) locker(db *mongo.Database, log zerolog.Logger) (*lock.Locker, error) {
-	l, err := lock.New(db, lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log))
+	l, err := lock.New(db, lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log),
+		lock.WithTopologyWatch(a.watch))
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
