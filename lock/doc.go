@@ -25,54 +25,71 @@
 // (WithObserver); logging is one of them (WithSessionLogger).
 //
 // The Locker underneath is the store: one document {_id: lockID, kid:
-// keeperID, ts: server time of the last acquire or renew, at, fence, ttl}
-// per lock in one collection. Acquiring is one write-concern-majority
+// keeperID, ts: server time of the last acquire or renew, at, epoch, seq,
+// ttl} per lock in one collection. Acquiring is one write-concern-majority
 // findAndModify upsert keyed on the lock id and the keeper id: a
 // duplicate-key error means another keeper holds a live lease. A lease
 // whose time is up by the server's clock is taken over in that same round
 // trip, without waiting for MongoDB's TTL monitor. Many locks are taken in
 // one bulk write and a read, renewed in one update and released in one
-// delete.
+// update: a released lock keeps its document, without kid, until the TTL
+// index removes it Retention after its last renewal. Lockers with
+// different TTLs may share a collection: a lease lapses its own TTL after
+// its last renewal, whoever takes it over.
 //
 // # Time
 //
 // Expiry is judged by the database server's clock only. A Locker estimates
-// the server's clock from server times it reads (every acquisition returns
-// one; a hello refreshes it when old) and bounds its error by the round trip,
-// so instances' wall clocks may be wrong by any amount. Only elapsed times of
-// the local monotonic clock are used. A lease is trusted until its renew
-// deadline, measured from the sending of its last successful acquire or
-// renew, which passes at least max(MinSafetyMargin, TTL/10) before anyone
-// else can take over. Clocks are assumed to run at the same rate within
-// 0.1%, and the clocks of a replica set's members to agree (expiry is judged
-// by whichever is primary).
+// the server's clock from server times it reads and bounds its error by the
+// round trip, so instances' wall clocks may be wrong by any amount. Every
+// acquisition returns one; when the estimate is old (WithClockRefresh),
+// after a failed command, and when a TopologyWatch saw a new primary, a
+// $currentDate write to a clock document in the lock collection reads the
+// clock of the node that stamps the leases (behind mongos, hello would
+// answer with mongos's own). Only elapsed times of the local monotonic
+// clock are used. A lease is trusted until its renew deadline, measured
+// from the sending of its last successful acquire or renew, which passes at
+// least max(MinSafetyMargin, TTL/10) before anyone else can take over.
+// Clocks are assumed to run at the same rate within 0.1%, and the clocks of
+// the nodes that can become primary to agree within a session's safety
+// margin (TTL minus renew deadline) less the time work needs to stop: after
+// a failover the new primary stamps leases with its own clock while a
+// contender may still use an estimate of the old one's.
 //
 // # What a lease does not promise
 //
 // A lease is not a fence. A holder that pauses (GC, swap, SIGSTOP) past its
 // deadline may act after another keeper took over, and work that ignores its
 // cancelled context cannot be stopped. Every acquisition gets a fencing
-// token that strictly increases for a lock id, across releases and
-// expiries; a resource that rejects requests carrying a token smaller than
-// the largest it has seen is safe even then. The token is a timestamp the
-// server issues ($currentDate with $type timestamp): on MongoDB a
-// cluster-time tick, unique and increasing across a replica set.
+// token that strictly increases for a lock id, across releases, expiries,
+// failovers and server restarts; a resource that rejects requests carrying
+// a token smaller than the largest it has seen is safe even then. The
+// token is kept in the lock's document (epoch << 32 + seq: seq +1 per term,
+// epoch the server's seconds, never lowered), not taken from the server's
+// timestamps, which tie or go backwards on some servers. Tokens of
+// different locks are not comparable. Its one limit: after the TTL index
+// removed a document (no renewal for Retention), a server clock set back by
+// more than Retention could repeat a token.
 //
 // The server's clock may be stepped: a reading that contradicts a Locker's
 // estimate replaces it, but until the next reading the Locker works with the
 // old estimate, so a step back larger than the safety margins can end a lease
 // early. Keep server clocks slewed, not stepped.
 //
-// # Backends
+// # Deployments
 //
 // Mutual exclusion rests on single-document atomicity of findAndModify,
-// update and delete, which MongoDB provides. FerretDB 1.x does not (it
-// reads, then writes by _id), so two contenders can both take over the same
-// expired lease there; this module's tests run it behind a proxy that
-// serializes commands. FerretDB issues fencing tokens from its wall clock and
-// a per-process counter, so a restart within one second could issue a
-// smaller one. It has no TTL indexes: EnsureIndexes makes a plain index and
-// warns, and Purge deletes expired leases. It stops an unordered bulk write
-// at its first failed write, so AcquireLocks spends two more round trips
-// there when some lock was held.
+// update and delete, which MongoDB (replica set, standalone, sharded
+// cluster) and FerretDB 2.x provide. Behind mongos the lock collection must
+// be unsharded: a sharded one is refused (ErrUnsupportedDeployment), and
+// renewals are read back, since a multi-document update can count orphans
+// there. FerretDB 2.x answers a colliding findAndModify upsert with an
+// InternalError carrying PostgreSQL's unique-violation message, which counts
+// as a duplicate key. FerretDB 1.x is not atomic (it reads, then writes by
+// _id), so two contenders can both take over the same expired lease there;
+// this module's tests run it behind a proxy that serializes commands. It
+// has no TTL indexes: EnsureIndexes makes a plain index and warns, and Purge
+// deletes what the TTL index would. It stops an unordered bulk write at its
+// first failed write, so AcquireLocks spends two more round trips there
+// when some lock was held.
 package lock

@@ -293,13 +293,14 @@ type Acquisition struct {
 }
 
 // AcquireLocks tries to take each of lockIDs for keeperID. A lock is taken
-// if it is free, already held by keeperID, or its lease has expired by the
-// server's clock; every success begins a new term with a new fencing
-// token. Another keeper's live lease refuses it. For one lock it is one
-// findAndModify upsert; for more, on MongoDB that is two round trips however many there are
-// (one for a single lock; plus a hello, as for AcquireLock, when the clock
-// estimate is old): a write of them all, then a read of which it took and
-// their fencing tokens. On FerretDB 1.24, whose bulk writes stop at the
+// if it is free, released, already held by keeperID, or its lease has
+// expired by the server's clock (its own TTL after its last renewal); every
+// success begins a new term with a new fencing token. Another keeper's live
+// lease refuses it. For one lock it is one findAndModify upsert (plus, when
+// refused, a read of the holder's TTL at most once per lease length); for
+// more, on MongoDB two round trips however many there are: a write of them
+// all, then a read of which it took and their fencing tokens. Either adds a
+// clock reading when the estimate is old (refreshClock). On FerretDB 1.24, whose bulk writes stop at the
 // first lock held by another keeper, the locks after it cost another two,
 // and so on for each write that races with another keeper's. Each lease's
 // Deadline is timed from the sending of the write that won it.
