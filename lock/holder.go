@@ -23,6 +23,9 @@ type Holder struct {
 	// was read; the document stays until it is taken over, purged or removed
 	// by the TTL monitor.
 	Expired bool
+	// Released reports a lock released by its last keeper (KeeperID is
+	// empty then); RenewedAt is the time of the release.
+	Released bool
 	// ReadAt is the server's time when the document was read, as Expired
 	// judged it: the lower bound of the Locker's estimate of the server's
 	// clock (zero if it has none). ExpiresAt.Sub(ReadAt) is how long the
@@ -30,8 +33,9 @@ type Holder struct {
 	ReadAt time.Time
 }
 
-// Holder returns who holds lockID. A free or expired lock gives an error
-// wrapping ErrNotHeld.
+// Holder returns who holds lockID. A free, released or expired lock gives
+// an error wrapping ErrNotHeld; for a released or expired one, the Holder
+// returned with it describes the last term (Released, Expired).
 func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	if err := ValidateID("lockID", lockID); err != nil {
 		return Holder{}, err
@@ -41,13 +45,16 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	}
 	var doc lockDoc
 	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}}).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) || err == nil && doc.Keeper == "" { // free, or released
+	if errors.Is(err, mongo.ErrNoDocuments) {
 		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, ErrNotHeld)
 	}
 	if err != nil {
 		return Holder{}, wrapErr(ctx, "holder of", lockID, err)
 	}
 	h := l.holderOf(doc)
+	if h.Released {
+		return h, fmt.Errorf("holder of %q: released at %s: %w", lockID, h.RenewedAt.Format(time.RFC3339Nano), ErrNotHeld)
+	}
 	if h.Expired {
 		return h, fmt.Errorf("holder of %q: lease of %q expired at %s: %w", lockID, h.KeeperID, h.ExpiresAt.Format(time.RFC3339Nano), ErrNotHeld)
 	}
@@ -87,6 +94,10 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 		AcquiredAt: d.Acquired,
 		RenewedAt:  d.Renewed,
 		ExpiresAt:  d.Renewed.Add(ttl),
+		Released:   d.Keeper == "",
+	}
+	if h.Released {
+		h.ExpiresAt = h.RenewedAt
 	}
 	if lo, _, ok := l.clock.bounds(l.cfg.clock.Now()); ok {
 		h.ReadAt, h.Expired = lo, h.ExpiresAt.Before(lo)

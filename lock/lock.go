@@ -126,6 +126,15 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 	return &Locker{coll: coll, cfg: cfg}, nil
 }
 
+// ServerTime returns the interval the server's clock is in now, by the
+// Locker's estimate (on its clock, WithClock), and ok=false before its
+// first reading. Its width is the estimate's uncertainty: the round trip of
+// the reading that bounds it, plus drift since; it comes out of the safety
+// margins.
+func (l *Locker) ServerTime() (lo, hi time.Time, ok bool) {
+	return l.clock.bounds(l.cfg.clock.Now())
+}
+
 // TTL returns the lease length.
 func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
@@ -565,8 +574,12 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	return int(res.MatchedCount), nil
 }
 
-// vacate releases a lock and keeps its document and fence.
-var vacate = bson.D{{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldNonce, Value: ""}}}}
+// vacate releases a lock and keeps its document and fence; ts becomes the
+// time of the release, the last instant the lock was held.
+var vacate = bson.D{
+	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldNonce, Value: ""}}},
+	{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
+}
 
 // ForceRelease releases lockID whoever holds it. It is for operators
 // clearing a stuck lock; fencing tokens keep increasing afterwards. It

@@ -40,7 +40,7 @@ const (
 // Events of the runner package (LeaderAwareRunner).
 const (
 	// TermStarted: this keeper became leader. Remaining is how long its
-	// lease is trusted for.
+	// lease is trusted for; Gap, when known, the failover gap.
 	TermStarted EventKind = iota + 100
 	// TermEnded: a term that started ended. Err is the cause if the lease
 	// was lost or the task abandoned; Took is how long it led.
@@ -121,6 +121,12 @@ type Event struct {
 	Attempt int
 	// Migration names a migration ("3 add index").
 	Migration string
+	// Gap (TermStarted) is the failover gap, on the server's clock: from
+	// the last instant the previous term held the lock (its last renewal,
+	// or its release) to the start of this one, as read from the lock
+	// document before the takeover; 0 when not known (no earlier term was
+	// read).
+	Gap time.Duration
 }
 
 // Observer receives the events of a Session and of everything built on it
@@ -211,5 +217,8 @@ func logEvent(log zerolog.Logger, e Event) {
 		ev = ev.Int("attempt", e.Attempt)
 	}
 	str("migration", e.Migration)
+	if e.Gap != 0 {
+		ev = ev.Dur("gap", e.Gap)
+	}
 	ev.Msg(e.Kind.String())
 }

@@ -504,3 +504,65 @@ func TestDBSkewedClockKeepsTerm(t *testing.T) {
 		})
 	}
 }
+
+// TestDBFailoverGap: TermStarted reports the failover gap on the server's
+// clock, from the previous holder's last renewal to the new term's start,
+// as computed independently from the lock document.
+func TestDBFailoverGap(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := mongotest.NewDatabase(t)
+	crashed, err := lock.New(db, lock.WithTTL(dbTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The previous leader takes the lock and dies: no renewal, no release.
+	a, err := crashed.AcquireLocks(ctx, "crashed", "leader")
+	if err != nil || len(a.Granted) != 1 {
+		t.Fatalf("acquire: %+v %v", a, err)
+	}
+	before, err := crashed.Holder(ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lock.New(mongotest.Database(t, mongotest.NewClient(t), db.Name()), lock.WithTTL(dbTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan lock.Event, 16)
+	s, err := lock.NewSession(l, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.TermStarted {
+			events <- e
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := runner.New(s, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, err := r.RunTaskOnLeader(ctx, func(context.Context) error { return nil })
+	for !ran && err == nil {
+		ran, err = r.RunTaskOnLeader(ctx, func(context.Context) error { return nil })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e lock.Event
+	select {
+	case e = <-events:
+	default:
+		t.Fatal("no TermStarted event")
+	}
+	after, err := l.Holder(ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := after.AcquiredAt.Sub(before.RenewedAt)
+	if e.Gap != want || want < dbTTL {
+		t.Fatalf("failover gap %v, want %v (the new term's start minus the last renewal, at least the TTL %v)", e.Gap, want, dbTTL)
+	}
+}

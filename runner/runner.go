@@ -38,6 +38,11 @@ type LeaderAwareRunner struct {
 	// which Run schedules its next campaign.
 	lastCampaign time.Time
 	lastRelease  time.Time
+	// prevEnd is the last instant, on the server's clock, the previous
+	// term held the lock as last read (its last renewal, or its release),
+	// and prevFence that term's fence: for the failover gap.
+	prevEnd   time.Time
+	prevFence uint64
 	// abandoned is the task abandoned last, nil when none is known to be
 	// running. Until it returns the runner does not campaign: a new term
 	// would run a second copy of the task beside it.

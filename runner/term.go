@@ -71,7 +71,12 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 			r.cfg.onNewLeader(me)
 		}
 	}
-	r.session.Emit(lock.Event{Kind: lock.TermStarted, LockID: r.lockID, Fence: lease.Fence(), Remaining: lease.Remaining()})
+	var gap time.Duration
+	if !r.prevEnd.IsZero() && r.prevFence < lease.Fence() {
+		gap = max(lease.AcquiredAt().Sub(r.prevEnd), 0)
+	}
+	r.prevEnd, r.prevFence = time.Time{}, 0
+	r.session.Emit(lock.Event{Kind: lock.TermStarted, LockID: r.lockID, Fence: lease.Fence(), Remaining: lease.Remaining(), Gap: gap})
 	if r.cfg.onStarted != nil {
 		r.cfg.onStarted(lease.Fence())
 	}
@@ -83,6 +88,12 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 	hctx, cancel := lock.WithTimeout(ctx, r.clock, r.session.Timings().RenewDeadline)
 	h, err := r.session.Holder(hctx, r.lockID)
 	cancel()
+	if (err == nil || errors.Is(err, lock.ErrNotHeld)) && !h.RenewedAt.IsZero() {
+		// The takeover comes after the previous term's last renewal or its
+		// release, so a read after a refused campaign saw it, unless the
+		// term ended between this read and the takeover.
+		r.prevEnd, r.prevFence = h.RenewedAt, h.Fence
+	}
 	var id string
 	switch {
 	case err == nil && h.KeeperID != r.KeeperID(): // Holder reports expired leases as ErrNotHeld
