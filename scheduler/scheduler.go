@@ -388,6 +388,31 @@ func (s *Scheduler) dispatch(j *job, f time.Time) (lock.Event, bool) {
 	return lock.Event{}, true
 }
 
+// JobNames returns the names of the registered jobs, in registration
+// order, without a round trip.
+func (s *Scheduler) JobNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.order))
+	for i, j := range s.order {
+		out[i] = j.name
+	}
+	return out
+}
+
+// Lag is how far the scheduler's loop is behind its own schedule: how long
+// ago the earliest firing it has not dispatched yet was due, on the
+// Session's clock. It is 0 when none is overdue, and before Start and after
+// Stop.
+func (s *Scheduler) Lag() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateStarted || len(s.queue) == 0 {
+		return 0
+	}
+	return max(s.clock.Since(s.queue[0].next), 0)
+}
+
 // Jobs describes every registered job, in registration order, with what
 // MongoDB knows of its claims and runs (one query).
 func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
