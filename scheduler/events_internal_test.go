@@ -131,7 +131,7 @@ func TestFiringEvents(t *testing.T) {
 		}
 		for i := 1; i <= 3; i++ {
 			if evs := got[key{"held", f(i)}]; len(evs) == 2 {
-				if e := evs[1]; e.Reason != reasonLockHeld || e.Err != nil || e.Took != 5*time.Second || e.Attempt < 2 {
+				if e := evs[1]; e.Reason != ReasonLockHeld || e.Err != nil || e.Took != 5*time.Second || e.Attempt < 2 {
 					t.Errorf("held@%d: skipped %+v", i, e)
 				}
 			}
@@ -139,8 +139,8 @@ func TestFiringEvents(t *testing.T) {
 		if evs := got[key{"long", f(1)}]; len(evs) == 3 && evs[2].Took != 15*time.Second {
 			t.Errorf("long@1: ended %+v, want after 15s", evs[2])
 		}
-		if evs := got[key{"long", f(2)}]; len(evs) == 1 && (evs[0].Reason != reasonBusy || !evs[0].At.Equal(f(2))) {
-			t.Errorf("long@2: skipped %+v, want %q", evs[0], reasonBusy)
+		if evs := got[key{"long", f(2)}]; len(evs) == 1 && (evs[0].Reason != ReasonBusy || !evs[0].At.Equal(f(2))) {
+			t.Errorf("long@2: skipped %+v, want %q", evs[0], ReasonBusy)
 		}
 	})
 }

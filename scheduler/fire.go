@@ -29,18 +29,20 @@ func (s *Scheduler) idle(j *job) {
 	s.mu.Unlock()
 }
 
-// Reasons of FiringSkipped events; see the package documentation. Those
-// that end in ": " are followed by an error's text.
+// Reasons of FiringSkipped events; see the package documentation. An
+// event's Reason begins with one of them (strings.HasPrefix); those that
+// end in ": " are followed by an error's text, and ReasonBehind by how
+// many firings were not tried.
 const (
-	reasonBusy      = "previous run still going on this instance"
-	reasonLockHeld  = "previous run still going: lock held elsewhere"
-	reasonUntrusted = "lease could not be trusted"
-	reasonNoLock    = "lock not acquired: "
-	reasonLater     = "a later firing ran"
-	reasonNoStart   = "start not recorded"
-	reasonNoClaim   = "claim failed: "
-	reasonStopping  = "stopping"
-	reasonBehind    = "this instance fell behind"
+	ReasonBusy      = "previous run still going on this instance"
+	ReasonLockHeld  = "previous run still going: lock held elsewhere"
+	ReasonUntrusted = "lease could not be trusted"
+	ReasonNoLock    = "lock not acquired: "
+	ReasonLater     = "a later firing ran"
+	ReasonNoStart   = "start not recorded"
+	ReasonNoClaim   = "claim failed: "
+	ReasonStopping  = "stopping"
+	ReasonBehind    = "this instance fell behind"
 )
 
 // lockRetryFirst is the first pause between attempts to take a job's lock
@@ -89,7 +91,7 @@ func (s *Scheduler) fire(j *job, f time.Time) {
 	// closed: the firing could not run here, and would run nowhere.
 	select {
 	case <-s.session.Done():
-		s.emit(fr, skip(reasonStopping, lock.ErrSessionClosed))
+		s.emit(fr, skip(ReasonStopping, lock.ErrSessionClosed))
 		return
 	default:
 	}
@@ -98,10 +100,10 @@ func (s *Scheduler) fire(j *job, f time.Time) {
 	cancel()
 	switch {
 	case err != nil && s.ctx.Err() != nil:
-		s.emit(fr, skip(reasonStopping, ErrStopped))
+		s.emit(fr, skip(ReasonStopping, ErrStopped))
 		return
 	case err != nil:
-		s.emit(fr, skip(reasonNoClaim+err.Error(), err))
+		s.emit(fr, skip(ReasonNoClaim+err.Error(), err))
 		return
 	case !won:
 		s.emit(fr, lock.Event{Kind: lock.FiringLost})
@@ -186,7 +188,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
 			// Session released it again.
-			s.emit(fr, skip(reasonUntrusted, lock.ErrNotTrusted))
+			s.emit(fr, skip(ReasonUntrusted, lock.ErrNotTrusted))
 			return nil, false
 		case err != nil:
 			mayHold, lastErr = true, err
@@ -207,13 +209,13 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 	}
 	switch {
 	case s.ctx.Err() != nil:
-		s.emit(fr, skip(reasonStopping, ErrStopped))
+		s.emit(fr, skip(ReasonStopping, ErrStopped))
 	case errors.Is(lastErr, lock.ErrSessionClosed):
-		s.emit(fr, skip(reasonStopping, lastErr))
+		s.emit(fr, skip(ReasonStopping, lastErr))
 	case lastErr != nil:
-		s.emit(fr, skip(reasonNoLock+lastErr.Error(), lastErr))
+		s.emit(fr, skip(ReasonNoLock+lastErr.Error(), lastErr))
 	default:
-		e := skip(reasonLockHeld, nil)
+		e := skip(ReasonLockHeld, nil)
 		e.Took, e.Attempt = s.clock.Since(began), attempt
 		s.emit(fr, e)
 	}
@@ -292,7 +294,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	s.mu.Lock()
 	if s.state != stateStarted {
 		s.mu.Unlock()
-		return nil, skip(reasonStopping, ErrStopped)
+		return nil, skip(ReasonStopping, ErrStopped)
 	}
 	j.cancel = cancelJob
 	s.mu.Unlock()
@@ -311,9 +313,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	cancel()
 	switch {
 	case err != nil:
-		e := skip(reasonNoStart, err)
+		e := skip(ReasonNoStart, err)
 		if s.ctx.Err() != nil {
-			e.Reason = reasonStopping
+			e.Reason = ReasonStopping
 		}
 		// The write may have happened: end the record if it is there, so
 		// that it does not stay "running", and only then keep it in the
@@ -328,7 +330,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 		}
 		return nil, e
 	case !ok:
-		return nil, skip(reasonLater, nil)
+		return nil, skip(ReasonLater, nil)
 	}
 	r.Start = start
 
@@ -341,9 +343,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	}
 	if jobCtx.Err() != nil {
 		cause := context.Cause(jobCtx) // lease lost, or stopping
-		e := skip(reasonUntrusted, cause)
+		e := skip(ReasonUntrusted, cause)
 		if stopping(cause) {
-			e.Reason = reasonStopping
+			e.Reason = ReasonStopping
 		}
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
 		if _, ferr := s.finish(r); ferr != nil {

@@ -109,8 +109,8 @@ func TestClaimantGivesUpOnLock(t *testing.T) {
 				f := r.s.queue[0].next
 				r.s.mu.Unlock()
 				e := r.end()
-				if e.Kind != lock.FiringSkipped || e.Reason != reasonLockHeld || !e.Scheduled.Equal(f) || e.Err != nil {
-					t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonLockHeld)
+				if e.Kind != lock.FiringSkipped || e.Reason != ReasonLockHeld || !e.Scheduled.Equal(f) || e.Err != nil {
+					t.Fatalf("firing ended with %+v, want skipped: %s", e, ReasonLockHeld)
 				}
 				if d := e.At.Sub(f); d != tc.giveUp || e.Took != tc.giveUp {
 					t.Errorf("gave up %v after the firing (waited %v), want %v", d, e.Took, tc.giveUp)
@@ -284,8 +284,8 @@ func TestLeaseTooLateToTrust(t *testing.T) {
 		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 		_ = r.s.Start()
 		e := r.end()
-		if e.Kind != lock.FiringSkipped || e.Reason != reasonUntrusted || !errors.Is(e.Err, lock.ErrNotTrusted) {
-			t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonUntrusted)
+		if e.Kind != lock.FiringSkipped || e.Reason != ReasonUntrusted || !errors.Is(e.Err, lock.ErrNotTrusted) {
+			t.Fatalf("firing ended with %+v, want skipped: %s", e, ReasonUntrusted)
 		}
 		r.idle()
 		select {
@@ -324,8 +324,8 @@ func TestLeaseLapsesWhileRecordingStart(t *testing.T) {
 			_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 			_ = r.s.Start()
 			e := r.end()
-			if e.Kind != lock.FiringSkipped || e.Reason != reasonUntrusted || !errors.Is(e.Err, lock.ErrLeaseLost) || e.Fence == 0 {
-				t.Fatalf("try %d: firing ended with %+v, want skipped: %s", i, e, reasonUntrusted)
+			if e.Kind != lock.FiringSkipped || e.Reason != ReasonUntrusted || !errors.Is(e.Err, lock.ErrLeaseLost) || e.Fence == 0 {
+				t.Fatalf("try %d: firing ended with %+v, want skipped: %s", i, e, ReasonUntrusted)
 			}
 			r.idle()
 			select {
@@ -365,8 +365,8 @@ func TestStartNotRecorded(t *testing.T) {
 				ran := make(chan struct{}, 1)
 				_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 				_ = r.s.Start()
-				if e := r.end(); e.Kind != lock.FiringSkipped || e.Reason != reasonNoStart || !errors.Is(e.Err, errBoom) {
-					t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonNoStart)
+				if e := r.end(); e.Kind != lock.FiringSkipped || e.Reason != ReasonNoStart || !errors.Is(e.Err, errBoom) {
+					t.Fatalf("firing ended with %+v, want skipped: %s", e, ReasonNoStart)
 				}
 				r.idle()
 				select {
@@ -417,8 +417,8 @@ func TestStopWaitWhileRecordingStart(t *testing.T) {
 		if err := recv(t, stopped, "Stop"); err != nil {
 			t.Fatal(err)
 		}
-		if e := r.end(); e.Kind != lock.FiringSkipped || e.Reason != reasonStopping {
-			t.Fatalf("firing ended with %+v, want skipped: %s", e, reasonStopping)
+		if e := r.end(); e.Kind != lock.FiringSkipped || e.Reason != ReasonStopping {
+			t.Fatalf("firing ended with %+v, want skipped: %s", e, ReasonStopping)
 		}
 		select {
 		case <-ran:
@@ -554,7 +554,7 @@ func TestSessionClosedUnderFirings(t *testing.T) {
 			!strings.Contains(e.Reason, "context cancelled: "+lock.ErrSessionClosed.Error()) {
 			t.Errorf("running job ended with %+v", e)
 		}
-		if e := ends["waiting"]; e.Kind != lock.FiringSkipped || e.Reason != reasonStopping || !errors.Is(e.Err, lock.ErrSessionClosed) {
+		if e := ends["waiting"]; e.Kind != lock.FiringSkipped || e.Reason != ReasonStopping || !errors.Is(e.Err, lock.ErrSessionClosed) {
 			t.Errorf("waiting firing ended with %+v", e)
 		}
 		r.idle()

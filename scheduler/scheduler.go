@@ -357,7 +357,7 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 		}
 		if missed > 0 {
 			events = append(events, lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: j.next,
-				Reason: fmt.Sprintf("%s: %d firings from this one on not tried here", reasonBehind, missed)})
+				Reason: fmt.Sprintf("%s: %d firings from this one on not tried here", ReasonBehind, missed)})
 		}
 		if e, ok := s.dispatch(j, f); !ok {
 			events = append(events, e)
@@ -380,7 +380,7 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 // held.
 func (s *Scheduler) dispatch(j *job, f time.Time) (lock.Event, bool) {
 	if j.busy {
-		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: reasonBusy}, false
+		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
 	}
 	j.busy = true
 	s.wg.Add(1)

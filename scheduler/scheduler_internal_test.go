@@ -267,7 +267,7 @@ func TestMissedFiringsNotReplayed(t *testing.T) {
 		r.idle()
 		skipped := r.obs.all(lock.FiringSkipped)
 		if len(skipped) != 1 || !skipped[0].Scheduled.Equal(epoch.Add(10*time.Second)) || skipped[0].Job != "tick" ||
-			!strings.HasPrefix(skipped[0].Reason, reasonBehind+": 2 firings") {
+			!strings.HasPrefix(skipped[0].Reason, ReasonBehind+": 2 firings") {
 			t.Fatalf("skipped: %+v, want one event for the two missed firings", skipped)
 		}
 		time.Sleep(clk.Until(epoch.Add(40 * time.Second)))
@@ -361,7 +361,7 @@ func TestLongJobKeepsLeaseAndSkipsFirings(t *testing.T) {
 		// Each firing during the run was skipped here, once.
 		var skipped []time.Duration
 		for _, e := range r.obs.all(lock.FiringSkipped) {
-			if e.Reason != reasonBusy || e.Job != "long" || e.LockID != r.s.LockID("long") {
+			if e.Reason != ReasonBusy || e.Job != "long" || e.LockID != r.s.LockID("long") {
 				t.Errorf("skipped: %+v", e)
 			}
 			skipped = append(skipped, e.Scheduled.Sub(epoch))
@@ -518,7 +518,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 		setup  func(r *rig)
 		reason string
 	}{
-		{"lock held elsewhere", func(r *rig) { r.locks.take(r.s.LockID("j"), "other") }, reasonLockHeld},
+		{"lock held elsewhere", func(r *rig) { r.locks.take(r.s.LockID("j"), "other") }, ReasonLockHeld},
 		{"later firing ran meanwhile", func(r *rig) {
 			r.store.onClaim = func(job string, f time.Time) {
 				// Another instance claims and starts the next firing
@@ -528,7 +528,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 				r.store.run[job] = &Run{Job: job, Keeper: "other", Scheduled: f.Add(time.Second)}
 				r.store.mu.Unlock()
 			}
-		}, reasonLater},
+		}, ReasonLater},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -544,7 +544,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 				}
 				// A held lock is waited for until half a period after the
 				// firing.
-				if tc.reason == reasonLockHeld && e.At.Sub(e.Scheduled) != 500*time.Millisecond {
+				if tc.reason == ReasonLockHeld && e.At.Sub(e.Scheduled) != 500*time.Millisecond {
 					t.Errorf("gave up %v after the firing, want 500ms", e.At.Sub(e.Scheduled))
 				}
 				r.idle()
