@@ -110,7 +110,9 @@ func (a *app) locksList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-// holder returns the lock document of id, expired or not.
+// holder returns the lock document of id, expired or not. A lock its
+// keeper released keeps its document (for its fence), but is no lock to
+// show or release.
 func holder(ctx context.Context, l *lock.Locker, id string) (lock.Holder, error) {
 	h, err := l.Holder(ctx, id)
 	switch {
@@ -118,6 +120,8 @@ func holder(ctx context.Context, l *lock.Locker, id string) (lock.Holder, error)
 		return h, usagef("%v", err)
 	case errors.Is(err, lock.ErrNotHeld) && h.LockID == "":
 		return h, fmt.Errorf("lock %q: there is no such lock in %s", id, l.Collection().Name())
+	case errors.Is(err, lock.ErrNotHeld) && h.Released:
+		return h, fmt.Errorf("lock %q: there is no such lock in %s (released at %s)", id, l.Collection().Name(), fmtTime(h.RenewedAt))
 	case err != nil && !errors.Is(err, lock.ErrNotHeld):
 		return h, err
 	}
