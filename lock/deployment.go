@@ -28,8 +28,9 @@ type deployment struct {
 // live on several shards, each stamping times with its own clock, while
 // the estimate of the server's clock comes from one of them; and updates
 // of several documents can count orphans there. A server that does not let
-// this keeper read config.collections is taken to be unsharded: Renew
-// confirms every renewal by reading it back behind mongos anyway.
+// this keeper read config.collections (Unauthorized) is taken to be
+// unsharded: Renew confirms every renewal by reading it back behind mongos
+// anyway. Any other failure of that read is retried at the next call.
 func (d *deployment) probe(ctx context.Context, coll *mongo.Collection) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -42,7 +43,8 @@ func (d *deployment) probe(ctx context.Context, coll *mongo.Collection) error {
 	}
 	if dep.Sharded {
 		sharded, err := isSharded(ctx, coll)
-		if err != nil && ctx.Err() != nil {
+		var se mongo.ServerError
+		if err != nil && !(errors.As(err, &se) && se.HasErrorCode(codeUnauthorized)) {
 			return mongoutil.WrapErr(ctx, "probe the deployment", err)
 		}
 		if sharded {
@@ -68,6 +70,8 @@ func isSharded(ctx context.Context, coll *mongo.Collection) (bool, error) {
 	var doc struct {
 		Key     bson.Raw `bson:"key"`
 		Dropped bool     `bson:"dropped"`
+		// MongoDB 8.0 tracks unsharded collections too, as unsplittable.
+		Unsplittable bool `bson:"unsplittable"`
 	}
 	err := cfg.FindOne(ctx, bson.D{{Key: "_id", Value: coll.Database().Name() + "." + coll.Name()}}).Decode(&doc)
 	switch {
@@ -76,5 +80,9 @@ func isSharded(ctx context.Context, coll *mongo.Collection) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	return !doc.Dropped && len(doc.Key) > 0, nil
+	return !doc.Dropped && !doc.Unsplittable && len(doc.Key) > 0, nil
 }
+
+// codeUnauthorized is the server's error code for a command the user may
+// not run.
+const codeUnauthorized = 13

@@ -67,9 +67,13 @@
 // token is kept in the lock's document (epoch << 32 + seq: seq +1 per term,
 // epoch the server's seconds, never lowered), not taken from the server's
 // timestamps, which tie or go backwards on some servers. Tokens of
-// different locks are not comparable. Its one limit: after the TTL index
+// different locks are not comparable. Its limits: after the TTL index
 // removed a document (no renewal for Retention), a server clock set back by
-// more than Retention could repeat a token.
+// more than Retention could repeat a token; tokens of documents written by
+// earlier versions are server timestamps, and such a lock is left alone
+// until EnsureIndexes converts its document (UpgradeDocuments); and on a
+// server without single-document atomicity (FerretDB 1.x without the
+// serializing proxy) two takeovers can read the same seq.
 //
 // The server's clock may be stepped: a reading that contradicts a Locker's
 // estimate replaces it, but until the next reading the Locker works with the

@@ -40,7 +40,7 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	if err := ValidateID("lockID", lockID); err != nil {
 		return Holder{}, err
 	}
-	if err := l.refreshClock(ctx); err != nil {
+	if err := l.readClock(ctx); err != nil {
 		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, err)
 	}
 	var doc lockDoc
@@ -63,7 +63,7 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 
 // Locks lists every held lock, expired ones included, ordered by id.
 func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
-	if err := l.refreshClock(ctx); err != nil {
+	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
 	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}},

@@ -25,8 +25,10 @@ func TTLSeconds(d time.Duration) int32 {
 }
 
 // EnsureIndexes creates the TTL index on the renewal time and the index on
-// the keeper id. It is idempotent, and the same whatever TTL the Locker
-// uses: the TTL index removes documents Retention after their last renewal.
+// the keeper id, and converts lock documents written by earlier versions
+// (UpgradeDocuments). It is idempotent, and the same whatever TTL the
+// Locker uses: the TTL index removes documents Retention after their last
+// renewal.
 // An existing TTL index with another expireAfterSeconds (made by an earlier
 // version, which followed the lease TTL) is changed in place with collMod.
 // If the server does not implement TTL indexes (FerretDB 1.x) it logs a
@@ -41,6 +43,9 @@ func (l *Locker) EnsureIndexes(ctx context.Context) error {
 // EnsureIndexes is Locker.EnsureIndexes for any collection, for migrations.
 // warn receives what could not be done but does not stop it.
 func EnsureIndexes(ctx context.Context, coll *mongo.Collection, warn func(string)) error {
+	if _, err := UpgradeDocuments(ctx, coll); err != nil {
+		return err
+	}
 	err := mongoutil.EnsureIndexes(ctx, coll,
 		func(msg string) { warn(msg + "; old lock documents stay until purged") },
 		mongoutil.Index{Name: TTLIndexName, Keys: bson.D{{Key: fieldRenewed, Value: 1}}, TTL: true, TTLSeconds: int64(TTLSeconds(Retention))},
@@ -49,4 +54,40 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, warn func(string
 		return mongoutil.WrapErr(ctx, fmt.Sprintf("ensure indexes of %q", coll.Name()), err)
 	}
 	return nil
+}
+
+// UpgradeDocuments converts the lock documents of coll written by earlier
+// versions, whose fence is a server timestamp (field "fence"), to this
+// version's epoch and seq, with a fence above the old one: epoch one second
+// past its timestamp. Until then this version leaves such a lock alone
+// (never takes it over), so no fence goes below an old one. Run it with no
+// instance of an earlier version running (mongolock migrate up does, through
+// the built-in lock migration); it returns how many it converted.
+func UpgradeDocuments(ctx context.Context, coll *mongo.Collection) (int, error) {
+	coll = mongoutil.Primary(coll)
+	cur, err := coll.Find(ctx, bson.D{
+		{Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: "fence", Value: bson.D{{Key: "$exists", Value: true}}},
+	})
+	if err != nil {
+		return 0, mongoutil.WrapErr(ctx, fmt.Sprintf("find old lock documents in %q", coll.Name()), err)
+	}
+	var docs []lockDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, mongoutil.WrapErr(ctx, fmt.Sprintf("find old lock documents in %q", coll.Name()), err)
+	}
+	n := 0
+	for _, d := range docs {
+		res, err := coll.UpdateOne(ctx,
+			bson.D{{Key: fieldID, Value: d.ID}, {Key: "fence", Value: d.Legacy}, {Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{
+				{Key: "$set", Value: bson.D{{Key: fieldEpoch, Value: int64(d.Legacy.T) + 1}, {Key: fieldSeq, Value: int64(0)}}},
+				{Key: "$unset", Value: bson.D{{Key: "fence", Value: ""}}},
+			})
+		if err != nil {
+			return n, wrapErr(ctx, "convert old lock document", d.ID, err)
+		}
+		n += int(res.ModifiedCount)
+	}
+	return n, nil
 }

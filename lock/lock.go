@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -40,22 +41,43 @@ type lockDoc struct {
 	Renewed  time.Time `bson:"ts"`
 	Acquired time.Time `bson:"at"`
 	Epoch    int64     `bson:"epoch"`
-	Seq      int64     `bson:"seq"`
-	TTL      int64     `bson:"ttl"`
-	Nonce    string    `bson:"rn"`
+	// Seq is nil in a document written by an earlier version, whose fence
+	// is a server timestamp (Legacy): such a document is never taken over
+	// or reused, so that no fence goes below it; EnsureIndexes converts it.
+	Seq    *int64         `bson:"seq"`
+	Legacy bson.Timestamp `bson:"fence"`
+	TTL    int64          `bson:"ttl"`
+	Nonce  string         `bson:"rn"`
 }
+
+// current matches documents this version wrote (lockDoc.Seq).
+var current = bson.E{Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: true}}}
 
 // fence is the document's fencing token: epoch in the high 32 bits, plus
 // seq. Every term increments seq and never lowers epoch, so the token
 // strictly increases for as long as the document exists; a document made
 // again after the TTL index removed the old one gets an epoch (the
 // server's time in seconds) at least Retention later.
-func (d lockDoc) fence() uint64 { return uint64(d.Epoch)<<32 + uint64(d.Seq) }
+func (d lockDoc) fence() uint64 {
+	if d.Seq == nil {
+		return uint64(d.Legacy.T)<<32 | uint64(d.Legacy.I)
+	}
+	return uint64(d.Epoch)<<32 + uint64(*d.Seq)
+}
 
-// fenceFilter matches the term whose fence is f, for terms whose seq is
-// below 2^32 (four billion terms of one document).
+// fenceFilter matches the term whose fence is f. Fences strictly increase
+// for a document, so only one of its terms has f; but seq passes 2^32 after
+// four billion terms and then adds to the epoch's bits, so f splits into
+// epoch and seq in more than one way. Two are tried: exact for the first
+// 2^33 terms of a document (a lock id taken 8.6 billion times without a
+// pause of Retention).
 func fenceFilter(f uint64) bson.D {
-	return bson.D{{Key: fieldEpoch, Value: int64(f >> 32)}, {Key: fieldSeq, Value: int64(f & (1<<32 - 1))}}
+	e, s := int64(f>>32), int64(f&(1<<32-1))
+	either := bson.A{bson.D{{Key: fieldEpoch, Value: e}, {Key: fieldSeq, Value: s}}}
+	if e > 0 {
+		either = append(either, bson.D{{Key: fieldEpoch, Value: e - 1}, {Key: fieldSeq, Value: s + 1<<32}})
+	}
+	return bson.D{{Key: "$or", Value: either}}
 }
 
 // Locker acquires, renews and releases leases stored in one collection.
@@ -75,8 +97,9 @@ type Grant struct {
 	LockID   string
 	KeeperID string
 	// Fence strictly increases for a lock id with every acquisition, across
-	// releases, expiries, failovers and server restarts. Pass it to the
-	// resource you protect and have it reject writes carrying a smaller one.
+	// releases, expiries, failovers and server restarts (limits: the
+	// package documentation). Pass it to the resource you protect and have
+	// it reject writes carrying a smaller one.
 	Fence uint64
 	// AcquiredAt is the server's time when this term began.
 	AcquiredAt time.Time
@@ -158,8 +181,9 @@ func (l *Locker) takeable(keeperID string, lo time.Time, hint int64) bson.A {
 	mine := l.ttlMS()
 	or := bson.A{
 		bson.D{{Key: fieldKeeper, Value: keeperID}},
-		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}, current},
 		bson.D{
+			current,
 			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, mine)}}},
 			{Key: "$or", Value: bson.A{
 				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: mine}}}},
@@ -169,6 +193,7 @@ func (l *Locker) takeable(keeperID string, lo time.Time, hint int64) bson.A {
 	}
 	if hint > 0 && hint != mine {
 		or = append(or, bson.D{
+			current,
 			{Key: fieldTTL, Value: hint},
 			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, hint)}}},
 		})
@@ -187,7 +212,11 @@ func lapsedBefore(lo time.Time, ttlMS int64) bson.DateTime {
 func (l *Locker) takeableDoc(d lockDoc, keeperID string, lo time.Time, hint int64) bool {
 	mine := l.ttlMS()
 	switch {
-	case d.Keeper == keeperID || d.Keeper == "":
+	case d.Keeper == keeperID:
+		return true
+	case d.Seq == nil:
+		return false
+	case d.Keeper == "":
 		return true
 	case d.Renewed.IsZero():
 		return false
@@ -400,10 +429,12 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	}
 	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
 	if err != nil {
+		l.failed(ctx)
 		return 0, err
 	}
 	var docs []lockDoc
 	if err := cur.All(ctx, &docs); err != nil {
+		l.failed(ctx)
 		return 0, err
 	}
 	recv := l.cfg.clock.Now()
@@ -569,6 +600,7 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	}
 	res, err := l.coll.UpdateMany(ctx, filter, vacate)
 	if err != nil {
+		l.failed(ctx)
 		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, ids), err)
 	}
 	return int(res.MatchedCount), nil
@@ -637,6 +669,28 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 	}
 	l.clock.observe(server, sent, recv)
 	l.seen.Store(changes)
+	return nil
+}
+
+// readClock is refreshClock for calls that only read (Holder, Locks): a
+// user who may read the lock collection but not write it (a monitoring
+// role), or a connection that reaches no primary, cannot write the clock
+// document; the estimate then comes from hello, which behind mongos is
+// mongos's clock. It only decides what Holder reports as expired.
+func (l *Locker) readClock(ctx context.Context) error {
+	err := l.refreshClock(ctx)
+	var se mongo.ServerError
+	if err == nil || ctx.Err() != nil || !errors.As(err, &se) {
+		return err
+	}
+	sent := l.cfg.clock.Now()
+	server, herr := mongoutil.ServerTime(ctx, l.coll.Database())
+	recv := l.cfg.clock.Now()
+	if herr != nil {
+		return err
+	}
+	l.clock.observe(server, sent, recv)
+	l.clock.doubt() // read the clock document again next time
 	return nil
 }
 

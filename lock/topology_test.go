@@ -135,7 +135,10 @@ func TestFerretDB2DuplicateKeyIsHeld(t *testing.T) {
 // TestFencesIncreaseWhateverTheServersTimestamps: fences must strictly
 // increase per lock id on servers whose $currentDate timestamps are not a
 // unique increasing tick (FerretDB 2.x: its wall clock), and on a
-// standalone restarted with its clock set back.
+// standalone restarted with its clock set back. Fences no longer use the
+// server's timestamps, so the first two cases guard against going back to
+// them (they failed when fences were $currentDate timestamps); the third
+// tests the epoch's $max.
 func TestFencesIncreaseWhateverTheServersTimestamps(t *testing.T) {
 	t.Parallel()
 	start := bson.Timestamp{T: uint32(time.Now().Unix()), I: 1}
@@ -262,5 +265,29 @@ func TestTopologyWatchRefreshesTheClock(t *testing.T) {
 		if n := clockReads.Load() - before; n != c.reads {
 			t.Errorf("%s: %d clock reads, want %d", c.what, n, c.reads)
 		}
+	}
+}
+
+// TestReadOnlyUserListsLocks: reading the server's clock writes the clock
+// document; a user who may only read (a monitoring role) still gets Holder
+// and Locks, with the clock read through hello.
+func TestReadOnlyUserListsLocks(t *testing.T) {
+	t.Parallel()
+	dbName := newDB(t)
+	holder := onNewClient(t, dbName)
+	ctx := testCtx(t, 30*time.Second)
+	mustAcquire(t, ctx, holder, "a", "K")
+	unauthorized := bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(13)}, {Key: "codeName", Value: "Unauthorized"},
+		{Key: "errmsg", Value: "not authorized to execute command findAndModify"}}
+	reader := rewritten(t, dbName, []wirefault.Rule{wirefault.Fail("findAndModify", nil, unauthorized)})
+	h, err := reader.Holder(ctx, "a")
+	if err != nil || h.KeeperID != "K" || h.ReadAt.IsZero() || h.Expired {
+		t.Fatalf("holder for a read-only user: %+v %v", h, err)
+	}
+	if hs, err := reader.Locks(ctx); err != nil || len(hs) != 1 {
+		t.Fatalf("locks for a read-only user: %+v %v", hs, err)
+	}
+	if _, err := reader.AcquireLocks(ctx, "R", "b"); err == nil {
+		t.Fatal("a read-only user acquired a lock")
 	}
 }

@@ -768,7 +768,7 @@ func TestUnsupported(t *testing.T) {
 		name        string
 		ctx         context.Context
 		err         error
-		ttl, hidden bool // for a TTL change (only 238), for hidden (any refusal)
+		ttl, hidden bool // for a TTL change (only 238, 115), for hidden (also a refusal naming it)
 	}{
 		{"nil", live, nil, false, false},
 		{"not implemented", live, mongo.CommandError{Code: 238, Name: "NotImplemented"}, true, true},
@@ -784,15 +784,18 @@ func TestUnsupported(t *testing.T) {
 		{"FerretDB 2.x duplicate key", live, mongo.CommandError{Code: 1,
 			Message: `duplicate key value violates unique constraint "collection_pk_12"`}, false, false},
 		{"timeout", live, mongo.CommandError{Code: 50, Name: "MaxTimeMSExpired"}, false, false},
+		{"command not supported", live, mongo.CommandError{Code: 115, Name: "CommandNotSupported"}, true, true},
+		{"refusal not naming hidden", live, mongo.CommandError{Code: 2, Name: "BadValue", Message: "bad partial filter"}, false, false},
+		{"index catalog full", live, mongo.CommandError{Code: 67, Name: "CannotCreateIndex", Message: "add index fails, too many indexes (hidden ones count)"}, false, false},
 		{"not a server error", live, errors.New("boom"), false, false},
 		{"context error", live, context.DeadlineExceeded, false, false},
 	}
 	for _, tt := range tests {
-		if got := unsupported(tt.ctx, tt.err, false); got != tt.ttl {
-			t.Errorf("%s: unsupported(anyRefusal=false) = %t, want %t", tt.name, got, tt.ttl)
+		if got := unsupported(tt.ctx, tt.err, ""); got != tt.ttl {
+			t.Errorf("%s: unsupported(no option) = %t, want %t", tt.name, got, tt.ttl)
 		}
-		if got := unsupported(tt.ctx, tt.err, true); got != tt.hidden {
-			t.Errorf("%s: unsupported(anyRefusal=true) = %t, want %t", tt.name, got, tt.hidden)
+		if got := unsupported(tt.ctx, tt.err, "hidden"); got != tt.hidden {
+			t.Errorf("%s: unsupported(hidden) = %t, want %t", tt.name, got, tt.hidden)
 		}
 	}
 	err := &unsupportedError{what: `hide index "x" on "c"`, feature: "hidden indexes (collMod index.hidden)", err: refusal}

@@ -590,7 +590,7 @@ func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	if a.ttl != nil {
 		err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "expireAfterSeconds", Value: *a.ttl}})
 		switch {
-		case unsupported(ctx, err, false):
+		case unsupported(ctx, err, ""):
 			log.Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
 				Msg("server does not implement changing expireAfterSeconds; the index stays as it is")
 		case err != nil:
@@ -608,7 +608,7 @@ func (s indexSpec) setHidden(ctx context.Context, coll *mongo.Collection, hidden
 	}
 	err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "hidden", Value: hidden}})
 	switch {
-	case unsupported(ctx, err, true):
+	case unsupported(ctx, err, "hidden"):
 		return &unsupportedError{what: what, feature: "hidden indexes (collMod index.hidden)", err: err}
 	case err != nil:
 		return fmt.Errorf("%s: %w", what, err)
@@ -643,16 +643,16 @@ func (s indexSpec) create(ctx context.Context, coll *mongo.Collection) error {
 		return mongo.IndexModel{Keys: keysDoc(s.keys), Options: o}
 	}
 	_, err := coll.Indexes().CreateOne(ctx, model(true))
-	if s.ExpireAfterSeconds != nil && unsupported(ctx, err, false) {
+	if s.ExpireAfterSeconds != nil && unsupported(ctx, err, "") {
 		zerolog.Ctx(ctx).Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
 			Msg("server does not implement TTL indexes; creating a plain index")
 		_, err = coll.Indexes().CreateOne(ctx, model(false))
 	}
 	switch {
-	case s.Hidden && unsupported(ctx, err, true):
+	case s.Hidden && unsupported(ctx, err, "hidden"):
 		return &unsupportedError{what: fmt.Sprintf("create index %q on %q", s.Name, s.Collection),
 			feature: "hidden indexes (createIndexes hidden)", err: err}
-	case unsupported(ctx, err, false):
+	case unsupported(ctx, err, ""):
 		return &unsupportedError{what: fmt.Sprintf("create index %q on %q %s", s.Name, s.Collection, s.optionsString()),
 			feature: "an option of this index (createIndexes)", err: err}
 	case err != nil:
@@ -676,53 +676,41 @@ func (e *unsupportedError) Error() string {
 func (e *unsupportedError) Unwrap() []error { return []error{ErrUnsupported, e.err} }
 
 // unsupported is the one place that decides whether err is a server saying
-// it does not support what a command asked. NotImplemented (238) always
-// says so: FerretDB 1.x's answer to collMod and to the index options it
-// lacks. With anyRefusal, so does any other error reply to the command: for
-// a feature every server that has it accepts there (hidden indexes), a
-// refusal is how a server without it answers, and each has its own code
-// (MongoDB before 4.4, FerretDB 2.x). Never a network error, a timeout,
-// the end of ctx, or a reply that names another cause (notRefusal).
-func unsupported(ctx context.Context, err error, anyRefusal bool) bool {
+// it does not support what a command asked. NotImplemented (238) and
+// CommandNotSupported (115) always say so: FerretDB 1.x's answer to collMod
+// and to the index options it lacks. With about (the option asked for,
+// "hidden"), so does a refusal of the command's arguments that names it:
+// BadValue (2), FailedToParse (9), InvalidOptions (72), an unknown field
+// (40415), or an InternalError (1), each with about in its message; servers
+// without hidden indexes (MongoDB before 4.4, FerretDB 2.x) answer so, each
+// with its own code. Anything else (a full index catalog, a bad partial
+// filter, a lost primary, a network error, the end of ctx) is an error of
+// its own, so that a failed step after a drop is never taken for "nothing
+// changed".
+func unsupported(ctx context.Context, err error, about string) bool {
 	var ce mongo.CommandError
 	switch {
 	case err == nil || ctx.Err() != nil || !errors.As(err, &ce):
 		return false
-	case ce.Code == mongoutil.CodeNotImplemented:
+	case ce.Code == mongoutil.CodeNotImplemented || ce.Code == codeCommandNotSupported:
 		return true
-	case !anyRefusal || mongo.IsNetworkError(err) || mongo.IsTimeout(err) || mongoutil.IsDuplicateKey(err):
+	case about == "" || !strings.Contains(strings.ToLower(ce.Message), about):
 		return false
 	}
-	for _, l := range []string{"NetworkError", "RetryableWriteError", "TransientTransactionError"} {
-		if ce.HasErrorLabel(l) {
-			return false
-		}
-	}
-	return !notRefusal[ce.Code]
+	return refusals[ce.Code]
 }
 
-// notRefusal are error codes that say a command failed for a reason other
-// than the server lacking what it asked: a lost primary or a shutdown, a
-// missing or conflicting index, an interruption, authorization. (Duplicate
-// keys in a unique index build are told by mongoutil.IsDuplicateKey.)
-var notRefusal = map[int32]bool{
-	13:    true, // Unauthorized
-	26:    true, // NamespaceNotFound
-	27:    true, // IndexNotFound
-	50:    true, // MaxTimeMSExpired
-	68:    true, // IndexAlreadyExists
-	85:    true, // IndexOptionsConflict
-	86:    true, // IndexKeySpecsConflict
-	91:    true, // ShutdownInProgress
-	189:   true, // PrimarySteppedDown
-	262:   true, // ExceededTimeLimit
-	276:   true, // IndexBuildAborted
-	10107: true, // NotWritablePrimary
-	11600: true, // InterruptedAtShutdown
-	11601: true, // Interrupted
-	11602: true, // InterruptedDueToReplStateChange
-	13435: true, // NotPrimaryNoSecondaryOk
-	13436: true, // NotPrimaryOrSecondary
+// codeCommandNotSupported is the server's error code for a command it does
+// not support.
+const codeCommandNotSupported = 115
+
+// refusals are the codes a server refuses a command's arguments with.
+var refusals = map[int32]bool{
+	1:     true, // InternalError
+	2:     true, // BadValue
+	9:     true, // FailedToParse
+	72:    true, // InvalidOptions
+	40415: true, // IDLUnknownField
 }
 
 func hasCode(err error, code int) bool {
