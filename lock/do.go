@@ -68,6 +68,7 @@ func (s *Session) Do(ctx context.Context, lockID string, fn func(ctx context.Con
 			// Stop renewing: the lease runs out, and the slot stays taken
 			// until fn returns, so nobody in this Session runs beside it.
 			lease.Abandon(ErrTaskDidNotStop)
+			s.Emit(Event{Kind: TaskAbandoned, LockID: lockID, Fence: lease.Fence(), Err: ErrTaskDidNotStop})
 			go func() {
 				<-done
 				_ = m.ReleaseLock(context.Background())

@@ -22,7 +22,9 @@
 // runner, scheduler and migrations packages take their locks through a
 // Session too, so one Session per process keeps all of its leases alive.
 // Events of everything built on a Session go to its observers
-// (WithObserver); logging is one of them (WithSessionLogger).
+// (WithObserver); logging is one of them (WithSessionLogger). A Tracer
+// (WithTracer; the tracing package implements one with OpenTelemetry) gets
+// a span for each acquisition, renewal and release, term and run.
 //
 // The Locker underneath is the store: one document {_id: lockID, kid:
 // keeperID, ts: server time of the last acquire or renew, at, epoch, seq,

@@ -13,6 +13,7 @@ type renewal struct {
 	sent   time.Time
 	result chan renewalResult // buffered
 	cancel context.CancelFunc
+	span   Span
 }
 
 type renewalResult struct {
@@ -36,7 +37,8 @@ func (s *Session) keepAlive() {
 	defer func() {
 		if cur != nil {
 			cur.cancel()
-			<-cur.result
+			res := <-cur.result
+			cur.span.End(res.err)
 		}
 	}()
 	for {
@@ -56,7 +58,7 @@ func (s *Session) keepAlive() {
 			s.Emit(e)
 		}
 		if len(batch) > 0 {
-			cur = s.startRenewal(batch, now)
+			cur = s.startRenewal(batch, now, failures+1)
 			continue
 		}
 
@@ -91,10 +93,13 @@ func (s *Session) keepAlive() {
 				retryAt, failures = time.Time{}, 0
 				ev = s.applyRenewal(cur.leases, res.r, cur.sent)
 			}
+			span := cur.span
 			cur = nil
 			for _, e := range ev {
 				s.Emit(e)
+				span.Event(e)
 			}
+			span.End(renewErr(res.err, ev))
 		}
 		if timer != nil {
 			timer.Stop()
@@ -156,8 +161,9 @@ func (s *Session) expireLocked(now time.Time) []Event {
 	return ev
 }
 
-// startRenewal sends one renewal of leases.
-func (s *Session) startRenewal(leases []*Lease, now time.Time) *renewal {
+// startRenewal sends one renewal of leases, the attempt-th since the last
+// that succeeded.
+func (s *Session) startRenewal(leases []*Lease, now time.Time, attempt int) *renewal {
 	remaining := leases[0].trustUntil.Sub(now)
 	ids := make([]string, len(leases))
 	for i, l := range leases {
@@ -166,8 +172,10 @@ func (s *Session) startRenewal(leases []*Lease, now time.Time) *renewal {
 	}
 	rp := s.cfg.timings.RetryPeriod
 	timeout := min(remaining, max(rp, remaining/2))
-	ctx, cancel := WithTimeout(context.Background(), s.clock, timeout)
-	r := &renewal{leases: leases, sent: now, result: make(chan renewalResult, 1), cancel: cancel}
+	// The keep-alive's renewals are nobody's children: each begins a trace.
+	ctx, span := s.trace(context.Background(), OpRenew, attempt, 0, ids)
+	ctx, cancel := WithTimeout(ctx, s.clock, timeout)
+	r := &renewal{leases: leases, sent: now, result: make(chan renewalResult, 1), cancel: cancel, span: span}
 	go func() {
 		ren, err := s.store.Renew(ctx, s.cfg.keeperID, ids...)
 		r.result <- renewalResult{r: ren, err: err}
@@ -235,4 +243,18 @@ func (s *Session) renewalFailed(leases []*Lease, err error, attempt int) []Event
 	}
 	s.mu.Unlock()
 	return ev
+}
+
+// renewErr is the failure a renewal's span reports: the store's error, or
+// ErrLeaseLost if the renewal found leases lost.
+func renewErr(err error, events []Event) error {
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		if e.Kind == LeaseLost {
+			return ErrLeaseLost
+		}
+	}
+	return nil
 }

@@ -99,16 +99,21 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)
 	}
+	ctx, span := s.trace(ctx, OpRenew, 0, l.grant.Fence, []string{l.grant.LockID})
 	sent := s.clock.Now()
 	r, err := s.store.Renew(ctx, s.cfg.keeperID, l.grant.LockID)
 	if err != nil {
+		span.End(err)
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)
 	}
 	ev := s.applyRenewal([]*Lease{l}, r, sent)
 	for _, e := range ev {
 		s.Emit(e)
+		span.Event(e)
 	}
-	if err := l.Err(); err != nil {
+	err = l.Err()
+	span.End(err)
+	if err != nil {
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)
 	}
 	return nil

@@ -52,6 +52,11 @@ func (m *Mutex) Lease() *Lease {
 // happened: the Session then releases it at Close, or the next
 // acquisition in the Session takes it as a new term).
 func (m *Mutex) AcquireLock(ctx context.Context) (*Lease, bool, error) {
+	return m.acquireLock(ctx, 0)
+}
+
+// acquireLock is AcquireLock; attempt counts Lock's tries, for the span.
+func (m *Mutex) acquireLock(ctx context.Context, attempt int) (*Lease, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lease != nil {
@@ -60,7 +65,7 @@ func (m *Mutex) AcquireLock(ctx context.Context) (*Lease, bool, error) {
 		}
 		return nil, false, fmt.Errorf("acquire %q: %w; release it first", m.id, ErrAlreadyHeld)
 	}
-	t, err := m.s.acquire(ctx, []string{m.id})
+	t, err := m.s.acquire(ctx, []string{m.id}, attempt)
 	switch {
 	case len(t.Leases) == 1:
 		m.lease = t.Leases[0]
@@ -87,7 +92,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, errors.Join(fmt.Errorf("lock %q: %w", m.id, err), last)
 		}
-		lease, ok, err := m.AcquireLock(ctx)
+		lease, ok, err := m.acquireLock(ctx, attempt)
 		switch {
 		case ok:
 			return lease, nil

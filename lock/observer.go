@@ -35,6 +35,12 @@ const (
 	// Released: a lock was released (Err nil) or its release failed (Err
 	// set; it expires with its lease).
 	Released
+	// TaskAbandoned: work under a lease (Session.Do, a runner's task)
+	// ignored its cancelled context for the grace period and was abandoned;
+	// Err wraps ErrTaskDidNotStop. The lease is not renewed any more, but
+	// its lock stays taken in the Session until the work returns: then it
+	// is Released, with the same LockID and Fence.
+	TaskAbandoned
 )
 
 // Events of the runner package (LeaderAwareRunner).
@@ -59,7 +65,8 @@ const (
 	// FiringSkipped: a firing was not run here; Reason says why (some
 	// skips come before any claim: busy, fallen behind, stopping).
 	FiringSkipped
-	// RunStarted: the job started. Lateness is start minus Scheduled.
+	// RunStarted: the job started. Lateness is start minus Scheduled;
+	// Attempt how many tries taking the job's lock took.
 	RunStarted
 	// RunEnded: the job ended with Outcome; Took is its duration, Err its
 	// error.
@@ -81,7 +88,7 @@ const (
 var kindNames = map[EventKind]string{
 	Acquired: "acquired", Refused: "refused", AcquireFailed: "acquire failed",
 	Renewed: "renewed", RenewFailed: "renew failed", LeaseLost: "lease lost", Released: "released",
-	TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
+	TaskAbandoned: "task abandoned", TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
 	FiringClaimed: "firing claimed", FiringLost: "firing claimed elsewhere", FiringSkipped: "firing skipped",
 	RunStarted: "run started", RunEnded: "run ended",
 	MigrationApplied: "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
@@ -162,7 +169,7 @@ func LogObserver(log zerolog.Logger) Observer {
 func logEvent(log zerolog.Logger, e Event) {
 	var ev *zerolog.Event
 	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, MigrationFailed:
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, MigrationFailed:
 		ev = log.Warn()
 	case Released:
 		if e.Err != nil {

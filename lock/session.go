@@ -167,9 +167,9 @@ func (s *Session) Emit(e Event) {
 	s.cfg.observers.Observe(e)
 }
 
-// observed reports whether anyone receives events, so that callers build
-// none for nobody.
-func (s *Session) observed() bool { return len(s.cfg.observers) > 0 }
+// observed reports whether anyone receives events, observers or a tracer's
+// spans, so that callers build none for nobody.
+func (s *Session) observed() bool { return len(s.cfg.observers) > 0 || s.cfg.tracer != nil }
 
 // Holder returns who holds lockID (Locker.Holder).
 func (s *Session) Holder(ctx context.Context, lockID string) (Holder, error) {
@@ -199,15 +199,19 @@ func (s *Session) AcquireLocks(ctx context.Context, lockIDs ...string) (Taken, e
 	if err := validateIDs("lockIDs", lockIDs); err != nil {
 		return Taken{}, err
 	}
-	return s.acquire(ctx, dedup(lockIDs))
+	return s.acquire(ctx, dedup(lockIDs), 0)
 }
 
-func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
+// acquire is AcquireLocks of ids, deduplicated; attempt counts the tries
+// of a waiting Lock (0: not counted), for its span.
+func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken, error) {
 	var t Taken
 	var events []Event
+	ctx, span := s.trace(ctx, OpAcquire, attempt, 0, ids)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		span.End(ErrSessionClosed)
 		return Taken{}, ErrSessionClosed
 	}
 	mine := make([]string, 0, len(ids))
@@ -313,17 +317,21 @@ func (s *Session) acquire(ctx context.Context, ids []string) (Taken, error) {
 	}
 	for _, e := range events {
 		s.Emit(e)
+		span.Event(e)
 	}
 	if len(t.Leases) > 0 {
 		s.poke()
 	}
 	switch {
 	case err != nil:
-		return t, err
 	case closed && len(mine) > 0:
-		return t, ErrSessionClosed
+		err = ErrSessionClosed
+	case len(t.Untrusted) > 0:
+		span.End(ErrNotTrusted)
+		return t, nil
 	}
-	return t, nil
+	span.End(err)
+	return t, err
 }
 
 // trustUntil is when a lease granted by g stops being trusted unless
@@ -379,6 +387,7 @@ func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
 	if len(terms) == 0 {
 		return nil
 	}
+	ctx, span := s.traceRelease(ctx, terms)
 	sent := s.clock.Now()
 	err := s.releaseTerms(ctx, terms)
 	took := s.clock.Since(sent)
@@ -392,10 +401,29 @@ func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
 	s.mu.Unlock()
 	if s.observed() {
 		for _, l := range released {
-			s.Emit(Event{Kind: Released, LockID: l.grant.LockID, Fence: l.grant.Fence, Took: took, Err: err})
+			e := Event{Kind: Released, LockID: l.grant.LockID, Fence: l.grant.Fence, Took: took, Err: err}
+			s.Emit(e)
+			span.Event(e)
 		}
 	}
+	span.End(err)
 	return err
+}
+
+// traceRelease begins the span of the release of terms.
+func (s *Session) traceRelease(ctx context.Context, terms []Term) (context.Context, Span) {
+	if s.cfg.tracer == nil {
+		return ctx, noSpan{}
+	}
+	ids := make([]string, len(terms))
+	for i, t := range terms {
+		ids[i] = t.LockID
+	}
+	var fence uint64
+	if len(terms) == 1 {
+		fence = terms[0].Fence
+	}
+	return s.Trace(ctx, Op{Kind: OpRelease, LockIDs: ids, Fence: fence})
 }
 
 // releaseMaybe deletes id if a failed call may have left it this
@@ -409,6 +437,7 @@ func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	}
 	s.slots[id] = &slot{freed: make(chan struct{})}
 	s.mu.Unlock()
+	ctx, span := s.traceRelease(ctx, []Term{{LockID: id, Fence: fence}})
 	var err error
 	if fence == 0 {
 		// Name the term, so that a delete reaching the server late cannot
@@ -424,6 +453,7 @@ func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	}
 	s.freeLocked(id)
 	s.mu.Unlock()
+	span.End(err)
 	return err
 }
 
@@ -514,7 +544,8 @@ func (s *Session) Close() error {
 	if len(terms) == 0 {
 		return nil
 	}
-	err := s.releaseTerms(context.Background(), terms)
+	ctx, span := s.traceRelease(context.Background(), terms)
+	err := s.releaseTerms(ctx, terms)
 	s.mu.Lock()
 	for _, l := range ended {
 		s.freeLocked(l.grant.LockID)
@@ -525,9 +556,12 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	if s.observed() {
 		for _, l := range ended {
-			s.Emit(Event{Kind: Released, LockID: l.grant.LockID, Fence: l.grant.Fence, Err: err, Reason: "session closed"})
+			e := Event{Kind: Released, LockID: l.grant.LockID, Fence: l.grant.Fence, Err: err, Reason: "session closed"}
+			s.Emit(e)
+			span.Event(e)
 		}
 	}
+	span.End(err)
 	if err != nil {
 		return fmt.Errorf("close session %s: %w", s.cfg.keeperID, err)
 	}

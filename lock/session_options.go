@@ -68,6 +68,7 @@ type sessionConfig struct {
 	releaseTimeout time.Duration
 	gracePeriod    time.Duration
 	observers      observers
+	tracer         Tracer
 }
 
 // SessionOption configures a Session.
@@ -223,6 +224,20 @@ func WithObserver(o Observer) SessionOption {
 			return fmt.Errorf("%w: WithObserver: nil observer", ErrInvalidOption)
 		}
 		c.observers = append(c.observers, o)
+		return nil
+	}
+}
+
+// WithTracer traces the Session's acquisitions, renewals and releases, and
+// the terms and runs of the runners and schedulers built on it, with t (the
+// tracing package gives one for OpenTelemetry). A Session has one tracer:
+// the last given. Default: none, at no cost.
+func WithTracer(t Tracer) SessionOption {
+	return func(c *sessionConfig) error {
+		if t == nil {
+			return fmt.Errorf("%w: WithTracer: nil tracer", ErrInvalidOption)
+		}
+		c.tracer = t
 		return nil
 	}
 }

@@ -99,7 +99,18 @@
 //   - lock.LeaderSeen when the observed leader changes, before OnNewLeader:
 //     Leader is the new leader's keeper id, this keeper's own when it
 //     starts leading.
+//   - lock.TaskAbandoned when a task ignored its cancelled context for the
+//     grace period (Err ErrTaskDidNotStop), whether or not its term had
+//     already ended; its lock is released (lock.Released, same fence) once
+//     it returns.
 //
 // The session adds its own events for the lock (acquired, refused, renewed,
 // lost, released).
+//
+// With a tracer (lock.WithTracer; the tracing package traces with
+// OpenTelemetry), each term is a span (lock.OpTerm) from its acquisition to
+// its TermEnded. Under Run it is a child of Run's context and the task's
+// context carries it; a term begun by RunTaskOnLeader outlives the call, so
+// it begins a trace of its own, linked to the call, and each task is a span
+// (lock.OpTask) of its call's trace, linked to the term.
 package runner

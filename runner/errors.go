@@ -19,8 +19,9 @@ var (
 	// waiting for it: its goroutine is abandoned and may still be running.
 	// Until it returns the runner does not campaign and RunTaskOnLeader
 	// returns an error wrapping this one; its lease is not renewed, so the
-	// lock expires and another instance may lead.
-	ErrTaskDidNotStop = errors.New("runner: task did not stop")
+	// lock expires and another instance may lead. It matches
+	// lock.ErrTaskDidNotStop too.
+	ErrTaskDidNotStop error = errs.Kind("runner: task did not stop", lock.ErrTaskDidNotStop)
 
 	// ErrStalled is the cause given to a task's context when the task did
 	// not call Heartbeat within the stall timeout (WithStallTimeout). The

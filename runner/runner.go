@@ -62,6 +62,10 @@ type term struct {
 	lease   *lock.Lease
 	started time.Time // runner clock
 	ended   bool
+	// ctx carries the term's span (lock.OpTerm), and span is it: under Run,
+	// ctx is Run's context with the span; otherwise only the span.
+	ctx  context.Context
+	span lock.Span
 }
 
 // abandonedTask is a task the runner stopped waiting for.

@@ -59,6 +59,7 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		return nil, fmt.Errorf("campaign for %q: %w", r.lockID, err)
 	}
 	t := &term{lease: lease, started: r.clock.Now()}
+	t.ctx, t.span = r.traceTerm(ctx, lease)
 	me := r.KeeperID()
 	r.mu.Lock()
 	r.term = t
@@ -76,11 +77,30 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		gap = max(lease.AcquiredAt().Sub(r.prevEnd), 0)
 	}
 	r.prevEnd, r.prevFence = time.Time{}, 0
-	r.session.Emit(lock.Event{Kind: lock.TermStarted, LockID: r.lockID, Fence: lease.Fence(), Remaining: lease.Remaining(), Gap: gap})
+	started := lock.Event{Kind: lock.TermStarted, LockID: r.lockID, Fence: lease.Fence(), Remaining: lease.Remaining(), Gap: gap}
+	r.session.Emit(started)
+	t.span.Event(started)
 	if r.cfg.onStarted != nil {
 		r.cfg.onStarted(lease.Fence())
 	}
 	return t, nil
+}
+
+// traceTerm begins the span of a term just acquired (lock.OpTerm). Under
+// Run it is a child of Run's context, which the term's context carries on
+// to the task; a term begun by RunTaskOnLeader outlives the call, so its
+// span begins a trace of its own, linked to the call's. It returns ctx and
+// a Span that does nothing when the session has no tracer.
+func (r *LeaderAwareRunner) traceTerm(ctx context.Context, lease *lock.Lease) (context.Context, lock.Span) {
+	if !r.session.Traced() {
+		return r.session.Trace(ctx, lock.Op{}) // ctx, and a Span that does nothing
+	}
+	op := lock.Op{Kind: lock.OpTerm, LockIDs: []string{r.lockID}, Fence: lease.Fence()}
+	if !r.underRun() {
+		op.Links = []context.Context{ctx}
+		ctx = context.Background()
+	}
+	return r.session.Trace(ctx, op)
 }
 
 // observe reads who holds the lock after a failed campaign.
@@ -128,7 +148,16 @@ type leadResult struct {
 // here when the lease is lost, the task stalls, or the task is abandoned;
 // otherwise it outlives the task. The loop runs in the caller's goroutine,
 // so state changes and callbacks stay there; only the task gets a goroutine.
-func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context.Context) error) leadResult {
+func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context.Context) error) (res leadResult) {
+	if r.session.Traced() {
+		if r.underRun() {
+			ctx = t.ctx // Run's context with the term's span
+		} else {
+			var span lock.Span
+			ctx, span = r.traceTask(ctx, t)
+			defer func() { span.End(res.err()) }()
+		}
+	}
 	clk := r.clock
 	// Cancelled with the lease's cause when the lease ends, and carrying
 	// the lease for lock.LeaseFrom and FenceFrom.
@@ -147,7 +176,6 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		taskErr = task(taskCtx)
 	}()
 
-	var res leadResult
 	var stall, grace clockwork.Timer
 	var stallC, graceC <-chan time.Time
 	if r.cfg.stallTimeout > 0 {
@@ -212,10 +240,36 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 				end(ErrTaskDidNotStop, "task did not stop")
 			}
 			t.lease.Abandon(ErrTaskDidNotStop) // not renewed any more: it expires
+			r.session.Emit(lock.Event{Kind: lock.TaskAbandoned, LockID: r.lockID, Fence: t.lease.Fence(), Err: ErrTaskDidNotStop})
 			r.abandon(done)
 			return res
 		}
 	}
+}
+
+// traceTask begins the span of a task run by RunTaskOnLeader under t
+// (lock.OpTask): a child of the call's context, linked to the term. Under
+// Run the task runs in the term's own span instead: t.ctx is Run's context
+// (the one lead is given) with that span.
+func (r *LeaderAwareRunner) traceTask(ctx context.Context, t *term) (context.Context, lock.Span) {
+	return r.session.Trace(ctx, lock.Op{Kind: lock.OpTask, LockIDs: []string{r.lockID},
+		Fence: t.lease.Fence(), Links: []context.Context{t.ctx}})
+}
+
+// underRun reports whether Run holds the gate, for the shape of spans.
+func (r *LeaderAwareRunner) underRun() bool {
+	r.gateMu.Lock()
+	defer r.gateMu.Unlock()
+	return r.running
+}
+
+// err is how a task's span ends: the task's error, joined with the term's
+// end (the lease lost, the task stalled or abandoned) while it ran.
+func (res leadResult) err() error {
+	if res.cause != nil {
+		return errors.Join(res.taskErr, res.cause)
+	}
+	return res.taskErr
 }
 
 // lostReason is the TermEnded reason of a term whose lease ended with
@@ -263,8 +317,11 @@ func (r *LeaderAwareRunner) endTerm(t *term, err error, reason string) {
 	if d := t.lease.Deadline(); d.Before(end) {
 		end = d
 	}
-	r.session.Emit(lock.Event{Kind: lock.TermEnded, LockID: r.lockID, Fence: t.lease.Fence(),
-		Took: end.Sub(t.started), Err: err, Reason: reason})
+	ended := lock.Event{Kind: lock.TermEnded, LockID: r.lockID, Fence: t.lease.Fence(),
+		Took: end.Sub(t.started), Err: err, Reason: reason}
+	r.session.Emit(ended)
+	t.span.Event(ended)
+	t.span.End(err)
 	if r.cfg.onStopped != nil {
 		r.cfg.onStopped()
 	}

@@ -191,7 +191,8 @@
 //     firing missed, Reason "this instance fell behind: N firings from
 //     this one on not tried here".
 //   - lock.RunStarted: the job was called (step 5); Lateness is how long
-//     after Scheduled, by this instance's clock.
+//     after Scheduled, by this instance's clock, and Attempt how many
+//     attempts taking the job's lock took (step 3).
 //   - lock.RunEnded: the job returned. At is when, Took how long it ran,
 //     Outcome the recorded outcome and Err its error. If the job's context
 //     was cancelled, Err also wraps the cause ("<error> (context:
@@ -201,6 +202,13 @@
 //     those writes is added to Reason.
 //
 // With no observer, lock.Session.Emit returns at once.
+//
+// With a tracer (lock.WithTracer; the tracing package traces with
+// OpenTelemetry), each firing this instance claimed is a span (lock.OpRun)
+// from the claim won to its last event, which gets the events above from
+// RunStarted on. The job's context carries it, so the job's own spans are
+// its children, and so are the acquisition and release of the job's lock
+// and the writes recording the run.
 //
 // # Records
 //

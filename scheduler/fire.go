@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -55,12 +56,54 @@ type firing struct {
 	job   *job
 	at    time.Time // scheduled
 	fence uint64    // once the job's lock is taken
+	tries int       // attempts to take the job's lock
+
+	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
+	// once the claim is won and when the Session has a tracer; span is it,
+	// nil when untraced, and failure why the run failed, for its end.
+	ctx     context.Context
+	span    lock.Span
+	failure error
 }
 
-// emit sends e, naming fr, to the Session's observers.
+// emit sends e, naming fr, to the Session's observers, and to the run's
+// span.
 func (s *Scheduler) emit(fr *firing, e lock.Event) {
 	e.Job, e.Scheduled, e.LockID, e.Fence = fr.job.name, fr.at, fr.job.lockID, fr.fence
+	if fr.span == nil {
+		s.session.Emit(e)
+		return
+	}
+	if e.At.IsZero() {
+		e.At = s.clock.Now()
+	}
+	e.KeeperID = s.keeper
 	s.session.Emit(e)
+	fr.span.Event(e)
+	if e.Kind == lock.RunEnded || e.Kind == lock.FiringSkipped && !strings.HasPrefix(e.Reason, ReasonStopping) {
+		fr.failure = e.Err
+	}
+}
+
+// trace begins the span of fr, a firing whose claim this instance won:
+// the run's, a trace of its own (firings run under their job's lock, not
+// under a leader's term, so it links to none).
+func (s *Scheduler) trace(fr *firing) {
+	if !s.session.Traced() {
+		return
+	}
+	fr.ctx, fr.span = s.session.Trace(s.ctx, lock.Op{Kind: lock.OpRun, LockIDs: []string{fr.job.lockID},
+		Job: fr.job.name, Scheduled: fr.at})
+}
+
+// detached is the context of the writes of fr that outlive the
+// scheduler's stop (the job's own context, the end record, the release):
+// fr's span, not the scheduler's cancellation.
+func (fr *firing) detached() context.Context {
+	if fr.span == nil {
+		return context.Background()
+	}
+	return context.WithoutCancel(fr.ctx)
 }
 
 // skip is the FiringSkipped event of a firing not run for reason.
@@ -83,7 +126,7 @@ func note(reason, more string) string {
 func (s *Scheduler) fire(j *job, f time.Time) {
 	defer s.wg.Done()
 	defer s.idle(j)
-	fr := &firing{job: j, at: f}
+	fr := &firing{job: j, at: f, ctx: s.ctx}
 
 	// Step 1 (skip while a firing of j is in progress here) was dispatch's.
 	// 2. Claim the firing: succeeds for one instance only, and only if no
@@ -110,6 +153,9 @@ func (s *Scheduler) fire(j *job, f time.Time) {
 		return
 	}
 	s.emit(fr, lock.Event{Kind: lock.FiringClaimed})
+	if s.trace(fr); fr.span != nil {
+		defer func() { fr.span.End(fr.failure) }()
+	}
 
 	// 3. Take the job's lock, waiting a while for the previous run to let
 	// go of it.
@@ -123,16 +169,16 @@ func (s *Scheduler) fire(j *job, f time.Time) {
 	released := false
 	defer func() {
 		if !released {
-			s.release(lease)
+			s.release(fr, lease)
 		}
 	}()
 	hist, end := s.runLocked(fr, lease)
 	// 6. Release before writing the history, which the next run does not
 	// need: the lock is held no longer than the run's own record needs.
-	s.release(lease)
+	s.release(fr, lease)
 	released = true
 	if hist != nil {
-		if err := s.addHistory(*hist); err != nil {
+		if err := s.addHistory(fr, *hist); err != nil {
 			end.Reason = note(end.Reason, "run not recorded in the history: "+err.Error())
 		}
 	}
@@ -176,7 +222,8 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 	began := s.clock.Now()
 	attempt := 1
 	for ; ; attempt++ {
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+		fr.tries = attempt
+		ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
 		res, err := s.acquires.submit(ctx, struct{}{}, j.lockID)
 		cancel()
 		if err == nil {
@@ -289,7 +336,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	// The Session keeps the lease alive; jobCtx ends with it, cause
 	// lock.ErrLeaseLost a safety margin before anyone else could take the
 	// lock over.
-	jobCtx, cancelJob := lease.Bind(context.Background())
+	jobCtx, cancelJob := lease.Bind(fr.detached())
 	defer cancelJob(nil)
 	s.mu.Lock()
 	if s.state != stateStarted {
@@ -308,7 +355,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	// Under the lock, this keeps runs in firing order: an instance that
 	// claimed f and then stalled does not run f after a later firing ran.
 	r := Run{Job: j.name, Keeper: s.keeper, Scheduled: f, Fence: lease.Fence(), Outcome: OutcomeRunning}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
 	start, ok, err := s.st.start(ctx, r)
 	cancel()
 	switch {
@@ -321,7 +368,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 		// that it does not stay "running", and only then keep it in the
 		// history.
 		r.Outcome, r.Error = OutcomeFailed, "not run: start not recorded: "+err.Error()
-		held, ferr := s.finish(r)
+		held, ferr := s.finish(fr, r)
 		if ferr != nil {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 		}
@@ -348,7 +395,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 			e.Reason = ReasonStopping
 		}
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
-		if _, ferr := s.finish(r); ferr != nil {
+		if _, ferr := s.finish(fr, r); ferr != nil {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 		}
 		return &r, e
@@ -358,7 +405,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 		timeout = s.clock.AfterFunc(j.cfg.timeout, func() { cancelJob(ErrJobTimeout) })
 	}
 	began := s.clock.Now()
-	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: began.Sub(f)})
+	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: began.Sub(f), Attempt: fr.tries})
 	stack, err := call(context.WithValue(jobCtx, runKey{}, r), j.fn)
 	ended := s.clock.Now()
 	if timeout != nil {
@@ -383,7 +430,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	if stack != nil {
 		e.Reason = note(e.Reason, "panicked at:\n"+string(stack))
 	}
-	if _, ferr := s.finish(r); ferr != nil {
+	if _, ferr := s.finish(fr, r); ferr != nil {
 		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 	}
 	return &r, e
@@ -407,14 +454,14 @@ func call(ctx context.Context, fn func(context.Context) error) (stack []byte, er
 
 // finish records the end of r in the job document, and reports whether the
 // document held r's record.
-func (s *Scheduler) finish(r Run) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.opTimeout)
+func (s *Scheduler) finish(fr *firing, r Run) (bool, error) {
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	defer cancel()
 	return s.st.finish(ctx, r)
 }
 
-func (s *Scheduler) addHistory(r Run) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.opTimeout)
+func (s *Scheduler) addHistory(fr *firing, r Run) error {
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	defer cancel()
 	return s.st.addHistory(ctx, r)
 }
@@ -424,6 +471,6 @@ func (s *Scheduler) addHistory(r Run) error {
 // that fails (a lock left held makes every other instance wait for its
 // lease to expire) and reports the outcome to its observers (lock.Released).
 // It goes on while the scheduler stops, which waits for it.
-func (s *Scheduler) release(lease *lock.Lease) {
-	_, _ = s.releases.submit(context.Background(), struct{}{}, lease)
+func (s *Scheduler) release(fr *firing, lease *lock.Lease) {
+	_, _ = s.releases.submit(fr.detached(), struct{}{}, lease)
 }
