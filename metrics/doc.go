@@ -1,0 +1,79 @@
+// Package metrics exports Prometheus metrics of mongolock's locks,
+// elections, scheduled jobs and migrations, built on the lock.Observer hook.
+//
+//	m, err := metrics.New()
+//	if err != nil { ... }
+//	reg.MustRegister(m) // your registry: the package never uses the global one
+//	session, err := lock.NewSession(locker, lock.WithObserver(m))
+//	m.WatchLocker(locker)   // server-clock uncertainty, read at scrape time
+//	m.WatchScheduler(sched) // every job's series present from the start
+//
+// A Metrics counts what the Sessions it observes see: the figures are
+// those of this process. Sum them across instances (sum by (job_name) of a
+// job's firings, max by (job_name) of its last success) for the cluster's
+// view. One Metrics may observe several Sessions.
+//
+// Observe is synchronous and cheap (a few atomic additions, a map lookup
+// for jobs and elections, a mutex for leases taken and let go); it does no
+// I/O. Collect reads the watched Lockers' clock estimates and schedulers'
+// job names, neither of which does I/O either.
+//
+// # Labels
+//
+// Lock metrics carry no lock id: a program taking a lock per entity would
+// make a series per entity. Elections are labelled by their lock id
+// (election), jobs by their name (job_name: not "job", which Prometheus
+// gives the scrape job and would rename ours to exported_job). Every other
+// label has a fixed set of values, all present at zero from the start; a
+// job's series are all present as soon as it is added (AddJobs,
+// WatchScheduler) or seen, so "never ran" alerts work, and an election's
+// once it is added (AddElections) or seen.
+//
+// # Metrics
+//
+// With the default namespace, mongolock:
+//
+//	name                                          type       labels                    meaning
+//	mongolock_lock_acquisitions_total             counter    result                    acquisitions: acquired, held_elsewhere (another keeper or another holder in the Session), too_late (granted too late to trust), error (failed, or the Session closed meanwhile)
+//	mongolock_lock_renewals_total                 counter    result                    lease renewals, one per lease a keep-alive round covers: renewed, failed (the lease is still trusted and the renewal retried)
+//	mongolock_lock_leases_lost_total              counter    cause                     leases lost before their release: taken_over (a renewal found it taken over or expired), renew_deadline (no renewal succeeded in time), abandoned (Lease.Abandon: a task that ignored cancellation, or stalled), other
+//	mongolock_lock_releases_total                 counter    result                    releases: released, error (the lock expires with its lease)
+//	mongolock_lock_acquire_duration_seconds       histogram                            round trip of acquisitions, whatever their result
+//	mongolock_lock_renew_duration_seconds         histogram                            round trip of successful renewals, per lease renewed
+//	mongolock_lock_leases_held                    gauge                                leases this process holds: +1 when acquired, -1 at the first of their loss or release
+//	mongolock_lock_tasks_abandoned_total          counter                              work under a lease (Session.Do, a runner's task) abandoned because it ignored its cancelled context (lock.TaskAbandoned)
+//	mongolock_election_leader                     gauge      election                  1 while this process leads the election, else 0
+//	mongolock_election_terms_total                counter    election                  terms this process started as leader
+//	mongolock_election_failover_gap_seconds       histogram  election                  failover gap of those terms, on the server's clock: from the previous term's last renewal or release to this term's start (only when a previous term was seen)
+//	mongolock_election_leader_changes_total       counter    election                  changes of leader this process observed, itself included
+//	mongolock_job_firings_total                   counter    job_name, outcome, reason firings tried here: succeeded, failed, claimed_elsewhere, skipped (reason below; "" otherwise)
+//	mongolock_job_run_duration_seconds            histogram  job_name                  duration of runs
+//	mongolock_job_start_lateness_seconds          histogram  job_name                  start of runs minus their scheduled time; its _count is the runs started
+//	mongolock_job_last_success_timestamp_seconds  gauge      job_name                  Unix time of the end of the last successful run here; 0 if none since the process started
+//	mongolock_job_consecutive_failures            gauge      job_name                  runs here that failed since the last success
+//	mongolock_job_retries_total                   counter    job_name                  runs that retried a failed run of the same firing: the scheduler does not retry yet, so 0
+//	mongolock_migrations_applied_total            counter    direction                 migrations applied (up) or rolled back (down)
+//	mongolock_migrations_failed_total             counter    direction                 migrations that failed
+//	mongolock_migrations_lock_wait_seconds        histogram                            time a migrator waited for the lock another migrator held
+//	mongolock_server_clock_uncertainty_seconds    gauge                                width of the interval the server's time is known to be in (widest of the watched Lockers); absent until there is an estimate
+//
+// The reason of a skipped firing is one of busy (the previous run is
+// still going here), lock_held (still going elsewhere: the job's lock was
+// held past the wait), untrusted, no_lock (acquiring the lock failed),
+// later (a later firing ran), no_start (the start was not recorded),
+// no_claim (the claim failed), stopping, behind (this instance fell behind
+// and did not try some firings) and other: the scheduler.Reason* constants
+// in that order.
+//
+// Histograms of round trips use DefaultLatencyBuckets, the others
+// DefaultDurationBuckets (WithLatencyBuckets, WithDurationBuckets).
+//
+// # What it does not do
+//
+// Renewal latency counts successful renewals only: a failed renewal
+// (lock.RenewFailed) carries no round trip. The failover gap is the
+// runner's reading of the lock document before its takeover; a term whose
+// predecessor it did not read (it was not campaigning then) has none. The
+// deploy directory of the repository has Prometheus alert rules and a
+// Grafana dashboard built on these names.
+package metrics

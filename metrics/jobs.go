@@ -1,0 +1,182 @@
+package metrics
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Outcomes of a firing (label outcome of job_firings_total).
+const (
+	outcomeSucceeded        = "succeeded"
+	outcomeFailed           = "failed"
+	outcomeSkipped          = "skipped"
+	outcomeClaimedElsewhere = "claimed_elsewhere"
+)
+
+// skipReasons maps the prefixes of FiringSkipped reasons to the values of
+// the reason label; any other reason is "other".
+var skipReasons = [...]struct{ prefix, label string }{
+	{scheduler.ReasonBusy, "busy"},
+	{scheduler.ReasonLockHeld, "lock_held"},
+	{scheduler.ReasonUntrusted, "untrusted"},
+	{scheduler.ReasonNoLock, "no_lock"},
+	{scheduler.ReasonLater, "later"},
+	{scheduler.ReasonNoStart, "no_start"},
+	{scheduler.ReasonNoClaim, "no_claim"},
+	{scheduler.ReasonStopping, "stopping"},
+	{scheduler.ReasonBehind, "behind"},
+}
+
+const skipOther = len(skipReasons) // index of "other"
+
+// skipIndex returns the index in skipReasons of reason's label.
+func skipIndex(reason string) int {
+	for i, r := range skipReasons {
+		if strings.HasPrefix(reason, r.prefix) {
+			return i
+		}
+	}
+	return skipOther
+}
+
+func skipLabel(i int) string {
+	if i == skipOther {
+		return "other"
+	}
+	return skipReasons[i].label
+}
+
+// JobLister is what WatchScheduler needs: *scheduler.Scheduler is one.
+type JobLister interface {
+	JobNames() []string
+}
+
+var _ JobLister = (*scheduler.Scheduler)(nil)
+
+type jobMetrics struct {
+	firings     *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	lateness    *prometheus.HistogramVec
+	lastSuccess *prometheus.GaugeVec
+	failures    *prometheus.GaugeVec
+	retries     *prometheus.CounterVec
+
+	all sync.Map // job name → *job
+
+	mu      sync.Mutex
+	listers []JobLister
+}
+
+// job is the series of one job.
+type job struct {
+	succeeded, failed, claimedElsewhere prometheus.Counter
+	skipped                             [len(skipReasons) + 1]prometheus.Counter
+	duration, lateness                  prometheus.Observer
+	lastSuccess, failures               prometheus.Gauge
+	retries                             prometheus.Counter
+}
+
+func (j *jobMetrics) init(m *Metrics, cfg config) {
+	j.firings = m.counter("job_firings_total",
+		"Firings of a job tried on this instance, by outcome: succeeded, failed, skipped (with a reason), claimed_elsewhere.",
+		"job_name", "outcome", "reason")
+	j.duration = m.histogram("job_run_duration_seconds", "Duration of the job's runs on this instance.", cfg.duration, "job_name")
+	j.lateness = m.histogram("job_start_lateness_seconds",
+		"Start of the job's runs on this instance minus their scheduled time; its count is the runs started.",
+		cfg.duration, "job_name")
+	j.lastSuccess = m.gauge("job_last_success_timestamp_seconds",
+		"Unix time of the end of the job's last successful run on this instance; 0 if none since it started.", "job_name")
+	j.failures = m.gauge("job_consecutive_failures",
+		"Runs of the job on this instance that failed since its last successful run.", "job_name")
+	j.retries = m.counter("job_retries_total",
+		"Runs of the job on this instance that retried a failed run of the same firing; the scheduler does not retry yet, so 0.", "job_name")
+}
+
+// get returns the series of job name, creating them at zero.
+func (j *jobMetrics) get(name string) *job {
+	if x, ok := j.all.Load(name); ok {
+		return x.(*job)
+	}
+	x := &job{
+		succeeded:        j.firings.WithLabelValues(name, outcomeSucceeded, ""),
+		failed:           j.firings.WithLabelValues(name, outcomeFailed, ""),
+		claimedElsewhere: j.firings.WithLabelValues(name, outcomeClaimedElsewhere, ""),
+		duration:         j.duration.WithLabelValues(name),
+		lateness:         j.lateness.WithLabelValues(name),
+		lastSuccess:      j.lastSuccess.WithLabelValues(name),
+		failures:         j.failures.WithLabelValues(name),
+		retries:          j.retries.WithLabelValues(name),
+	}
+	for i := range x.skipped {
+		x.skipped[i] = j.firings.WithLabelValues(name, outcomeSkipped, skipLabel(i))
+	}
+	// Two callers may build the same children; they are the same series.
+	got, _ := j.all.LoadOrStore(name, x)
+	return got.(*job)
+}
+
+func (j *jobMetrics) observe(e lock.Event) {
+	if e.Job == "" {
+		return
+	}
+	x := j.get(e.Job)
+	switch e.Kind {
+	case lock.FiringLost:
+		x.claimedElsewhere.Inc()
+	case lock.FiringSkipped:
+		x.skipped[skipIndex(e.Reason)].Inc()
+	case lock.RunStarted:
+		// Not a retry when Attempt > 1: RunStarted's Attempt counts the
+		// tries taking the job's lock, not runs of the firing. The
+		// scheduler does not retry runs, so retries stays 0 until it does.
+		x.lateness.Observe(e.Lateness.Seconds())
+	case lock.RunEnded:
+		x.duration.Observe(e.Took.Seconds())
+		if e.Outcome == string(scheduler.OutcomeSucceeded) {
+			x.succeeded.Inc()
+			x.failures.Set(0)
+			x.lastSuccess.Set(float64(e.At.UnixNano()) / 1e9)
+		} else {
+			x.failed.Inc()
+			x.failures.Inc()
+		}
+	}
+}
+
+// refresh adds the jobs of the watched schedulers.
+func (j *jobMetrics) refresh() {
+	j.mu.Lock()
+	listers := j.listers
+	j.mu.Unlock()
+	for _, l := range listers {
+		for _, name := range l.JobNames() {
+			j.get(name)
+		}
+	}
+}
+
+// AddJobs makes the series of the jobs named present at zero, so that
+// alerts on a job that never ran work. A job is added by itself at its
+// first event.
+func (m *Metrics) AddJobs(names ...string) {
+	for _, n := range names {
+		if n != "" {
+			m.jobs.get(n)
+		}
+	}
+}
+
+// WatchScheduler adds the jobs of s (AddJobs), now and at every scrape,
+// so jobs added to s later are present from the start too. Pass a
+// *scheduler.Scheduler.
+func (m *Metrics) WatchScheduler(s JobLister) {
+	m.AddJobs(s.JobNames()...)
+	m.jobs.mu.Lock()
+	m.jobs.listers = append(m.jobs.listers, s)
+	m.jobs.mu.Unlock()
+}
