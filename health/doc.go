@@ -1,0 +1,90 @@
+// Package health answers liveness, readiness and leader probes for a
+// program built on mongolock: as http.Handlers that answer 200 or 503 with
+// a JSON body that says why, and as plain check functions (Live, Ready,
+// Leader; Report.Err for health-check libraries that take a
+// func(context.Context) error).
+//
+//	checker, err := health.New()
+//	if err != nil { ... }
+//	session, err := lock.NewSession(locker, lock.WithObserver(checker))
+//	if err != nil { ... }
+//	r, err := runner.New(session, "billing-leader")
+//	...
+//	checker.WatchRunner(r)           // GET /leader: 200 on the leader only
+//	checker.WatchScheduler(sched)    // liveness: the scheduler's loop keeps up
+//	checker.WatchMigrations(migr)    // readiness: migrations applied
+//	checker.Register(mux)            // /livez, /healthz, /readyz, /leader
+//
+// A Checker learns about leases, terms and tasks from the events of the
+// Sessions it observes (lock.Observer), so it costs nothing between probes
+// and a liveness probe never touches the database. It reads the time on
+// its own clock (WithClock), which should be the Sessions'.
+//
+// # Liveness
+//
+// Live, LiveHandler: the process should be restarted when a check fails.
+//
+//   - renewals: fails once a lease's renew deadline is WithRenewSlack
+//     (default 30s) behind with no successful round trip to the store since
+//     its renewals began failing. The deadline is read from the failed
+//     renewals (lock.RenewFailed: Event.At + Event.Remaining) or from a
+//     lock.LeaseLost "renew deadline passed" (its At). Successful round
+//     trips are lock.Renewed, lock.Acquired, lock.Refused "held elsewhere",
+//     lock.Released without error and lock.LeaseLost "renewal found it
+//     taken over or expired", from any observed Session (the connection is
+//     the process's, and a Session that lost its leases may make none): the
+//     check passes again at the first, a runner's next campaign once the
+//     store is back, say. A process that makes no round trip any more after
+//     losing its leases stays failed: nothing shows that it could.
+//   - abandoned_tasks: a task that ignored its cancelled context for the
+//     grace period and was abandoned (lock.TaskAbandoned, from
+//     lock.Session.Do or a runner; also lock.LeaseLost "abandoned" with
+//     Err matching lock.ErrTaskDidNotStop, and the runner's lock.TermEnded
+//     "task did not stop") still runs. The check fails until the task returns,
+//     which its holder reports by releasing the lease's lock (lock.Released
+//     with the same keeper, lock and fence): Go cannot stop a goroutine, so
+//     a task that never returns keeps it failed until the process is
+//     restarted.
+//   - stalled_tasks: the runner's stall detection (runner.WithStallTimeout)
+//     ended a term (lock.TermEnded "task stalled", Err runner.ErrStalled,
+//     and lock.LeaseLost "abandoned" with that Err). The check
+//     fails until the stalled task returned (lock.Released of that term)
+//     and WithStallHold (default 1m) passed since the stall, so that a
+//     probe sees it even when the task heeds its cancellation at once. A
+//     stalled task that ignores its cancellation too is abandoned, above.
+//   - scheduler (only with WatchScheduler): a scheduler's loop is behind
+//     its earliest due firing (scheduler.Scheduler.Lag) by more than
+//     WithSchedulerLagLimit (default 30s). The loop dispatches due firings
+//     at once, so a lag means it is blocked (by an observer, say).
+//
+// # Readiness
+//
+// Ready, ReadyHandler: the process should receive work. It fails until
+// every migration of each watched migrator (WatchMigrations) is applied
+// (migrations.StateApplied; migrations recorded by a newer program,
+// migrations.StateUnknown, do not count) — pending, running, failed or
+// changed ones are named — and while any liveness check fails, so an
+// instance waiting to be restarted is sent nothing meanwhile. The status is
+// read from the database at most once at a time (concurrent probes share a
+// read), each read bounded by WithCheckTimeout (default 1s), and not any
+// more once everything was found applied, unless a rollback is observed
+// (lock.MigrationApplied "down").
+//
+// # Leader
+//
+// Leader, LeaderHandler: 200 only while this instance leads the election
+// of every watched runner (WatchRunner), as the runner knows it without a
+// round trip (runner.LeaderAwareRunner.IsLeader); the body names the
+// leader last observed. It is independent of liveness. With no runner
+// watched it fails.
+//
+// # What it does not promise
+//
+// A Checker knows only what it observed: pass it to lock.WithObserver of
+// every Session to check, before the Session takes any lock. Events of a
+// migrator that makes its own Sessions reach it only through
+// migrations.WithObserver or migrations.WithSession. Liveness is about this
+// process, not the database: an outage shows in it only where this
+// process holds leases, and readiness does not probe the database once
+// the migrations are applied.
+package health
