@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
+	"go.yaml.in/yaml/v3"
 )
 
 // The repository's deployment files, checked here because no Docker engine
@@ -278,5 +280,66 @@ func TestDockerComposeConfig(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "docker", "compose", "-f", filepath.Join(repoRoot, "docker-compose.yml"), "config", "--quiet")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("docker compose config: %v\n%s", err, out)
+	}
+}
+
+// TestComposeObservability: each app instance serves /metrics and the
+// health checks on a port of its own, and the Prometheus service scrapes
+// exactly those, with mongolock's alert rules.
+func TestComposeObservability(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	var targets []string
+	for _, name := range []string{"app1", "app2", "app3"} {
+		app := service(t, p, name)
+		addr, ok := flagValue(app.Command, "http")
+		if !ok || addr != ":8080" {
+			t.Errorf("%s --http %q, want :8080", name, addr)
+		}
+		if len(app.Ports) != 1 || app.Ports[0].Target != 8080 {
+			t.Errorf("%s publishes %+v, want its port 8080", name, app.Ports)
+		}
+		targets = append(targets, name+":8080")
+	}
+	prom := service(t, p, "prometheus")
+	mounted := map[string]string{}
+	for _, v := range prom.Volumes {
+		if _, err := os.Stat(v.Source); err != nil {
+			t.Errorf("prometheus mounts %s: %v", v.Source, err)
+		}
+		mounted[v.Target] = v.Source
+	}
+	cfgFile, ok := mounted["/etc/prometheus/prometheus.yml"]
+	if !ok {
+		t.Fatalf("prometheus mounts no /etc/prometheus/prometheus.yml: %+v", prom.Volumes)
+	}
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			got = append(got, st.Targets...)
+		}
+	}
+	if !slices.Equal(got, targets) {
+		t.Errorf("prometheus scrapes %v, want %v", got, targets)
+	}
+	for _, r := range cfg.RuleFiles {
+		if _, ok := mounted[path.Join("/etc/prometheus", r)]; !ok {
+			t.Errorf("rule file %s is not mounted", r)
+		}
 	}
 }

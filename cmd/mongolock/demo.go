@@ -288,7 +288,7 @@ func (d *demo) spawn(name string) error {
 		return err
 	}
 	g := d.a.g
-	cmd := exec.Command(path, "demo-instance", "--name", name, "--events", "--watch-stdin",
+	cmd := exec.Command(path, "demo-instance", "--name", name, "--events", "--watch-stdin", "--http", "127.0.0.1:0",
 		"--db", d.dbName, "--collection", g.collection, "--ttl", g.ttl.String(),
 		"--timeout", g.timeout.String(), "--log-level", g.logLevel)
 	// The URI goes in the environment, not the arguments that ps shows.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,12 +19,13 @@ import (
 // Event kinds.
 const (
 	// Sent by an instance.
-	evStart    = "start"    // connected: PID, Keeper
+	evStart    = "start"    // connected: PID, Keeper, HTTP
 	evMigrated = "migrated" // Up returned: Applied, Waited
 	evReady    = "ready"    // the scheduler started: firings after T are claimed
 	evLead     = "lead"     // a leader term began: Fence
 	evUnlead   = "unlead"   // the leader task ended: Msg says why
 	evRun      = "run"      // a job run started: Job, Firing, Fence
+	evMetrics  = "metrics"  // after the scheduler stopped: Runs, scraped from its own /metrics
 	evStopped  = "stopped"  // shut down cleanly
 	evError    = "error"    // Msg
 	evLog      = "log"      // a log line the instance wrote on stderr: Msg
@@ -48,6 +51,10 @@ type demoEvent struct {
 	WaitedMS int64     `json:"waitedMs,omitempty"`
 	Msg      string    `json:"msg,omitempty"`
 	Leader   bool      `json:"leader,omitempty"`
+	// HTTP is the address an instance serves /metrics and health checks on.
+	HTTP string `json:"http,omitempty"`
+	// Runs are runs started per job, as its /metrics counted them.
+	Runs map[string]int `json:"runs,omitempty"`
 }
 
 // demoJob is one of the instances' cron jobs. Both specs fire at the
@@ -105,7 +112,16 @@ func eventLine(ev demoEvent, extra string) string {
 func describe(ev demoEvent) string {
 	switch ev.Ev {
 	case evStart:
+		if ev.HTTP != "" {
+			return fmt.Sprintf("started (pid %d, keeper %s, metrics and health on http://%s)", ev.PID, ev.Keeper, ev.HTTP)
+		}
 		return fmt.Sprintf("started (pid %d, keeper %s)", ev.PID, ev.Keeper)
+	case evMetrics:
+		var runs []string
+		for _, j := range slices.Sorted(maps.Keys(ev.Runs)) {
+			runs = append(runs, fmt.Sprintf("%s %d", j, ev.Runs[j]))
+		}
+		return "its /metrics counted runs: " + strings.Join(runs, ", ")
 	case evMigrated:
 		if len(ev.Applied) == 0 {
 			return fmt.Sprintf("migrations: nothing to apply (waited %s for another instance)", fmtDur(time.Duration(ev.WaitedMS)*time.Millisecond))

@@ -60,6 +60,7 @@ func (a *app) demoInstance(ctx context.Context, args []string) error {
 	migrate := fs.Bool("migrate", true, "apply the migrations first")
 	runFor := fs.Duration("for", 0, "stop after this long (0: run until interrupted)")
 	work := fs.Duration("work", demoWork, "how long each job run lasts")
+	httpAddr := fs.String("http", "", "serve /metrics (Prometheus) and /livez, /healthz, /readyz, /leader on this address (empty: do not serve)")
 	pos, err := a.parse(fs, args)
 	switch {
 	case err != nil:
@@ -94,7 +95,7 @@ func (a *app) demoInstance(ctx context.Context, args []string) error {
 		}()
 	}
 
-	if err := a.runInstance(ctx, em, log, *migrate, *work); err != nil {
+	if err := a.runInstance(ctx, em, log, *migrate, *work, *httpAddr); err != nil {
 		em.emit(demoEvent{Ev: evError, Msg: a.red.oneLine(err.Error())})
 		return err
 	}
@@ -112,14 +113,25 @@ func (a *app) instanceLogger(events bool) (zerolog.Logger, error) {
 	return log.Output(w), nil
 }
 
-func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, migrate bool, work time.Duration) error {
+func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, migrate bool, work time.Duration, httpAddr string) error {
 	db, disconnect, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer disconnect()
+	obs, err := newObservability()
+	if err != nil {
+		return err
+	}
+	var served string
+	if httpAddr != "" {
+		if served, err = obs.serve(httpAddr); err != nil {
+			return usagef("%v", err)
+		}
+		defer obs.close(context.WithoutCancel(ctx))
+	}
 	keeper := em.name + "/" + lock.NewKeeperID()
-	em.emit(demoEvent{Ev: evStart, PID: os.Getpid(), Keeper: keeper})
+	em.emit(demoEvent{Ev: evStart, PID: os.Getpid(), Keeper: keeper, HTTP: served})
 
 	// One Session per instance: it owns the keeper id and keeps every lease
 	// of the migrator, the scheduler and the runner alive.
@@ -127,17 +139,17 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	if err != nil {
 		return err
 	}
-	session, err := lock.NewSession(locker, lock.WithKeeperID(keeper), lock.WithSessionLogger(log))
+	session, err := lock.NewSession(locker, append(obs.sessionOptions(), lock.WithKeeperID(keeper), lock.WithSessionLogger(log))...)
 	if err != nil {
 		return usagef("%v", err)
 	}
 	defer session.Close()
 
+	m, err := migrations.New(db, migrations.WithSession(session))
+	if err != nil {
+		return usagef("%v", err)
+	}
 	if migrate {
-		m, err := migrations.New(db, migrations.WithSession(session))
-		if err != nil {
-			return usagef("%v", err)
-		}
 		res, err := m.Up(log.WithContext(ctx)) // the context's logger gets the index helpers' warnings
 		if err != nil {
 			return fmt.Errorf("migrations: %w", err)
@@ -164,6 +176,7 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		return err
 	}
 
+	obs.watch(locker, sched, lead, m)
 	if err := sched.Start(); err != nil {
 		return err
 	}
@@ -179,6 +192,15 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	defer cancel()
 	if err := sched.Stop(sctx); err != nil {
 		return fmt.Errorf("stop the scheduler: %w", err)
+	}
+	if httpAddr != "" {
+		// Every run has started by now: what /metrics counts can be
+		// checked against the run events.
+		runs, err := obs.runsStarted(sctx)
+		if err != nil {
+			return fmt.Errorf("scrape its own /metrics: %w", err)
+		}
+		em.emit(demoEvent{Ev: evMetrics, Runs: runs})
 	}
 	em.emit(demoEvent{Ev: evStopped, Msg: context.Cause(ctx).Error()})
 	return nil

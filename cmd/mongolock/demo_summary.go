@@ -54,6 +54,9 @@ type demoSummary struct {
 	migrations  map[int64][]string // version -> instances that applied it
 	problems    []string           // unexpected exits and errors
 	terms       int                // leader terms that began
+	// scraped lists the instances whose own /metrics counted the same runs
+	// per job as their run events; a mismatch is a problem.
+	scraped []string
 }
 
 // summarize computes the summary from the demo's log, in receipt order.
@@ -65,6 +68,7 @@ func summarize(log []demoRecord, jobs []demoJob) demoSummary {
 		migrations:  make(map[int64][]string),
 	}
 	ran := make(map[firingKey][]string)
+	runsBy := make(map[string]map[string]int) // instance -> job -> run events
 	ready := make(map[string]time.Time)
 	down := make(map[string]time.Time)
 	killed := make(map[string]bool)
@@ -89,6 +93,22 @@ func summarize(log []demoRecord, jobs []demoJob) demoSummary {
 			ran[k] = append(ran[k], ev.Instance)
 			s.runs++
 			s.perInstance[ev.Instance]++
+			if runsBy[ev.Instance] == nil {
+				runsBy[ev.Instance] = make(map[string]int)
+			}
+			runsBy[ev.Instance][ev.Job]++
+		case evMetrics:
+			same := true
+			for _, j := range jobs {
+				if ev.Runs[j.name] != runsBy[ev.Instance][j.name] {
+					same = false
+					s.problems = append(s.problems, fmt.Sprintf("%s: its /metrics counted %d runs of %s, its events %d",
+						ev.Instance, ev.Runs[j.name], j.name, runsBy[ev.Instance][j.name]))
+				}
+			}
+			if same {
+				s.scraped = append(s.scraped, ev.Instance)
+			}
 		case evLead:
 			s.terms++
 			for _, i := range open {
@@ -241,6 +261,9 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 	if len(s.missed) > 0 {
 		fmt.Fprintln(w, "    (a firing claimed by an instance that is then killed or stopped, or due while a")
 		fmt.Fprintln(w, "    dead instance's job lease runs out, is skipped, not run elsewhere: at most once)")
+	}
+	if len(s.scraped) > 0 {
+		line("metrics", "the /metrics of %s counted the runs their events show (killed instances are not scraped)", strings.Join(s.scraped, ", "))
 	}
 	line("leader terms", "%d", s.terms)
 	line("failovers", "%d", len(s.failovers))

@@ -93,6 +93,22 @@ func TestSummarizeClean(t *testing.T) {
 	}
 }
 
+// TestSummarizeMetrics: an instance whose own /metrics counted the runs its
+// events show is named in the summary.
+func TestSummarizeMetrics(t *testing.T) {
+	l := cleanDemo()
+	l.add(10515*time.Millisecond, demoEvent{Instance: "app2", Ev: evMetrics, Runs: map[string]int{"tick": 7, "even-second": 4}})
+	s := summarize(l.log, demoJobs())
+	if f := s.failures(); len(f) != 0 || !slices.Equal(s.scraped, []string{"app2"}) {
+		t.Fatalf("failures %v, scraped %v; want none and app2", f, s.scraped)
+	}
+	var b strings.Builder
+	s.print(&b, 3*time.Second)
+	if !strings.Contains(b.String(), "metrics:             the /metrics of app2 counted the runs their events show") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+}
+
 func TestSummarizeFailures(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -133,6 +149,13 @@ func TestSummarizeFailures(t *testing.T) {
 			name:   "error",
 			change: func(l *demoLog) { l.add(time.Second, demoEvent{Instance: "app2", Ev: evError, Msg: "boom"}) },
 			want:   "app2: boom",
+		},
+		{
+			name: "metrics disagree with the events",
+			change: func(l *demoLog) {
+				l.add(10515*time.Millisecond, demoEvent{Instance: "app2", Ev: evMetrics, Runs: map[string]int{"tick": 6, "even-second": 4}})
+			},
+			want: "app2: its /metrics counted 6 runs of tick, its events 7",
 		},
 	}
 	for _, tt := range tests {

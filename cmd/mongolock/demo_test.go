@@ -100,6 +100,11 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(r.stdout, "stop app") {
 		t.Error("no graceful handover in the summary")
 	}
+	// Instances that stopped cleanly scraped their own /metrics and the
+	// runs it counted matched their run events (a mismatch fails the demo).
+	if !regexp.MustCompile(`metrics:\s+the /metrics of app\d`).MatchString(r.stdout) {
+		t.Errorf("no metrics cross-check in the summary:\n%s", r.stdout)
+	}
 	m := regexp.MustCompile(`database:\s+(mongolock_demo_\S+)`).FindStringSubmatch(r.stdout)
 	if m == nil {
 		t.Fatal("no database name in the header")
