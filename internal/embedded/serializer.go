@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/mongolock/mongolock/internal/wiremsg"
 )
 
 // serializer is a MongoDB wire proxy in front of the embedded FerretDB that
@@ -59,13 +60,10 @@ func (s *session) close() {
 	}
 }
 
-// Wire protocol constants (see the MongoDB wire protocol specification).
 const (
-	headerLen      = 16       // messageLength, requestID, responseTo, opCode
-	maxMessageLen  = 64 << 20 // above MongoDB's maxMessageSizeBytes (48 MB)
-	opMsg          = 2013
-	flagMoreToCome = 1 << 1
-	dialTimeout    = 2 * time.Second
+	headerLen   = wiremsg.HeaderLen
+	opMsg       = 2013 // OP_MSG (see the MongoDB wire protocol specification)
+	dialTimeout = 2 * time.Second
 )
 
 // ReplyTimeout bounds how long the proxy waits for FerretDB to take a command
@@ -138,7 +136,7 @@ func (s *serializer) serve(sess *session, addr string) {
 	s.mu.Unlock()
 
 	for {
-		req, err := readMessage(sess.client)
+		req, err := wiremsg.Read(sess.client)
 		if err != nil {
 			return
 		}
@@ -167,11 +165,11 @@ func (s *serializer) forward(client, backend net.Conn, req []byte) error {
 		unlock()
 		return s.noReply(err)
 	}
-	if moreToCome(req) { // the client expects no reply
+	if wiremsg.MoreToCome(req) { // the client expects no reply
 		unlock()
 		return nil
 	}
-	reply, err := readMessage(backend)
+	reply, err := wiremsg.Read(backend)
 	unlock()
 	for {
 		if err != nil {
@@ -180,14 +178,14 @@ func (s *serializer) forward(client, backend net.Conn, req []byte) error {
 		if _, err := client.Write(reply); err != nil {
 			return err
 		}
-		if !moreToCome(reply) {
+		if !wiremsg.MoreToCome(reply) {
 			return nil
 		}
 		// An exhaust reply: the server sends more without being asked.
 		if err := backend.SetReadDeadline(time.Now().Add(s.replyTimeout)); err != nil {
 			return err
 		}
-		reply, err = readMessage(backend)
+		reply, err = wiremsg.Read(backend)
 	}
 }
 
@@ -234,36 +232,6 @@ func (s *serializer) close() {
 	s.ln.Close()
 	<-s.acceptDone
 	s.pause()
-}
-
-// readMessage reads one length-prefixed wire message.
-func readMessage(r io.Reader) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.LittleEndian.Uint32(size[:]))
-	if n < headerLen || n > maxMessageLen {
-		return nil, fmt.Errorf("embedded: bad wire message length %d", n)
-	}
-	msg := make([]byte, n)
-	copy(msg, size[:])
-	if _, err := io.ReadFull(r, msg[4:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return msg, nil
-}
-
-// moreToCome reports whether msg is an OP_MSG with the moreToCome flag: a
-// request that gets no reply, or a reply that more replies follow.
-func moreToCome(msg []byte) bool {
-	if len(msg) < headerLen+4 || int32(binary.LittleEndian.Uint32(msg[12:16])) != opMsg {
-		return false
-	}
-	return binary.LittleEndian.Uint32(msg[16:20])&flagMoreToCome != 0
 }
 
 // readOnlyCommands change nothing on the server.

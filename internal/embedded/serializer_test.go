@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/wiremsg"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -21,31 +22,6 @@ func wireMessage(opCode int32, flags uint32) []byte {
 	binary.LittleEndian.PutUint32(msg[12:], uint32(opCode))
 	binary.LittleEndian.PutUint32(msg[16:], flags)
 	return msg
-}
-
-func TestReadMessage(t *testing.T) {
-	msg := wireMessage(opMsg, flagMoreToCome)
-	got, err := readMessage(bytes.NewReader(append(msg, 0xff)))
-	if err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("readMessage = %x, %v; want %x", got, err, msg)
-	}
-	if !moreToCome(got) {
-		t.Error("moreToCome = false for an OP_MSG with the flag")
-	}
-	if moreToCome(wireMessage(opMsg, 0)) || moreToCome(wireMessage(2004, flagMoreToCome)) {
-		t.Error("moreToCome = true without an OP_MSG flag")
-	}
-
-	for _, size := range []uint32{0, 15, maxMessageLen + 1, 1 << 31} {
-		var b [4]byte
-		binary.LittleEndian.PutUint32(b[:], size)
-		if _, err := readMessage(bytes.NewReader(b[:])); err == nil {
-			t.Errorf("readMessage accepted length %d", size)
-		}
-	}
-	if _, err := readMessage(bytes.NewReader(msg[:10])); err == nil {
-		t.Error("readMessage accepted a truncated message")
-	}
 }
 
 // command returns an OP_MSG carrying the command {name: 1}.
@@ -98,7 +74,7 @@ func hangingBackend(t *testing.T) string {
 			mu.Unlock()
 			wg.Go(func() {
 				for {
-					req, err := readMessage(c)
+					req, err := wiremsg.Read(c)
 					if err != nil {
 						return
 					}
@@ -150,7 +126,7 @@ func TestReplyTimeout(t *testing.T) {
 	if _, err := b.Write(command(t, "find")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readMessage(b); err != nil {
+	if _, err := wiremsg.Read(b); err != nil {
 		t.Fatalf("reply to find: %v", err)
 	}
 
@@ -169,13 +145,13 @@ func TestReplyTimeout(t *testing.T) {
 	if _, err := b.Write(command(t, "find")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readMessage(b); err != nil {
+	if _, err := wiremsg.Read(b); err != nil {
 		t.Fatalf("reply to the queued find: %v", err)
 	}
 	if took := time.Since(start); took < timeout {
 		t.Errorf("the queued command was answered after %v, before the hung one timed out (%v)", took, timeout)
 	}
-	_, err = readMessage(a)
+	_, err = wiremsg.Read(a)
 	var ne net.Error
 	switch {
 	case err == nil:

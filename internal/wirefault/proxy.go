@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/wiremsg"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -127,7 +128,7 @@ func (p *Proxy) serve(c *conn) {
 
 	x := &exchange{rules: p.rules}
 	for {
-		req, err := readMessage(c.client)
+		req, err := wiremsg.Read(c.client)
 		if err != nil {
 			return
 		}
@@ -191,7 +192,7 @@ func (p *Proxy) relay(c *conn, x *exchange, req *message) error {
 		return nil
 	}
 	for {
-		raw, err := readMessage(c.server)
+		raw, err := wiremsg.Read(c.server)
 		if err != nil {
 			return err
 		}

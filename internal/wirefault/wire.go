@@ -1,10 +1,8 @@
 package wirefault
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -36,27 +34,6 @@ type message struct {
 	flags wiremessage.MsgFlag // OP_MSG only
 	// For OP_QUERY and OP_REPLY, doc is raw[docStart:docEnd].
 	docStart, docEnd int
-}
-
-// readMessage reads one length-prefixed wire message.
-func readMessage(r io.Reader) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.LittleEndian.Uint32(size[:]))
-	if n < headerLen || n > maxMessageLen {
-		return nil, fmt.Errorf("%w: length %d", errMalformed, n)
-	}
-	msg := make([]byte, n)
-	copy(msg, size[:])
-	if _, err := io.ReadFull(r, msg[4:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return msg, nil
 }
 
 // parse splits raw into a message. Opcodes other than OP_MSG, OP_QUERY and
