@@ -1,6 +1,6 @@
 module github.com/mongolock/mongolock
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/FerretDB/FerretDB v1.24.0
