@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -19,9 +20,14 @@ import (
 type deployment struct {
 	mu      sync.Mutex
 	known   bool
-	isMongo bool  // behind mongos (directly or through a load balancer)
-	err     error // a deployment the Locker refuses, for good
+	isMongo bool   // behind mongos (directly or through a load balancer)
+	warning string // why mutual exclusion is not guaranteed here; "" if it is
+	err     error  // a deployment the Locker refuses, for good
 }
+
+// notAtomic is the warning about FerretDB 1.x without a serializing proxy.
+const notAtomic = "mutual exclusion is not guaranteed: FerretDB 1.x does not make single-document writes atomic, " +
+	"and no serializing proxy is in front of it"
 
 // probe learns the deployment on its first successful call. Behind mongos
 // it refuses a sharded lock collection: the documents of its locks would
@@ -31,28 +37,51 @@ type deployment struct {
 // this keeper read config.collections (Unauthorized) is taken to be
 // unsharded: Renew confirms every renewal by reading it back behind mongos
 // anyway. Any other failure of that read is retried at the next call.
-func (d *deployment) probe(ctx context.Context, coll *mongo.Collection) error {
+// FerretDB 1.x without a serializing proxy in front of it is used, with a
+// warning logged to log, once.
+func (d *deployment) probe(ctx context.Context, coll *mongo.Collection, log zerolog.Logger) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.known {
 		return d.err
 	}
+	what := "probe the deployment (" + lockColl(coll) + ")"
 	dep, err := mongoutil.Probe(ctx, coll.Database())
 	if err != nil {
-		return mongoutil.WrapErr(ctx, "probe the deployment", err)
+		return mongoutil.WrapErr(ctx, what, err)
 	}
 	if dep.Sharded {
 		sharded, err := isSharded(ctx, coll)
 		var se mongo.ServerError
 		if err != nil && !(errors.As(err, &se) && se.HasErrorCode(codeUnauthorized)) {
-			return mongoutil.WrapErr(ctx, "probe the deployment", err)
+			return mongoutil.WrapErr(ctx, what, err)
 		}
 		if sharded {
-			d.err = fmt.Errorf("%w: collection %q is sharded: keep the lock collection unsharded", ErrUnsupportedDeployment, coll.Database().Name()+"."+coll.Name())
+			d.err = fmt.Errorf("%w: %s is sharded: keep it unsharded", ErrUnsupportedDeployment, lockColl(coll))
 		}
+	}
+	if dep.FerretDB1 && !dep.Serialized {
+		d.warning = notAtomic
+		log.Warn().Str("collection", mongoutil.Namespace(coll)).Str("ferretdb", dep.FerretDBVersion).Msg(notAtomic)
 	}
 	d.known, d.isMongo = true, dep.Sharded
 	return d.err
+}
+
+// warned returns the warning the probe logged, if any.
+func (d *deployment) warned() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.warning
+}
+
+// deploymentWarning is the warning the Locker logged about its deployment,
+// once it probed it; "" if none. A Session reports it to its observers.
+func (l *Locker) deploymentWarning() string { return l.deploy.warned() }
+
+// lockColl names the lock collection coll in errors.
+func lockColl(coll *mongo.Collection) string {
+	return fmt.Sprintf("lock collection %q", mongoutil.Namespace(coll))
 }
 
 // sharded reports whether the Locker talks to mongos.

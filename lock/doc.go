@@ -93,9 +93,17 @@
 // InternalError carrying PostgreSQL's unique-violation message, which counts
 // as a duplicate key. FerretDB 1.x is not atomic (it reads, then writes by
 // _id), so two contenders can both take over the same expired lease there;
-// this module's tests run it behind a proxy that serializes commands. It
-// has no TTL indexes: EnsureIndexes makes a plain index and warns, and Purge
-// deletes what the TTL index would. It stops an unordered bulk write at its
-// first failed write, so AcquireLocks spends two more round trips there
-// when some lock was held.
+// this module's tests, and devserver, run it behind a proxy that serializes
+// commands. A Locker learns what it talks to once, on first use: a hello,
+// then a buildInfo (not behind mongos); FerretDB 1.x reports
+// ferretdbVersion there (2.x a ferretdb document instead) and gets one more
+// command, {mongolockSerialized: 1}, which the serializing proxy answers
+// itself with {ok: 1} and FerretDB refuses. Without that answer the Locker
+// logs once, at warning level (WithLogger), that mutual exclusion is not
+// guaranteed, and each Session on it reports a DeploymentWarning event. A
+// proxy of your own that serializes commands may answer it too. FerretDB
+// 1.x has no TTL indexes: EnsureIndexes makes a plain index and warns, and
+// Purge deletes what the TTL index would. It stops an unordered bulk write
+// at its first failed write, so AcquireLocks spends two more round trips
+// there when some lock was held.
 package lock

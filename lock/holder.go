@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
 )
 
 // Holder describes a lock document. Times are the server's.
@@ -69,11 +71,11 @@ func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}},
 		options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
-		return nil, wrapErr(ctx, "list locks in", l.coll.Name(), err)
+		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
 	}
 	var docs []lockDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrapErr(ctx, "list locks in", l.coll.Name(), err)
+		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
 	}
 	out := make([]Holder, 0, len(docs))
 	for _, d := range docs {

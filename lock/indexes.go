@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 
@@ -51,7 +50,7 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, warn func(string
 		mongoutil.Index{Name: TTLIndexName, Keys: bson.D{{Key: fieldRenewed, Value: 1}}, TTL: true, TTLSeconds: int64(TTLSeconds(Retention))},
 		mongoutil.Index{Name: KeeperIndexName, Keys: bson.D{{Key: fieldKeeper, Value: 1}}})
 	if err != nil {
-		return mongoutil.WrapErr(ctx, fmt.Sprintf("ensure indexes of %q", coll.Name()), err)
+		return mongoutil.WrapErr(ctx, "ensure indexes of "+lockColl(coll), err)
 	}
 	return nil
 }
@@ -70,11 +69,11 @@ func UpgradeDocuments(ctx context.Context, coll *mongo.Collection) (int, error) 
 		{Key: "fence", Value: bson.D{{Key: "$exists", Value: true}}},
 	})
 	if err != nil {
-		return 0, mongoutil.WrapErr(ctx, fmt.Sprintf("find old lock documents in %q", coll.Name()), err)
+		return 0, mongoutil.WrapErr(ctx, "find old lock documents in "+lockColl(coll), err)
 	}
 	var docs []lockDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return 0, mongoutil.WrapErr(ctx, fmt.Sprintf("find old lock documents in %q", coll.Name()), err)
+		return 0, mongoutil.WrapErr(ctx, "find old lock documents in "+lockColl(coll), err)
 	}
 	n := 0
 	for _, d := range docs {

@@ -644,7 +644,7 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 	lo, _, _ := l.clock.bounds(l.cfg.clock.Now())
 	res, err := l.coll.DeleteMany(ctx, bson.D{{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lo.Add(-Retention)}}}})
 	if err != nil {
-		return 0, wrapErr(ctx, "purge", l.coll.Name(), err)
+		return 0, mongoutil.WrapErr(ctx, "purge "+lockColl(l.coll), err)
 	}
 	return int(res.DeletedCount), nil
 }
@@ -654,7 +654,7 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 // called into doubt: by a failed command, which is how a primary change
 // often shows, or by the topology watch (WithTopologyWatch). The first call also learns what the deployment is.
 func (l *Locker) refreshClock(ctx context.Context) error {
-	if err := l.deploy.probe(ctx, l.coll); err != nil {
+	if err := l.deploy.probe(ctx, l.coll, l.cfg.log); err != nil {
 		return err
 	}
 	changes := l.cfg.watch.changed()
@@ -665,7 +665,7 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 	server, err := mongoutil.ReadClock(ctx, l.coll)
 	recv := l.cfg.clock.Now()
 	if err != nil {
-		return wrapErr(ctx, "read server clock in", l.coll.Name(), err)
+		return mongoutil.WrapErr(ctx, "read the server's clock ("+lockColl(l.coll)+")", err)
 	}
 	l.clock.observe(server, sent, recv)
 	l.seen.Store(changes)

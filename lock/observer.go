@@ -41,6 +41,12 @@ const (
 	// its lock stays taken in the Session until the work returns: then it
 	// is Released, with the same LockID and Fence.
 	TaskAbandoned
+	// DeploymentWarning: the store found a deployment where its guarantees
+	// do not hold; Reason says which (today: FerretDB 1.x without a
+	// serializing proxy, where mutual exclusion is not guaranteed). A
+	// Session on a *Locker reports it once, with its first acquisition
+	// after the Locker probed the server.
+	DeploymentWarning
 )
 
 // Events of the runner package (LeaderAwareRunner).
@@ -88,7 +94,8 @@ const (
 var kindNames = map[EventKind]string{
 	Acquired: "acquired", Refused: "refused", AcquireFailed: "acquire failed",
 	Renewed: "renewed", RenewFailed: "renew failed", LeaseLost: "lease lost", Released: "released",
-	TaskAbandoned: "task abandoned", TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
+	TaskAbandoned: "task abandoned", DeploymentWarning: "deployment warning",
+	TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
 	FiringClaimed: "firing claimed", FiringLost: "firing claimed elsewhere", FiringSkipped: "firing skipped",
 	RunStarted: "run started", RunEnded: "run ended",
 	MigrationApplied: "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
@@ -159,9 +166,10 @@ func (os observers) Observe(e Event) {
 	}
 }
 
-// LogObserver logs events to log as structured lines: failures and lost
-// leases at warning level, terms and migrations at info, the rest at
-// debug. A Session given a logger (WithSessionLogger) logs through it.
+// LogObserver logs events to log as structured lines: failures, lost
+// leases and deployment warnings at warning level, terms and migrations at
+// info, the rest at debug. A Session given a logger (WithSessionLogger)
+// logs through it.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
 }
@@ -169,7 +177,7 @@ func LogObserver(log zerolog.Logger) Observer {
 func logEvent(log zerolog.Logger, e Event) {
 	var ev *zerolog.Event
 	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, MigrationFailed:
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed:
 		ev = log.Warn()
 	case Released:
 		if e.Err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -53,6 +54,7 @@ type Session struct {
 	slots  map[string]*slot  // locks taken or being taken in this session
 	maybe  map[string]uint64 // locks a failed call may have left ours: the term's fence, 0 if unknown
 	closed bool
+	warned atomic.Bool   // DeploymentWarning was reported
 	wake   chan struct{} // the keep-alive plans again
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the keep-alive returned
@@ -238,6 +240,9 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 		acq, err = s.store.AcquireLocks(ctx, s.cfg.keeperID, mine...)
 	}
 	now := s.clock.Now()
+	if e, ok := s.deploymentWarning(); ok {
+		events = append(events, e)
+	}
 	granted := make(map[string]Grant, len(acq.Granted))
 	for _, g := range acq.Granted {
 		granted[g.LockID] = g
@@ -332,6 +337,20 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	}
 	span.End(err)
 	return t, err
+}
+
+// deploymentWarning returns, once per Session, the warning its store (a
+// *Locker) logged about the deployment.
+func (s *Session) deploymentWarning() (Event, bool) {
+	w, ok := s.store.(interface{ deploymentWarning() string })
+	if !ok || !s.observed() || s.warned.Load() {
+		return Event{}, false
+	}
+	reason := w.deploymentWarning()
+	if reason == "" || !s.warned.CompareAndSwap(false, true) {
+		return Event{}, false
+	}
+	return Event{Kind: DeploymentWarning, Reason: reason}, true
 }
 
 // trustUntil is when a lease granted by g stops being trusted unless

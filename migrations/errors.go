@@ -17,7 +17,8 @@ var (
 	ErrInvalidOption error = errs.Kind("migrations: invalid option", lock.ErrInvalidOption)
 
 	// ErrInvalidMigration reports a migration New cannot accept: no version,
-	// a duplicate version, no Up, no Definition, or a bad index description.
+	// a negative version (reserved for Builtin) given to WithMigrations, a
+	// duplicate version, no Up, no Definition, or a bad index description.
 	// It matches lock.ErrInvalidArgument too.
 	ErrInvalidMigration error = errs.Kind("migrations: invalid migration", lock.ErrInvalidArgument)
 

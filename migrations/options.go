@@ -189,9 +189,16 @@ func WithObserver(o lock.Observer) Option {
 
 // WithMigrations registers migrations beside the built-in ones (Builtin).
 // It may be given several times; the migrations of all of them are applied
-// in version order.
+// in version order. Their versions must be positive: negative ones are
+// reserved for the built-in migrations (ErrInvalidMigration).
 func WithMigrations(ms ...Migration) Option {
 	return func(c *config) error {
+		for _, m := range ms {
+			if m.Version < 0 {
+				return fmt.Errorf("%w: WithMigrations: version %d (%s): negative versions are reserved for "+
+					"mongolock's built-in migrations; give it a positive version", ErrInvalidMigration, m.Version, m.Description)
+			}
+		}
 		c.migrations = append(c.migrations, ms...)
 		return nil
 	}

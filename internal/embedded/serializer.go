@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/internal/wiremsg"
 )
 
@@ -23,7 +26,9 @@ import (
 // a separate statement, so two concurrent findAndModify calls on one document
 // can both succeed. Forwarding requests one at a time makes every command
 // atomic, which gives the same guarantee as MongoDB's document-level atomicity
-// (and more). It is slow under contention, which tests can afford.
+// (and more). It is slow under contention, which tests can afford. It answers
+// mongoutil.SerializedCommand itself, so that a Locker knows it is there and
+// does not warn that FerretDB 1.x is not atomic.
 //
 // Its address never changes, so while the backend is stopped it closes every
 // connection, and when the backend comes back clients reconnect by themselves.
@@ -140,6 +145,12 @@ func (s *serializer) serve(sess *session, addr string) {
 		if err != nil {
 			return
 		}
+		if reply := serializedReply(req); reply != nil {
+			if _, err := sess.client.Write(reply); err != nil {
+				return
+			}
+			continue
+		}
 		if err := s.forward(sess.client, b, req); err != nil {
 			return
 		}
@@ -242,17 +253,44 @@ var readOnlyCommands = map[string]bool{
 // needsSerializing reports whether req is an OP_MSG command other than a
 // handshake or heartbeat. Legacy opcodes are only used for handshakes.
 func needsSerializing(req []byte) bool {
+	name, ok := commandName(req)
+	return ok && !readOnlyCommands[name]
+}
+
+// commandName returns the name of the OP_MSG command req, and whether req
+// is one. A command whose body section does not come first (drivers send it
+// first) has no name here.
+func commandName(req []byte) (string, bool) {
 	// header, flagBits, section kind 0, document length, element type, name
 	const nameAt = headerLen + 4 + 1 + 4 + 1
 	if len(req) <= nameAt || int32(binary.LittleEndian.Uint32(req[12:16])) != opMsg {
-		return false
+		return "", false
 	}
-	if req[headerLen+4] != 0 { // body section first, as drivers send it
-		return true
+	if req[headerLen+4] != 0 {
+		return "", true
 	}
 	name := req[nameAt:]
 	if i := bytes.IndexByte(name, 0); i >= 0 {
-		return !readOnlyCommands[string(name[:i])]
+		return string(name[:i]), true
 	}
-	return true
+	return "", true
+}
+
+// serializedReply is the proxy's own answer to mongoutil.SerializedCommand
+// in req, {ok: 1}, which tells a Locker that commands are serialized here
+// (FerretDB would answer CommandNotFound); nil for any other message.
+func serializedReply(req []byte) []byte {
+	if name, _ := commandName(req); name != mongoutil.SerializedCommand || wiremsg.MoreToCome(req) {
+		return nil
+	}
+	body, err := bson.Marshal(bson.D{{Key: "ok", Value: 1.0}})
+	if err != nil {
+		panic(err) // a constant document
+	}
+	reply := make([]byte, headerLen+4+1, headerLen+4+1+len(body))
+	reply = append(reply, body...)
+	binary.LittleEndian.PutUint32(reply[0:], uint32(len(reply)))
+	copy(reply[8:12], req[4:8]) // responseTo: the request's requestID
+	binary.LittleEndian.PutUint32(reply[12:], opMsg)
+	return reply
 }

@@ -84,10 +84,31 @@ type Deployment struct {
 	// Sharded reports a mongos (directly or behind a load balancer):
 	// hello's msg is "isdbgrid".
 	Sharded bool
+	// FerretDB1 reports FerretDB before 2.0, whose buildInfo carries
+	// ferretdbVersion (2.x reports a ferretdb document instead). It does
+	// not make single-document writes atomic: findAndModify, update and
+	// delete read the matching documents, then write them by _id.
+	FerretDB1 bool
+	// FerretDBVersion is the version FerretDB 1.x reports ("unknown" in
+	// builds without version information, such as the embedded server).
+	FerretDBVersion string
+	// Serialized reports a proxy in front of FerretDB 1.x that answered
+	// SerializedCommand: it lets one command at a time reach the server,
+	// which makes every command atomic. Only asked of FerretDB 1.x.
+	Serialized bool
 }
 
-// Probe asks the server what it is with one hello (isMaster on MongoDB
-// before 4.4.2, which lacks hello).
+// SerializedCommand is the command a serializing proxy in front of
+// FerretDB 1.x (internal/embedded's) answers itself with {ok: 1}, to say
+// that it is there. FerretDB, which does not know it, answers
+// CommandNotFound.
+const SerializedCommand = "mongolockSerialized"
+
+// Probe asks the server what it is, with a hello (isMaster on MongoDB
+// before 4.4.2, which lacks hello) and a buildInfo; FerretDB 1.x gets a
+// SerializedCommand too. A server that refuses buildInfo (a Stable API
+// strict client: buildInfo is not in API version 1) is taken for MongoDB,
+// which FerretDB 1.x, which ignores the Stable API, never does.
 func Probe(ctx context.Context, db *mongo.Database) (Deployment, error) {
 	var res struct {
 		Msg string `bson:"msg"`
@@ -100,7 +121,32 @@ func Probe(ctx context.Context, db *mongo.Database) (Deployment, error) {
 	if err != nil {
 		return Deployment{}, err
 	}
-	return Deployment{Sharded: res.Msg == "isdbgrid"}, nil
+	dep := Deployment{Sharded: res.Msg == "isdbgrid"}
+	if dep.Sharded {
+		return dep, nil // FerretDB does not play mongos
+	}
+	var info struct {
+		FerretDBVersion *string `bson:"ferretdbVersion"`
+	}
+	err = db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
+	var se mongo.ServerError
+	switch {
+	case errors.As(err, &se):
+		return dep, nil
+	case err != nil:
+		return Deployment{}, err
+	case info.FerretDBVersion == nil:
+		return dep, nil
+	}
+	dep.FerretDB1, dep.FerretDBVersion = true, *info.FerretDBVersion
+	err = db.RunCommand(ctx, bson.D{{Key: SerializedCommand, Value: 1}}).Err()
+	switch {
+	case err == nil:
+		dep.Serialized = true
+	case !errors.As(err, &se): // no answer: ask again next time
+		return Deployment{}, err
+	}
+	return dep, nil
 }
 
 // IsDuplicateKey reports whether err says a write found a document with
@@ -146,11 +192,11 @@ func Indexes(ctx context.Context, coll *mongo.Collection) (map[string]IndexSpec,
 		return map[string]IndexSpec{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list indexes of %q: %w", coll.Name(), err)
+		return nil, fmt.Errorf("list indexes of collection %q: %w", Namespace(coll), err)
 	}
 	var specs []IndexSpec
 	if err := cur.All(ctx, &specs); err != nil {
-		return nil, fmt.Errorf("list indexes of %q: %w", coll.Name(), err)
+		return nil, fmt.Errorf("list indexes of collection %q: %w", Namespace(coll), err)
 	}
 	out := make(map[string]IndexSpec, len(specs))
 	for _, s := range specs {
@@ -222,6 +268,11 @@ func ensureIndex(ctx context.Context, coll *mongo.Collection, existing map[strin
 func clamp32(n int64) int32 {
 	const maxInt32 = 1<<31 - 1
 	return int32(min(max(n, 0), maxInt32))
+}
+
+// Namespace is coll's full name, "database.collection", for messages.
+func Namespace(coll *mongo.Collection) string {
+	return coll.Database().Name() + "." + coll.Name()
 }
 
 // ValidCollectionName reports whether name can be a collection of ours:
