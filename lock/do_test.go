@@ -11,6 +11,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // TestDoCancelsBeforeContenderAcquires: the holder's connection is cut
@@ -125,18 +126,18 @@ func TestDoAbandonsTaskThatIgnoresCancellation(t *testing.T) {
 	cases := []struct {
 		name  string
 		cause error
-		end   func(f *fakeStore, cancel context.CancelFunc)
+		end   func(f *locktest.Store, cancel context.CancelFunc)
 	}{
-		{"caller cancelled", context.Canceled, func(_ *fakeStore, cancel context.CancelFunc) { cancel() }},
-		{"lease lost", lock.ErrLeaseLost, func(f *fakeStore, _ context.CancelFunc) {
-			f.drop("x")
-			f.put("x", "other")
+		{"caller cancelled", context.Canceled, func(_ *locktest.Store, cancel context.CancelFunc) { cancel() }},
+		{"lease lost", lock.ErrLeaseLost, func(f *locktest.Store, _ context.CancelFunc) {
+			f.ForceRelease("x")
+			f.TakeOver("x", "other")
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeStore(3 * time.Second)
+				f := newMemStore(3 * time.Second)
 				s := newSession(t, f, lock.WithGracePeriod(grace))
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -167,9 +168,9 @@ func TestDoAbandonsTaskThatIgnoresCancellation(t *testing.T) {
 				if !errors.Is(err, lock.ErrTaskDidNotStop) || !errors.Is(err, c.cause) {
 					t.Errorf("Do: %v, want ErrTaskDidNotStop and %v", err, c.cause)
 				}
-				renews := len(f.callsOf("renew"))
+				renews := len(f.Calls(locktest.OpRenew))
 				time.Sleep(3 * s.Timings().RenewInterval)
-				if n := len(f.callsOf("renew")); n != renews {
+				if n := len(f.Calls(locktest.OpRenew)); n != renews {
 					t.Errorf("%d renewals of the abandoned lease", n-renews)
 				}
 				other := newMutex(t, s, "x")
@@ -178,7 +179,7 @@ func TestDoAbandonsTaskThatIgnoresCancellation(t *testing.T) {
 				}
 				close(stop)
 				synctest.Wait()
-				if n := len(f.callsOf("release")); n != 1 {
+				if n := len(f.Calls(locktest.OpRelease)); n != 1 {
 					t.Errorf("%d releases once the abandoned fn returned, want 1", n)
 				}
 				mustLock(t, context.Background(), other)
@@ -192,13 +193,13 @@ func TestDoAbandonsTaskThatIgnoresCancellation(t *testing.T) {
 func TestDoPanics(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s := newSession(t, f)
 		defer func() {
 			if r := recover(); r != "boom" {
 				t.Errorf("recovered %v, want boom", r)
 			}
-			if h := f.holder("p"); h != "" {
+			if h := f.HeldBy("p"); h != "" {
 				t.Errorf("lock held by %q after the panic", h)
 			}
 		}()
@@ -214,7 +215,7 @@ func TestDoPanics(t *testing.T) {
 func TestCloseLeavesAbandonedLockToExpire(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s, err := lock.NewSession(f, lock.WithGracePeriod(time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -234,15 +235,15 @@ func TestCloseLeavesAbandonedLockToExpire(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if h := f.holder("x"); h != s.KeeperID() {
+		if h := f.HeldBy("x"); h != s.KeeperID() {
 			t.Errorf("after Close the abandoned fn's lock is held by %q, want still %q", h, s.KeeperID())
 		}
-		if h := f.holder("y"); h != "" || !errors.Is(live.Err(), lock.ErrSessionClosed) {
+		if h := f.HeldBy("y"); h != "" || !errors.Is(live.Err(), lock.ErrSessionClosed) {
 			t.Errorf("live lease after Close: holder %q, err %v; want released, ErrSessionClosed", h, live.Err())
 		}
 		close(stop)
 		synctest.Wait()
-		if h := f.holder("x"); h != "" {
+		if h := f.HeldBy("x"); h != "" {
 			t.Errorf("once the abandoned fn returned the lock is held by %q, want released", h)
 		}
 	})
@@ -253,13 +254,13 @@ func TestCloseLeavesAbandonedLockToExpire(t *testing.T) {
 func TestDoGoexit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s := newSession(t, f)
 		err := s.Do(context.Background(), "g", func(context.Context) error { runtime.Goexit(); return nil })
 		if err == nil || !strings.Contains(err.Error(), "Goexit") {
 			t.Errorf("Do: %v, want an error naming runtime.Goexit", err)
 		}
-		if h := f.holder("g"); h != "" {
+		if h := f.HeldBy("g"); h != "" {
 			t.Errorf("lock held by %q after Goexit", h)
 		}
 	})
@@ -271,26 +272,19 @@ func TestDoGoexit(t *testing.T) {
 func TestLockRetriesFailedAttempts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s := newSession(t, f)
 		down := errors.New("no server")
-		failures := 3
-		f.hook("acquire", func(context.Context, []string) error {
-			if failures > 0 {
-				failures--
-				return down
-			}
-			return nil
-		})
+		f.Fail(locktest.OpAcquire, 3, down)
 		ran := false
 		if err := s.Do(context.Background(), "r", func(context.Context) error { ran = true; return nil }); err != nil || !ran {
 			t.Fatalf("Do through three failed attempts: ran %v, %v", ran, err)
 		}
-		if n := len(f.callsOf("acquire")); n != 4 {
+		if n := len(f.Calls(locktest.OpAcquire)); n != 4 {
 			t.Errorf("%d attempts, want 4", n)
 		}
 
-		f.hook("acquire", func(context.Context, []string) error { return down })
+		f.Fail(locktest.OpAcquire, locktest.Always, down)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*s.Timings().RetryPeriod)
 		defer cancel()
 		_, err := newMutex(t, s, "r").Lock(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // TestKeepAliveRenewsAllInOneCallPerInterval: however many leases a
@@ -20,7 +21,7 @@ func TestKeepAliveRenewsAllInOneCallPerInterval(t *testing.T) {
 	for _, n := range []int{1, 100, 1000} {
 		t.Run(fmt.Sprintf("locks=%d", n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeStore(3 * time.Second)
+				f := newMemStore(3 * time.Second)
 				s := newSession(t, f)
 				ri := s.Timings().RenewInterval
 				ctx := context.Background()
@@ -42,16 +43,16 @@ func TestKeepAliveRenewsAllInOneCallPerInterval(t *testing.T) {
 				}
 				const rounds = 5
 				time.Sleep(start.Add(rounds*ri + ri/2).Sub(time.Now()))
-				renews := f.callsOf("renew")
+				renews := f.Calls(locktest.OpRenew)
 				if len(renews) != rounds {
 					t.Fatalf("%d renew calls in %d renew intervals, want %d", len(renews), rounds, rounds)
 				}
 				for i, c := range renews {
-					if len(c.ids) != n {
-						t.Errorf("renew %d covered %d of %d locks", i, len(c.ids), n)
+					if len(c.LockIDs) != n {
+						t.Errorf("renew %d covered %d of %d locks", i, len(c.LockIDs), n)
 					}
-					if want := start.Add(time.Duration(i+1) * ri); !c.at.Equal(want) {
-						t.Errorf("renew %d sent at %v, want %v (one renew interval after the last)", i, c.at.Sub(start), want.Sub(start))
+					if want := start.Add(time.Duration(i+1) * ri); !c.Start.Equal(want) {
+						t.Errorf("renew %d sent at %v, want %v (one renew interval after the last)", i, c.Start.Sub(start), want.Sub(start))
 					}
 				}
 				for _, l := range leases {
@@ -77,18 +78,18 @@ func lockIDs(n int) []string {
 // its renew deadline, whether renewals fail at once or hang.
 func TestKeepAliveLeaseEndsAtRenewDeadline(t *testing.T) {
 	t.Parallel()
-	failures := map[string]func(context.Context, []string) error{
-		"renewals fail": func(context.Context, []string) error { return errors.New("connection refused") },
-		"renewals hang": blockUntilDone,
+	failures := map[string]func(f *locktest.Store){
+		"renewals fail": func(f *locktest.Store) { f.Fail(locktest.OpRenew, locktest.Always, errors.New("connection refused")) },
+		"renewals hang": func(f *locktest.Store) { f.Pause(locktest.OpRenew) },
 	}
 	for name, fail := range failures {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeStore(3 * time.Second)
+				f := newMemStore(3 * time.Second)
 				rec := newRecorder()
 				s := newSession(t, f, lock.WithObserver(rec))
 				tm := s.Timings()
-				f.hook("renew", fail)
+				fail(f)
 				start := time.Now()
 				m := newMutex(t, s, "a")
 				l := mustLock(t, context.Background(), m)
@@ -106,13 +107,13 @@ func TestKeepAliveLeaseEndsAtRenewDeadline(t *testing.T) {
 				if !errors.Is(l.Err(), lock.ErrLeaseLost) || l.Remaining() != 0 {
 					t.Errorf("after the deadline: err %v, remaining %v", l.Err(), l.Remaining())
 				}
-				renews := f.callsOf("renew")
+				renews := f.Calls(locktest.OpRenew)
 				if len(renews) < 3 {
 					t.Errorf("%d renewal attempts before the deadline, want retries", len(renews))
 				}
 				for _, c := range renews {
-					if c.at.Sub(start) >= tm.RenewDeadline {
-						t.Errorf("renewal sent %v after the acquisition, at or past the deadline", c.at.Sub(start))
+					if c.Start.Sub(start) >= tm.RenewDeadline {
+						t.Errorf("renewal sent %v after the acquisition, at or past the deadline", c.Start.Sub(start))
 					}
 				}
 				if lost := rec.of(lock.LeaseLost, "a"); len(lost) != 1 || !lost[0].At.Equal(start.Add(tm.RenewDeadline)) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // TestMutexesExclude: goroutines, each with its own Mutex on one lock,
@@ -192,11 +193,11 @@ func TestLockBackoff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = time.Minute
-		f := newFakeStore(ttl)
+		f := newMemStore(ttl)
 		s := newSession(t, f)
 		rp := s.Timings().RetryPeriod
 		first := rp / 16
-		f.put("b", "other") // expires by itself after the TTL
+		f.TakeOver("b", "other") // expires by itself after the TTL
 		expiry := time.Now().Add(ttl)
 		lease, err := newMutex(t, s, "b").Lock(context.Background())
 		if err != nil {
@@ -205,13 +206,13 @@ func TestLockBackoff(t *testing.T) {
 		if late := time.Since(expiry); late < 0 || late > rp {
 			t.Errorf("took the lock %v after it expired, want within the retry period %v", late, rp)
 		}
-		calls := f.callsOf("acquire")
+		calls := f.Calls(locktest.OpAcquire)
 		if len(calls) < 10 {
 			t.Fatalf("%d attempts in a minute", len(calls))
 		}
 		capped := map[time.Duration]bool{}
 		for k := range len(calls) - 1 {
-			pause := calls[k+1].at.Sub(calls[k].at)
+			pause := calls[k+1].Start.Sub(calls[k].Start)
 			nominal := min(first<<k, rp)
 			if lo := time.Duration(0.8 * float64(nominal)); pause < lo || pause > rp {
 				t.Errorf("pause %d: %v, want in [%v, %v]", k, pause, lo, rp)
@@ -235,7 +236,7 @@ func TestLockBackoff(t *testing.T) {
 func TestLockWakesWhenSessionHolderReleases(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(time.Minute)
+		f := newMemStore(time.Minute)
 		s := newSession(t, f)
 		ctx := context.Background()
 		holder := newMutex(t, s, "s")
@@ -252,7 +253,7 @@ func TestLockWakesWhenSessionHolderReleases(t *testing.T) {
 		time.Sleep(10 * s.Timings().RetryPeriod)
 		time.Sleep(s.Timings().RetryPeriod / 2)
 		synctest.Wait()
-		if n := len(f.callsOf("acquire")); n != 1 {
+		if n := len(f.Calls(locktest.OpAcquire)); n != 1 {
 			t.Fatalf("%d acquire calls, want only the holder's: the waiter must be refused within the Session", n)
 		}
 		released := time.Now()
@@ -344,12 +345,12 @@ func TestAcquireAnsweredTooLateIsNotTrusted(t *testing.T) {
 func TestAcquireTrustBoundary(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s := newSession(t, f)
 		rd := s.Timings().RenewDeadline
 		ctx := context.Background()
 
-		f.hook("acquire", sleepHook(rd-time.Nanosecond))
+		f.Delay(locktest.OpAcquire, rd-time.Nanosecond)
 		m := newMutex(t, s, "a")
 		lease, ok, err := m.AcquireLock(ctx)
 		if !ok || err != nil || lease.Remaining() != time.Nanosecond {
@@ -359,53 +360,21 @@ func TestAcquireTrustBoundary(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		f.hook("acquire", sleepHook(rd))
+		f.Delay(locktest.OpAcquire, rd)
 		if _, ok, err := m.AcquireLock(ctx); ok || !errors.Is(err, lock.ErrNotTrusted) {
 			t.Fatalf("answer at the deadline: %v %v, want ErrNotTrusted", ok, err)
 		}
-		if h := f.holder("a"); h != "" {
+		if h := f.HeldBy("a"); h != "" {
 			t.Fatalf("untrusted grant still held by %q", h)
 		}
 		taken, err := s.AcquireLocks(ctx, "b", "c")
 		if err != nil || len(taken.Untrusted) != 2 || len(taken.Leases) != 0 {
 			t.Fatalf("batch answered at the deadline: %+v %v", taken, err)
 		}
-		if f.holder("b") != "" || f.holder("c") != "" {
+		if f.HeldBy("b") != "" || f.HeldBy("c") != "" {
 			t.Fatal("untrusted batch still held")
 		}
 	})
-}
-
-// lateStore is a fakeStore whose next acquisition writes and then fails
-// (the answer was lost), and whose next release fails after keeping what
-// it was asked, so the test can let it reach the server late.
-type lateStore struct {
-	*fakeStore
-	mu          sync.Mutex
-	failAcquire bool
-	lost        []lock.Term // a release that failed on the client
-}
-
-func (s *lateStore) AcquireLocks(ctx context.Context, keeperID string, ids ...string) (lock.Acquisition, error) {
-	a, err := s.fakeStore.AcquireLocks(ctx, keeperID, ids...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil && s.failAcquire {
-		s.failAcquire = false
-		return lock.Acquisition{}, errors.New("answer lost")
-	}
-	return a, err
-}
-
-func (s *lateStore) ReleaseTerms(ctx context.Context, keeperID string, terms ...lock.Term) (int, error) {
-	s.mu.Lock()
-	if s.lost == nil {
-		s.lost = terms
-		s.mu.Unlock()
-		return 0, errors.New("timed out; still on its way")
-	}
-	s.mu.Unlock()
-	return s.fakeStore.ReleaseTerms(ctx, keeperID, terms...)
 }
 
 // TestLateCleanupSparesLaterTerm: the clean-up of a lock a failed
@@ -415,7 +384,11 @@ func (s *lateStore) ReleaseTerms(ctx context.Context, keeperID string, terms ...
 func TestLateCleanupSparesLaterTerm(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st := &lateStore{fakeStore: newFakeStore(3 * time.Second), failAcquire: true}
+		st := newMemStore(3 * time.Second)
+		// The acquisition writes and then fails (its answer was lost); the
+		// clean-up's release fails on the client, still on its way.
+		st.FailAfter(locktest.OpAcquire, 1, errors.New("answer lost"))
+		st.Fail(locktest.OpRelease, 1, errors.New("timed out; still on its way"))
 		s := newSession(t, st, lock.WithReleaseTimeout(time.Millisecond))
 		ctx := context.Background()
 		m1 := newMutex(t, s, "x")
@@ -423,19 +396,18 @@ func TestLateCleanupSparesLaterTerm(t *testing.T) {
 			t.Fatalf("acquire whose answer was lost: ok=%v err=%v", ok, err)
 		}
 		_ = m1.ReleaseLock(ctx) // the clean-up; it fails on the client
-		st.mu.Lock()
-		late := st.lost
-		st.mu.Unlock()
-		if len(late) != 1 {
-			t.Fatalf("clean-up sent %v", late)
+		lost := st.Calls(locktest.OpRelease)
+		if len(lost) == 0 || len(lost[0].Terms) != 1 {
+			t.Fatalf("clean-up sent %+v", lost)
 		}
+		late := lost[0].Terms
 		m2 := newMutex(t, s, "x")
 		l2 := mustLock(t, ctx, m2)
 		// The lost clean-up reaches the server now.
-		if _, err := st.fakeStore.ReleaseTerms(ctx, s.KeeperID(), late...); err != nil {
+		if _, err := st.ReleaseTerms(ctx, s.KeeperID(), late...); err != nil {
 			t.Fatal(err)
 		}
-		if h := st.holder("x"); h != s.KeeperID() || l2.Err() != nil {
+		if h := st.HeldBy("x"); h != s.KeeperID() || l2.Err() != nil {
 			t.Fatalf("after a late clean-up, x is held by %q (lease err %v); want the later term kept", h, l2.Err())
 		}
 	})

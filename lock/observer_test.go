@@ -13,12 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
-
-// sleepHook makes a store call take d.
-func sleepHook(d time.Duration) func(context.Context, []string) error {
-	return func(context.Context, []string) error { time.Sleep(d); return nil }
-}
 
 // TestObserverEvents walks a Session through every event it reports and
 // checks that each fires exactly once per occurrence, with the lock,
@@ -27,10 +23,10 @@ func TestObserverEvents(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const acquireTook, renewTook, releaseTook = 10 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond
-		f := newFakeStore(3 * time.Second)
-		f.hook("acquire", sleepHook(acquireTook))
-		f.hook("renew", sleepHook(renewTook))
-		f.hook("release", sleepHook(releaseTook))
+		f := newMemStore(3 * time.Second)
+		f.Delay(locktest.OpAcquire, acquireTook)
+		f.Delay(locktest.OpRenew, renewTook)
+		f.Delay(locktest.OpRelease, releaseTook)
 		rec := newRecorder()
 		s, err := lock.NewSession(f, lock.WithObserver(rec), lock.WithKeeperID("me"))
 		if err != nil {
@@ -67,7 +63,7 @@ func TestObserverEvents(t *testing.T) {
 			return ev[0]
 		}
 
-		f.put("b", "other")
+		f.TakeOver("b", "other")
 		if _, ok, err := newMutex(t, s, "b").AcquireLock(ctx); ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -75,7 +71,7 @@ func TestObserverEvents(t *testing.T) {
 			t.Errorf("refused: %+v", e)
 		}
 
-		f.hook("acquire", sleepHook(tm.RenewDeadline))
+		f.Delay(locktest.OpAcquire, tm.RenewDeadline)
 		if _, _, err := newMutex(t, s, "c").AcquireLock(ctx); !errors.Is(err, lock.ErrNotTrusted) {
 			t.Fatal(err)
 		}
@@ -83,14 +79,15 @@ func TestObserverEvents(t *testing.T) {
 			t.Errorf("refused too late: %+v", e)
 		}
 
-		f.hook("acquire", func(context.Context, []string) error { time.Sleep(acquireTook); return errors.New("no server") })
+		f.Delay(locktest.OpAcquire, acquireTook)
+		f.Fail(locktest.OpAcquire, locktest.Always, errors.New("no server"))
 		if _, _, err := newMutex(t, s, "d").AcquireLock(ctx); err == nil {
 			t.Fatal("acquire with the server gone succeeded")
 		}
 		if e := one(step("acquire failed", map[lock.EventKind]int{lock.AcquireFailed: 1})); e.Err == nil || e.Took != acquireTook {
 			t.Errorf("acquire failed: %+v", e)
 		}
-		f.hook("acquire", sleepHook(acquireTook))
+		f.Fail(locktest.OpAcquire, 0, nil)
 
 		t0 := time.Now()
 		ma := newMutex(t, s, "a")
@@ -116,17 +113,17 @@ func TestObserverEvents(t *testing.T) {
 			t.Errorf("renewed: %+v", e)
 		}
 
-		f.hook("renew", func(context.Context, []string) error { time.Sleep(renewTook); return errors.New("no server") })
+		f.Fail(locktest.OpRenew, locktest.Always, errors.New("no server"))
 		time.Sleep(tm.RenewInterval)
 		if e := one(step("renew failed", map[lock.EventKind]int{lock.RenewFailed: 1})); e.Fence != la.Fence() || e.Err == nil || e.Remaining != la.Remaining() || e.Remaining <= 0 {
 			t.Errorf("renew failed: %+v (lease has %v left)", e, la.Remaining())
 		}
-		f.hook("renew", sleepHook(renewTook))
+		f.Fail(locktest.OpRenew, 0, nil)
 		time.Sleep(tm.RetryPeriod)
 		one(step("renewed on retry", map[lock.EventKind]int{lock.Renewed: 1}))
 
-		f.drop("a")
-		f.put("a", "other")
+		f.ForceRelease("a")
+		f.TakeOver("a", "other")
 		time.Sleep(tm.RenewInterval)
 		if e := one(step("taken over", map[lock.EventKind]int{lock.LeaseLost: 1})); e.Fence != la.Fence() || !errors.Is(e.Err, lock.ErrLeaseLost) || !strings.Contains(e.Reason, "taken over") {
 			t.Errorf("lease lost: %+v", e)
@@ -141,10 +138,11 @@ func TestObserverEvents(t *testing.T) {
 		me := newMutex(t, s, "e")
 		le := mustLock(t, ctx, me)
 		step("acquired e", map[lock.EventKind]int{lock.Acquired: 1})
-		f.hook("renew", func(context.Context, []string) error { return errors.New("no server") })
-		renews := len(f.callsOf("renew"))
+		f.Delay(locktest.OpRenew, 0)
+		f.Fail(locktest.OpRenew, locktest.Always, errors.New("no server"))
+		renews := len(f.Calls(locktest.OpRenew))
 		<-le.Done()
-		attempts := len(f.callsOf("renew")) - renews
+		attempts := len(f.Calls(locktest.OpRenew)) - renews
 		ev := step("renew deadline passed", map[lock.EventKind]int{lock.RenewFailed: attempts, lock.LeaseLost: 1})
 		if e := one(filter(ev, lock.LeaseLost)); e.Fence != le.Fence() || !errors.Is(e.Err, lock.ErrLeaseLost) || e.Reason != "renew deadline passed" {
 			t.Errorf("lease lost: %+v", e)
@@ -158,7 +156,8 @@ func TestObserverEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		step("released e", map[lock.EventKind]int{lock.Released: 1})
-		f.hook("renew", sleepHook(renewTook))
+		f.Fail(locktest.OpRenew, 0, nil)
+		f.Delay(locktest.OpRenew, renewTook)
 
 		// Each release reports once, however the leases are passed.
 		first, err := s.AcquireLocks(ctx, "g")
@@ -203,7 +202,7 @@ func TestEmit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newRecorder(), newRecorder()
 		var log strings.Builder
-		s := newSession(t, newFakeStore(time.Second), lock.WithKeeperID("me"), lock.WithObserver(a), lock.WithObserver(b),
+		s := newSession(t, newMemStore(time.Second), lock.WithKeeperID("me"), lock.WithObserver(a), lock.WithObserver(b),
 			lock.WithSessionLogger(zerolog.New(&log)))
 		s.Emit(lock.Event{Kind: lock.TermStarted, LockID: "leader"})
 		at := time.Now().Add(-time.Hour)

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // BenchmarkMutexLockRelease: as BenchmarkAcquireRelease, with the pair a
@@ -133,8 +134,7 @@ func BenchmarkObserverOverhead(b *testing.B) {
 			return ls[0]
 		}, 1},
 		{"memory", func(*testing.B) lock.Store {
-			f := newFakeStore(lock.DefaultTTL)
-			f.unrecorded = true
+			f := newMemStore(lock.DefaultTTL, locktest.WithoutCallLog())
 			return f
 		}, 1000},
 	}

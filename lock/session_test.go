@@ -13,6 +13,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // TestCloseReleasesEverythingInOneRoundTrip: Close deletes every lock the
@@ -133,27 +134,27 @@ func awaitHeld(t testing.TB, l *lock.Locker, id string) {
 func TestCloseStopsEveryGoroutine(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s, err := lock.NewSession(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustLock(t, context.Background(), newMutex(t, s, "a"))
-		f.hook("renew", blockUntilDone)
+		f.Pause(locktest.OpRenew)
 		time.Sleep(s.Timings().RenewInterval + time.Millisecond) // a renewal hangs
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if f.holder("a") != "" {
+		if f.HeldBy("a") != "" {
 			t.Fatal("lock held after Close")
 		}
 		empty, err := lock.NewSession(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		calls := len(f.calls)
-		if err := empty.Close(); err != nil || len(f.calls) != calls {
-			t.Fatalf("Close of an empty Session: %v, %d calls", err, len(f.calls)-calls)
+		calls := len(f.Calls())
+		if err := empty.Close(); err != nil || len(f.Calls()) != calls {
+			t.Fatalf("Close of an empty Session: %v, %d calls", err, len(f.Calls())-calls)
 		}
 	})
 }
@@ -163,13 +164,13 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 func TestCloseIsBounded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStore(3 * time.Second)
+		f := newMemStore(3 * time.Second)
 		s, err := lock.NewSession(f, lock.WithReleaseTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustLock(t, context.Background(), newMutex(t, s, "a"))
-		f.hook("release", blockUntilDone)
+		f.Pause(locktest.OpRelease)
 		start := time.Now()
 		if err := s.Close(); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Close with the server gone: %v, want a deadline error", err)
@@ -191,7 +192,7 @@ func TestSessionDefaults(t *testing.T) {
 		{3 * time.Second, lock.Timings{TTL: 3 * time.Second, RenewInterval: time.Second,
 			RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}},
 	} {
-		s := newSession(t, newFakeStore(c.ttl))
+		s := newSession(t, newMemStore(c.ttl))
 		if got := s.Timings(); got != c.want {
 			t.Errorf("TTL %v: timings %+v, want %+v", c.ttl, got, c.want)
 		}
@@ -199,13 +200,13 @@ func TestSessionDefaults(t *testing.T) {
 			t.Errorf("release timeout %v, keeper %q, clock %v", s.ReleaseTimeout(), s.KeeperID(), s.Clock())
 		}
 	}
-	s := newSession(t, newFakeStore(3*time.Second), lock.WithKeeperID("me"), lock.WithRetryPeriod(time.Second),
+	s := newSession(t, newMemStore(3*time.Second), lock.WithKeeperID("me"), lock.WithRetryPeriod(time.Second),
 		lock.WithRenewInterval(500*time.Millisecond), lock.WithRenewDeadline(2700*time.Millisecond))
 	want := lock.Timings{TTL: 3 * time.Second, RenewInterval: 500 * time.Millisecond, RenewDeadline: 2700 * time.Millisecond, RetryPeriod: time.Second}
 	if s.KeeperID() != "me" || s.Timings() != want || s.Timings().SafetyMargin() != 300*time.Millisecond {
 		t.Errorf("keeper %q, timings %+v", s.KeeperID(), s.Timings())
 	}
-	if a, b := newSession(t, newFakeStore(time.Second)), newSession(t, newFakeStore(time.Second)); a.KeeperID() == b.KeeperID() {
+	if a, b := newSession(t, newMemStore(time.Second)), newSession(t, newMemStore(time.Second)); a.KeeperID() == b.KeeperID() {
 		t.Error("two Sessions got one keeper id")
 	}
 }
@@ -242,7 +243,7 @@ func TestNewSessionRejectsBadOptions(t *testing.T) {
 		{"no retry before the deadline", []lock.SessionOption{lock.WithRetryPeriod(time.Second)}, "WithRetryPeriod"},
 	}
 	for _, c := range cases {
-		s, err := lock.NewSession(newFakeStore(ttl), c.opts...)
+		s, err := lock.NewSession(newMemStore(ttl), c.opts...)
 		if s != nil || !errors.Is(err, lock.ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want ErrInvalidOption naming %s", c.name, err, c.want)
 		}
@@ -252,23 +253,21 @@ func TestNewSessionRejectsBadOptions(t *testing.T) {
 	}
 	// The margin must be at least MinSafetyMargin even where a tenth of
 	// the TTL is less.
-	if _, err := lock.NewSession(newFakeStore(500*time.Millisecond), lock.WithRenewDeadline(401*time.Millisecond),
+	if _, err := lock.NewSession(newMemStore(500*time.Millisecond), lock.WithRenewDeadline(401*time.Millisecond),
 		lock.WithRenewInterval(100*time.Millisecond)); !errors.Is(err, lock.ErrInvalidOption) || !strings.Contains(err.Error(), "WithRenewDeadline") {
 		t.Errorf("margin under MinSafetyMargin: %v", err)
 	}
 	// At exactly the smallest margin it is fine.
-	newSession(t, newFakeStore(ttl), lock.WithRenewDeadline(2700*time.Millisecond))
-	newSession(t, newFakeStore(500*time.Millisecond), lock.WithRenewDeadline(400*time.Millisecond), lock.WithRenewInterval(100*time.Millisecond))
+	newSession(t, newMemStore(ttl), lock.WithRenewDeadline(2700*time.Millisecond))
+	newSession(t, newMemStore(500*time.Millisecond), lock.WithRenewDeadline(400*time.Millisecond), lock.WithRenewInterval(100*time.Millisecond))
 
 	// Bad stores.
-	noClock := newFakeStore(ttl)
-	noClock.clock = nil
 	var nilLocker *lock.Locker
 	for name, store := range map[string]lock.Store{
 		"nil store":           nil,
 		"nil *Locker":         nilLocker,
-		"store without TTL":   newFakeStore(0),
-		"store without clock": noClock,
+		"store without TTL":   noTTL{newMemStore(ttl)},
+		"store without clock": noClock{newMemStore(ttl)},
 	} {
 		if s, err := lock.NewSession(store); s != nil || !errors.Is(err, lock.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
@@ -330,3 +329,12 @@ func TestSessionRejectsBadArguments(t *testing.T) {
 		t.Errorf("bad arguments sent %d commands", n)
 	}
 }
+
+// noTTL and noClock are stores NewSession must refuse.
+type (
+	noTTL   struct{ *locktest.Store }
+	noClock struct{ *locktest.Store }
+)
+
+func (noTTL) TTL() time.Duration       { return 0 }
+func (noClock) Clock() clockwork.Clock { return nil }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // nopTracer is the cheapest Tracer: it passes the context on and ends
@@ -30,8 +31,7 @@ func (nopSpan) End(error)        {}
 // BenchmarkObserverOverhead's sessions, which never had one.
 func BenchmarkTracerOverhead(b *testing.B) {
 	const pairs = 1000
-	f := newFakeStore(lock.DefaultTTL)
-	f.unrecorded = true
+	f := newMemStore(lock.DefaultTTL, locktest.WithoutCallLog())
 	none := newSession(b, f)
 	nop := newSession(b, f, lock.WithTracer(nopTracer{}))
 	ctx := context.Background()

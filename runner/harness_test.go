@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 	"github.com/mongolock/mongolock/runner"
 )
 
@@ -28,8 +29,8 @@ const (
 
 const lockName = "leader"
 
-// harness is one clock and one fakeStore shared by runners, each on its
-// own real lock.Session. It runs inside a synctest bubble: synctest.Wait
+// harness is one clock and one in-memory store shared by runners, each on
+// its own real lock.Session. It runs inside a synctest bubble: synctest.Wait
 // tells when every goroutine (runners, keep-alives, tasks) is parked, so the
 // test moves the clock only then, and timers are armed at the instants the
 // code computed.
@@ -37,7 +38,7 @@ type harness struct {
 	t    *testing.T
 	clk  clockwork.Clock
 	fake *clockwork.FakeClock // nil on the bubble's clock
-	f    *fakeStore
+	f    *logStore
 }
 
 // fast runs f in a synctest bubble with a new harness on a fake clock.
@@ -45,7 +46,7 @@ func fast(t *testing.T, f func(t *testing.T, h *harness)) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		clk := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-		withHarness(t, &harness{t: t, clk: clk, fake: clk, f: newFake(clk, fTTL)}, f)
+		withHarness(t, &harness{t: t, clk: clk, fake: clk, f: newLogStore(clk)}, f)
 	})
 }
 
@@ -59,13 +60,13 @@ func fastOnBubbleClock(t *testing.T, f func(t *testing.T, h *harness)) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		clk := clockwork.NewRealClock()
-		withHarness(t, &harness{t: t, clk: clk, f: newFake(clk, fTTL)}, f)
+		withHarness(t, &harness{t: t, clk: clk, f: newLogStore(clk)}, f)
 	})
 }
 
 func withHarness(t *testing.T, h *harness, f func(t *testing.T, h *harness)) {
 	// Runs last: whatever a test injected, sessions close cleanly.
-	t.Cleanup(func() { h.f.setHook(nil) })
+	t.Cleanup(h.f.reset)
 	f(t, h)
 }
 
@@ -82,7 +83,7 @@ func (h *harness) newSession(keeper string, rec *recorder, opts ...lock.SessionO
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() {
-		h.f.setHook(nil)
+		h.f.reset()
 		if err := s.Close(); err != nil {
 			h.t.Errorf("close session %s: %v", keeper, err)
 		}
@@ -126,7 +127,7 @@ func (h *harness) advance(d time.Duration) { h.advanceTo(h.clk.Now().Add(d)) }
 // recorder counts callbacks, notes them in the fake's sequence, and is the
 // observer of its runner's session.
 type recorder struct {
-	f       *fakeStore
+	f       *logStore
 	name    string
 	mu      sync.Mutex
 	started []uint64
@@ -265,7 +266,7 @@ type run struct {
 // context ends unless stubborn.
 type probe struct {
 	clk      clockwork.Clock
-	f        *fakeStore
+	f        *logStore
 	name     string
 	stubborn bool
 	runs     chan *run
@@ -397,5 +398,125 @@ func wantOrder(t *testing.T, seq []string, want ...string) {
 			t.Fatalf("sequence %v: %q missing or out of order (want order %v)", seq, w, want)
 		}
 		pos += 1 + i
+	}
+}
+
+// Operations of the store, as the tests name them.
+const (
+	opAcquire = locktest.OpAcquire
+	opRenew   = locktest.OpRenew
+	opRelease = locktest.OpRelease
+	opHolder  = locktest.OpHolder
+)
+
+// call is one completed store call for one lock, as the tests read it.
+type call struct {
+	op     locktest.Op
+	keeper string    // for opHolder, the holder found
+	start  time.Time // store clock when the call began
+	end    time.Time // store clock when it returned
+	ok     bool      // acquired / renewed / released / found
+	err    error
+	fence  uint64 // of the term acquired, released (if named) or found
+}
+
+// logStore is the harness's locktest.Store with what the runner tests read
+// of it: each operation's completed calls in a channel (next, none), and
+// one sequence of calls and the tests' notes (callbacks, task starts and
+// returns) in the order they happened.
+type logStore struct {
+	*locktest.Store
+	mu     sync.Mutex
+	seq    []string
+	events map[locktest.Op]chan call
+}
+
+func newLogStore(clk clockwork.Clock, opts ...locktest.Option) *logStore {
+	f := &logStore{
+		Store:  locktest.New(append([]locktest.Option{locktest.WithClock(clk), locktest.WithTTL(fTTL)}, opts...)...),
+		events: make(map[locktest.Op]chan call),
+	}
+	for _, op := range []locktest.Op{opAcquire, opRenew, opRelease, opHolder} {
+		f.events[op] = make(chan call, 1000)
+	}
+	f.AfterCall(f.record)
+	return f
+}
+
+// record logs c, one call per lock.
+func (f *logStore) record(c locktest.Call) {
+	for i, id := range c.LockIDs {
+		r := call{op: c.Op, keeper: c.KeeperID, start: c.Start, end: c.End, err: c.Err}
+		switch c.Op {
+		case opAcquire:
+			for _, g := range c.Acquisition.Granted {
+				if g.LockID == id {
+					r.ok, r.fence = true, g.Fence
+				}
+			}
+		case opRenew:
+			r.ok = slices.Contains(c.Renewal.Held, id)
+		case opRelease:
+			r.ok, r.fence = c.Released > 0, c.Terms[i].Fence
+		case opHolder:
+			r.ok, r.keeper, r.fence = c.Err == nil, c.Holder.KeeperID, c.Holder.Fence
+		}
+		f.mu.Lock()
+		f.seq = append(f.seq, string(r.op)+":"+r.keeper)
+		f.mu.Unlock()
+		f.events[c.Op] <- r
+	}
+}
+
+// reset removes the tests' faults and hooks, so that sessions close
+// cleanly.
+func (f *logStore) reset() {
+	f.BeforeCall(nil)
+	f.Restore()
+}
+
+func (f *logStore) note(s string) {
+	f.mu.Lock()
+	f.seq = append(f.seq, s)
+	f.mu.Unlock()
+}
+
+func (f *logStore) sequence() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.seq)
+}
+
+// count returns how many calls of op (by keeper, if not empty) completed.
+func (f *logStore) count(op locktest.Op, keeper string) int {
+	n := 0
+	for _, c := range f.Calls(op) {
+		if !c.End.IsZero() && (keeper == "" || c.KeeperID == keeper) {
+			n++
+		}
+	}
+	return n
+}
+
+// next waits for the next completed call of op. In a synctest bubble the
+// 5s pass at once if nothing else can happen.
+func (f *logStore) next(t testing.TB, op locktest.Op) call {
+	t.Helper()
+	select {
+	case c := <-f.events[op]:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no %s call", op)
+		return call{}
+	}
+}
+
+// none asserts that no call of op completed since the last next.
+func (f *logStore) none(t testing.TB, op locktest.Op) {
+	t.Helper()
+	select {
+	case c := <-f.events[op]:
+		t.Fatalf("unexpected %s call %+v", op, c)
+	default:
 	}
 }

@@ -3,11 +3,11 @@ package runner_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 	"github.com/mongolock/mongolock/runner"
 )
 
@@ -28,7 +28,7 @@ func waitResult(t *testing.T, c chan taskResult) taskResult {
 	}
 }
 
-func notHeld(t *testing.T, f *fakeStore) {
+func notHeld(t *testing.T, f *logStore) {
 	t.Helper()
 	if h, err := f.Holder(context.Background(), lockName); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("lock still held (%+v, %v), want it released", h, err)
@@ -175,12 +175,12 @@ func TestRunEndsTermLeftByRunTaskOnLeader(t *testing.T) {
 				}
 				rec.wantCounts(t, 1, 0)
 				if tc.lapsed {
-					h.f.failOps(errDown, opRenew)
+					h.f.Fail(opRenew, locktest.Always, errDown)
 					h.advanceTo(t0.Add(fRD))
 					if r.IsLeader() {
 						t.Fatal("leader past the renew deadline")
 					}
-					h.f.setHook(nil)
+					h.f.Restore()
 				}
 				p := h.probe("A")
 				stop, _, _ := goRun(t, r, p.task)
@@ -223,13 +223,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 			if ran, err := r.RunTaskOnLeader(context.Background(), func(context.Context) error { return nil }); !ran || err != nil {
 				t.Fatalf("ran=%v err=%v", ran, err)
 			}
-			var failed atomic.Bool
-			h.f.setHook(func(_ context.Context, op, _ string) error {
-				if op == opRelease && !failed.Swap(true) {
-					return errDown
-				}
-				return nil
-			})
+			h.f.Fail(opRelease, 1, errDown)
 			done := make(chan error, 1)
 			go func() { done <- r.Resign(context.Background()) }()
 			c1 := h.f.next(t, opRelease)
@@ -251,13 +245,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 			p := h.probe("A")
 			_, cancel, errc := goRun(t, r, p.task)
 			p.next(t)
-			var failed atomic.Bool
-			h.f.setHook(func(_ context.Context, op, _ string) error {
-				if op == opRelease && !failed.Swap(true) {
-					return errDown
-				}
-				return nil
-			})
+			h.f.Fail(opRelease, 1, errDown)
 			cancel()
 			c1 := h.f.next(t, opRelease)
 			if c1.err == nil {
@@ -282,7 +270,7 @@ func TestReleaseFailingPastTimeoutIsRetriedByResign(t *testing.T) {
 		p := h.probe("A")
 		_, cancel, errc := goRun(t, r, p.task)
 		p.next(t)
-		h.f.failOps(errDown, opRelease)
+		h.f.Fail(opRelease, locktest.Always, errDown)
 		cancel()
 		first := h.f.next(t, opRelease)
 		h.advanceTo(first.start.Add(fRT + fRP))
@@ -303,7 +291,7 @@ func TestReleaseFailingPastTimeoutIsRetriedByResign(t *testing.T) {
 			}
 			prev, pause = c, min(2*pause, fRP)
 		}
-		h.f.setHook(nil)
+		h.f.Restore()
 		if err := r.Resign(context.Background()); err != nil {
 			t.Fatalf("Resign: %v", err)
 		}
@@ -359,8 +347,8 @@ func TestContextEndedDuringCampaign(t *testing.T) {
 		r, rec := h.newRunner("A")
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		h.f.setHook(func(_ context.Context, op, _ string) error {
-			if op == opAcquire {
+		h.f.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if c.Op == opAcquire {
 				cancel() // the acquisition itself succeeds
 			}
 			return nil

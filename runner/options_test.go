@@ -9,12 +9,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 	"github.com/mongolock/mongolock/runner"
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	f := newFake(clockwork.NewFakeClock(), 30*time.Second)
+	f := locktest.New(locktest.WithClock(clockwork.NewFakeClock()), locktest.WithTTL(30*time.Second))
 	s, err := lock.NewSession(f)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // Nil tasks are bad arguments, reported before anything else.
 func TestNilTask(t *testing.T) {
 	t.Parallel()
-	s, err := lock.NewSession(newFake(clockwork.NewFakeClock(), 30*time.Second))
+	s, err := lock.NewSession(locktest.New(locktest.WithClock(clockwork.NewFakeClock()), locktest.WithTTL(30*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestNilTask(t *testing.T) {
 // The runner is its session's keeper: it has no keeper id of its own.
 func TestKeeperIsTheSessions(t *testing.T) {
 	t.Parallel()
-	s, err := lock.NewSession(newFake(clockwork.NewFakeClock(), 30*time.Second), lock.WithKeeperID("k1"))
+	s, err := lock.NewSession(locktest.New(locktest.WithClock(clockwork.NewFakeClock()), locktest.WithTTL(30*time.Second)), lock.WithKeeperID("k1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 	"github.com/mongolock/mongolock/runner"
 )
 
@@ -73,12 +74,12 @@ func TestTransientRenewalErrorKeepsLeadership(t *testing.T) {
 		t0 := h.f.next(t, opAcquire).start
 		rn := p.next(t)
 
-		h.f.failOps(errDown, opRenew)
+		h.f.Fail(opRenew, locktest.Always, errDown)
 		h.advanceTo(t0.Add(fRI))
 		if c := h.f.next(t, opRenew); c.err == nil {
 			t.Fatal("injected renewal error did not happen")
 		}
-		h.f.setHook(nil)
+		h.f.Restore()
 		h.advanceTo(t0.Add(fRI + fRP))
 		c := h.f.next(t, opRenew)
 		if !c.ok || !c.start.Equal(t0.Add(fRI+fRP)) {
@@ -118,7 +119,7 @@ func TestRenewDeadlineCancelsTask(t *testing.T) {
 		t0 := acq.start
 		rn := p.next(t)
 
-		h.f.failOps(errDown, opRenew)
+		h.f.Fail(opRenew, locktest.Always, errDown)
 		for at := fRI; at < fRD; at += fRP {
 			h.advanceTo(t0.Add(at))
 			if c := h.f.next(t, opRenew); c.err == nil || !c.start.Equal(t0.Add(at)) {
@@ -177,8 +178,8 @@ func TestRenewDeadlineCountsFromSending(t *testing.T) {
 
 		entered := make(chan struct{})
 		unblock := make(chan struct{})
-		h.f.setHook(func(_ context.Context, op, _ string) error {
-			if op == opRenew {
+		h.f.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if c.Op == opRenew {
 				close(entered)
 				<-unblock
 			}
@@ -187,7 +188,8 @@ func TestRenewDeadlineCountsFromSending(t *testing.T) {
 		h.advanceTo(t0.Add(fRI))
 		<-entered
 		h.advanceTo(t0.Add(fRI + 4*time.Second)) // a slow reply
-		h.f.failOps(errDown, opRenew)
+		h.f.BeforeCall(nil)
+		h.f.Fail(opRenew, locktest.Always, errDown) // from the next renewal on
 		close(unblock)
 		if c := h.f.next(t, opRenew); !c.ok || !c.start.Equal(t0.Add(fRI)) {
 			t.Fatalf("slow renewal: %+v", c)
@@ -217,13 +219,13 @@ func TestRenewDeadlineCountsFromSending(t *testing.T) {
 // deadline.
 func TestStoreDeadlineBoundsTrust(t *testing.T) {
 	fast(t, func(t *testing.T, h *harness) {
-		h.f.cut = fTTL - 15*time.Second // leases trusted for 15s by the store
+		h.f = newLogStore(h.clk, locktest.WithSafety(fTTL-15*time.Second)) // leases trusted for 15s by the store
 		r, rec := h.newRunner("A")
 		p := h.probe("A")
 		stop, _, _ := goRun(t, r, p.task)
 		t0 := h.f.next(t, opAcquire).start
 		rn := p.next(t)
-		h.f.failOps(errDown, opRenew)
+		h.f.Fail(opRenew, locktest.Always, errDown)
 		for _, at := range []time.Duration{10, 12, 14} {
 			h.advanceTo(t0.Add(at * time.Second))
 			h.f.next(t, opRenew)
@@ -251,8 +253,8 @@ func TestHungRenewalDoesNotDelayLoss(t *testing.T) {
 		sent := make(chan struct{}, 10)
 		unblock := make(chan struct{})
 		t.Cleanup(func() { close(unblock) }) // before Run's and the session's cleanup
-		h.f.setHook(func(_ context.Context, op, _ string) error {
-			if op != opRenew {
+		h.f.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if c.Op != opRenew {
 				return nil
 			}
 			sent <- struct{}{}
@@ -285,7 +287,7 @@ func TestRenewalFindsLeaseLost(t *testing.T) {
 		rn := p.next(t)
 
 		h.advanceTo(t0.Add(5 * time.Second))
-		h.f.steal(lockName, "B")
+		h.f.TakeOver(lockName, "B")
 		h.advanceTo(t0.Add(fRI))
 		if c := h.f.next(t, opRenew); c.ok {
 			t.Fatal("renewal of a stolen lease succeeded")
@@ -324,8 +326,8 @@ func TestTermThatNeverStartedHasNoCallbacks(t *testing.T) {
 		entered := make(chan struct{})
 		unblock := make(chan struct{})
 		first := true
-		h.f.setHook(func(_ context.Context, op, _ string) error {
-			if op == opAcquire && first {
+		h.f.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if c.Op == opAcquire && first {
 				first = false
 				close(entered)
 				<-unblock
@@ -505,7 +507,7 @@ func TestAbandonedTaskIsReported(t *testing.T) {
 					}
 				}()
 				if tc.lose {
-					h.f.failOps(errDown, opRenew)
+					h.f.Fail(opRenew, locktest.Always, errDown)
 					for at := fRI; at < fRD; at += fRP {
 						h.advanceTo(t0.Add(at))
 						h.f.next(t, opRenew)
@@ -604,7 +606,7 @@ func TestRunOnce(t *testing.T) {
 			_, _, errc := goRun(t, r, p.task)
 			t0 := h.f.next(t, opAcquire).start
 			p.next(t)
-			h.f.steal(lockName, "B")
+			h.f.TakeOver(lockName, "B")
 			h.advanceTo(t0.Add(fRI))
 			if err := waitErr(t, errc); !errors.Is(err, lock.ErrLeaseLost) {
 				t.Fatalf("Run returned %v, want lock.ErrLeaseLost", err)
@@ -782,7 +784,7 @@ func TestRunTaskOnLeader(t *testing.T) {
 		// The store fails renewals: A leads until the renew deadline of its
 		// last renewal, and not a moment longer.
 		last := t0.Add(4 * fRI)
-		h.f.failOps(errDown, opRenew)
+		h.f.Fail(opRenew, locktest.Always, errDown)
 		for at := fRI; at < fRD; at += fRP {
 			h.advanceTo(last.Add(at))
 			if c := h.f.next(t, opRenew); c.err == nil {
@@ -799,7 +801,7 @@ func TestRunTaskOnLeader(t *testing.T) {
 		}
 		recA.wantCounts(t, 1, 0) // reported by A's next call
 		mustRun(b, false)        // the lease lives on until the store expires it
-		h.f.setHook(nil)
+		h.f.Restore()
 		h.advanceTo(last.Add(fTTL))
 		mustRun(b, true)
 		if fences[len(fences)-1] <= fences[0] {
@@ -841,7 +843,7 @@ func TestRunTaskOnLeaderTransientRenewalError(t *testing.T) {
 		if ran, err := a.RunTaskOnLeader(ctx, task); !ran || err != nil {
 			t.Fatalf("ran=%v err=%v", ran, err)
 		}
-		h.f.failOps(errDown, opRenew)
+		h.f.Fail(opRenew, locktest.Always, errDown)
 		h.advanceTo(t0.Add(fRI))
 		if c := h.f.next(t, opRenew); c.err == nil {
 			t.Fatal("injected renewal error did not happen")
@@ -849,7 +851,7 @@ func TestRunTaskOnLeaderTransientRenewalError(t *testing.T) {
 		if ran, err := a.RunTaskOnLeader(ctx, task); !ran || err != nil {
 			t.Fatalf("after a failed renewal: ran=%v err=%v", ran, err)
 		}
-		h.f.setHook(nil)
+		h.f.Restore()
 		h.advanceTo(t0.Add(fRI + fRP - time.Millisecond))
 		if n := h.f.count(opRenew, ""); n != 1 {
 			t.Fatalf("%d renewals, want the retry to wait a retry period", n)
@@ -886,7 +888,7 @@ func TestRunTaskOnLeaderCancelsAtDeadline(t *testing.T) {
 		if c := h.f.next(t, opRenew); !c.ok {
 			t.Fatal("renewal failed")
 		}
-		h.f.failOps(errDown, opRenew)
+		h.f.Fail(opRenew, locktest.Always, errDown)
 		for at := 2 * fRI; at < fRI+fRD; at += fRP {
 			h.advanceTo(t0.Add(at))
 			h.f.next(t, opRenew)

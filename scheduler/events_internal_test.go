@@ -41,8 +41,8 @@ func TestFiringEvents(t *testing.T) {
 			}
 			return nil
 		})
-		r.store.last["lost"] = epoch.Add(time.Hour) // claimed far ahead elsewhere
-		r.locks.take(r.s.LockID("held"), "other")   // for the whole test
+		r.store.last["lost"] = epoch.Add(time.Hour)   // claimed far ahead elsewhere
+		r.locks.TakeOver(r.s.LockID("held"), "other") // for the whole test
 		r.store.onClaim = func(job string, _ time.Time) {
 			if job == "ran" {
 				time.Sleep(late)

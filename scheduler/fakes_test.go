@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -14,175 +13,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
-
-// fakeLocks is a lock.Store that keeps leases in memory, with the semantics
-// of lock.Locker. Its clock is the test's: the real clock, whose time is
-// fake inside a synctest bubble.
-type fakeLocks struct {
-	clock clockwork.Clock
-	ttl   time.Duration
-
-	mu        sync.Mutex
-	leases    map[string]fakeLease
-	fence     uint64
-	renewErr  error // returned by Renew while set
-	renewals  int
-	releases  int
-	acquireOK int
-	// onAcquire, if set, is called by AcquireLocks for each lock, with
-	// its id, before anything else: a test can let time pass there.
-	onAcquire func(id string)
-	// onRenew, if set, is called by Renew before anything else; a non-nil
-	// error is returned. A test can make a renewal hang until ctx is done.
-	onRenew func(ctx context.Context) error
-	// releaseFailures is how many of the next releases fail (without
-	// releasing).
-	releaseFailures int
-}
-
-var _ lock.Store = (*fakeLocks)(nil)
-
-type fakeLease struct {
-	keeper  string
-	fence   uint64
-	expires time.Time
-}
-
-func newFakeLocks(ttl time.Duration) *fakeLocks {
-	return &fakeLocks{clock: clockwork.NewRealClock(), ttl: ttl, leases: map[string]fakeLease{}}
-}
-
-func (l *fakeLocks) TTL() time.Duration     { return l.ttl }
-func (l *fakeLocks) Clock() clockwork.Clock { return l.clock }
-func (l *fakeLocks) now() time.Time         { return l.clock.Now() }
-
-func (l *fakeLocks) AcquireLocks(_ context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
-	var a lock.Acquisition
-	for _, id := range ids {
-		g, ok := l.acquire(id, keeper)
-		if ok {
-			a.Granted = append(a.Granted, g)
-		} else {
-			a.Refused = append(a.Refused, id)
-		}
-	}
-	return a, nil
-}
-
-func (l *fakeLocks) acquire(id, keeper string) (lock.Grant, bool) {
-	l.mu.Lock()
-	hook := l.onAcquire
-	sent := l.now() // the deadline counts from the sending
-	l.mu.Unlock()
-	if hook != nil {
-		hook(id)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if cur, ok := l.leases[id]; ok && cur.keeper != keeper && now.Before(cur.expires) {
-		return lock.Grant{}, false
-	}
-	l.fence++
-	l.acquireOK++
-	l.leases[id] = fakeLease{keeper: keeper, fence: l.fence, expires: sent.Add(l.ttl)}
-	return lock.Grant{LockID: id, KeeperID: keeper, Fence: l.fence, AcquiredAt: now,
-		Deadline: sent.Add(l.ttl), Sent: sent}, true
-}
-
-func (l *fakeLocks) Renew(ctx context.Context, keeper string, ids ...string) (lock.Renewal, error) {
-	l.mu.Lock()
-	l.renewals++
-	hook := l.onRenew
-	sent := l.now()
-	l.mu.Unlock()
-	if hook != nil {
-		if err := hook(ctx); err != nil {
-			return lock.Renewal{}, err
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.renewErr != nil {
-		return lock.Renewal{}, l.renewErr
-	}
-	now := l.now()
-	r := lock.Renewal{Deadline: sent.Add(l.ttl)}
-	for _, id := range ids {
-		if cur, ok := l.leases[id]; ok && cur.keeper == keeper && now.Before(cur.expires) {
-			cur.expires = now.Add(l.ttl)
-			l.leases[id] = cur
-			r.Held = append(r.Held, id)
-		} else {
-			r.Lost = append(r.Lost, id)
-		}
-	}
-	return r, nil
-}
-
-func (l *fakeLocks) ReleaseTerms(_ context.Context, keeper string, terms ...lock.Term) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.releases++
-	if l.releaseFailures > 0 {
-		l.releaseFailures--
-		return 0, fmt.Errorf("release %v: %w", terms, errBoom)
-	}
-	n := 0
-	for _, t := range terms {
-		id := t.LockID
-		if cur, ok := l.leases[id]; ok && cur.keeper == keeper && (t.Fence == 0 || t.Fence == cur.fence) {
-			delete(l.leases, id)
-			n++
-		}
-	}
-	return n, nil
-}
-
-func (l *fakeLocks) Holder(_ context.Context, id string) (lock.Holder, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if cur, ok := l.leases[id]; ok && l.now().Before(cur.expires) {
-		return lock.Holder{LockID: id, KeeperID: cur.keeper, Fence: cur.fence, ExpiresAt: cur.expires}, nil
-	}
-	return lock.Holder{}, fmt.Errorf("holder of %q: %w", id, lock.ErrNotHeld)
-}
-
-func (l *fakeLocks) setRenewErr(err error) {
-	l.mu.Lock()
-	l.renewErr = err
-	l.mu.Unlock()
-}
-
-// take makes keeper hold id, as another instance would.
-func (l *fakeLocks) take(id, keeper string) {
-	l.mu.Lock()
-	l.fence++
-	l.leases[id] = fakeLease{keeper: keeper, fence: l.fence, expires: l.now().Add(l.ttl)}
-	l.mu.Unlock()
-}
-
-// drop releases id whoever holds it, as its holder would.
-func (l *fakeLocks) drop(id string) {
-	l.mu.Lock()
-	delete(l.leases, id)
-	l.mu.Unlock()
-}
-
-func (l *fakeLocks) holder(id string) string {
-	h, err := l.Holder(context.Background(), id)
-	if err != nil {
-		return ""
-	}
-	return h.KeeperID
-}
-
-func (l *fakeLocks) counts() (acquired, renewals, releases int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.acquireOK, l.renewals, l.releases
-}
 
 // fakeStore keeps claims and runs in memory, with the semantics of
 // mongoStore.
@@ -320,12 +152,13 @@ func (s *fakeStore) runs() []Run {
 	return append([]Run(nil), s.hist...)
 }
 
-// rig is a Scheduler on fakes, with a real Session, in a synctest bubble:
-// its clock is the real clock, whose time only moves when every goroutine
-// of the test waits for it.
+// rig is a Scheduler on a fake store of claims and runs and an in-memory
+// lock store, with a real Session, in a synctest bubble: its clock is the
+// real clock, whose time only moves when every goroutine of the test waits
+// for it.
 type rig struct {
 	t       *testing.T
-	locks   *fakeLocks
+	locks   *locktest.Store
 	store   *fakeStore
 	session *lock.Session
 	obs     *recorder
@@ -346,14 +179,14 @@ func newRig(t *testing.T, ttl time.Duration, opts ...Option) *rig {
 // newRigWith is newRig with options for the Session.
 func newRigWith(t *testing.T, ttl time.Duration, sopts []lock.SessionOption, opts ...Option) *rig {
 	t.Helper()
-	return rigOn(t, newFakeLocks(ttl), sopts, opts...)
+	return rigOn(t, locktest.New(locktest.WithTTL(ttl)), sopts, opts...)
 }
 
 // rigOn is newRigWith on locks.
-func rigOn(t *testing.T, locks *fakeLocks, sopts []lock.SessionOption, opts ...Option) *rig {
+func rigOn(t *testing.T, locks *locktest.Store, sopts []lock.SessionOption, opts ...Option) *rig {
 	t.Helper()
-	if !locks.now().Equal(epoch) {
-		t.Fatalf("a rig is made at the start of a synctest bubble, not at %v", locks.now())
+	if now := locks.Clock().Now(); !now.Equal(epoch) {
+		t.Fatalf("a rig is made at the start of a synctest bubble, not at %v", now)
 	}
 	r := &rig{t: t, locks: locks, obs: newRecorder()}
 	r.store = newFakeStore(r.locks.Clock())
@@ -378,6 +211,25 @@ func rigOn(t *testing.T, locks *fakeLocks, sopts []lock.SessionOption, opts ...O
 		_ = r.s.Stop(ctx)
 	})
 	return r
+}
+
+// lockCounts returns how many locks the lock store granted, and how many
+// renew and release calls it got.
+func (r *rig) lockCounts() (acquired, renewals, releases int) {
+	for _, c := range r.locks.Calls(locktest.OpAcquire) {
+		acquired += len(c.Acquisition.Granted)
+	}
+	return acquired, len(r.locks.Calls(locktest.OpRenew)), len(r.locks.Calls(locktest.OpRelease))
+}
+
+// onCall runs fn at the start of every lock store call of op.
+func (r *rig) onCall(op locktest.Op, fn func(ctx context.Context) error) {
+	r.locks.BeforeCall(func(ctx context.Context, c locktest.Call) error {
+		if c.Op != op {
+			return nil
+		}
+		return fn(ctx)
+	})
 }
 
 func (r *rig) busy() bool {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // TestClaimantWaitsForLock: the instance that won a claim finds the lock
@@ -25,7 +26,7 @@ func TestClaimantWaitsForLock(t *testing.T) {
 		r := newRig(t, time.Second)
 		id := r.s.LockID("j")
 		f := epoch.Add(10 * time.Second)
-		r.store.onClaim = func(string, time.Time) { r.locks.take(id, "other") }
+		r.store.onClaim = func(string, time.Time) { r.locks.TakeOver(id, "other") }
 		ran := make(chan Run, 1)
 		_ = r.s.AddJob("j", "@every 10s", func(ctx context.Context) error {
 			run, _ := RunFromContext(ctx)
@@ -35,10 +36,10 @@ func TestClaimantWaitsForLock(t *testing.T) {
 		_ = r.s.Start()
 		time.Sleep(time.Until(f.Add(100 * time.Millisecond)))
 		synctest.Wait()
-		if len(r.store.runs()) != 0 || r.locks.holder(id) != "other" {
+		if len(r.store.runs()) != 0 || r.locks.HeldBy(id) != "other" {
 			t.Fatalf("ran while the lock was held elsewhere: %+v", r.store.runs())
 		}
-		r.locks.drop(id) // the previous run released it
+		r.locks.ForceRelease(id) // the previous run released it
 		dropped := time.Now()
 		if run := recv(t, ran, "the run"); !run.Scheduled.Equal(f) || run.Keeper != "me" {
 			t.Fatalf("ran %+v", run)
@@ -96,12 +97,13 @@ func TestClaimantGivesUpOnLock(t *testing.T) {
 				id := r.s.LockID("j")
 				var attempts int
 				var mu sync.Mutex
-				r.locks.onAcquire = func(string) {
-					r.locks.take(id, "other") // renewed by its holder all along
+				r.onCall(locktest.OpAcquire, func(context.Context) error {
+					r.locks.TakeOver(id, "other") // renewed by its holder all along
 					mu.Lock()
 					attempts++
 					mu.Unlock()
-				}
+					return nil
+				})
 				ran := make(chan struct{}, 1)
 				_ = r.s.AddJob("j", tc.spec, func(context.Context) error { ran <- struct{}{}; return nil })
 				_ = r.s.Start()
@@ -132,7 +134,7 @@ func TestClaimantGivesUpOnLock(t *testing.T) {
 				if n < least || n > most || e.Attempt != n {
 					t.Errorf("%d attempts to take the lock (event says %d), want %d to %d", n, e.Attempt, least, most)
 				}
-				if h := r.locks.holder(id); h != "other" || len(r.store.runs()) != 0 {
+				if h := r.locks.HeldBy(id); h != "other" || len(r.store.runs()) != 0 {
 					t.Fatalf("holder %q, runs %+v", h, r.store.runs())
 				}
 				r.stop()
@@ -149,7 +151,7 @@ func TestReleaseBeforeHistory(t *testing.T) {
 		r := newRig(t, time.Second)
 		id := r.s.LockID("j")
 		holders := make(chan string, 1)
-		r.store.onHistory = func(Run) { holders <- r.locks.holder(id) }
+		r.store.onHistory = func(Run) { holders <- r.locks.HeldBy(id) }
 		_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil })
 		_ = r.s.Start()
 		if h := recv(t, holders, "the history write"); h != "" {
@@ -167,7 +169,7 @@ func TestReleaseRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, time.Minute)
 		id := r.s.LockID("j")
-		r.locks.releaseFailures = 2
+		r.locks.Fail(locktest.OpRelease, 2, errBoom)
 		_ = r.s.AddJob("j", "@every 10s", func(context.Context) error { return nil })
 		_ = r.s.Start()
 		f := epoch.Add(10 * time.Second)
@@ -179,10 +181,10 @@ func TestReleaseRetried(t *testing.T) {
 			t.Fatalf("firing ended with %+v", end)
 		}
 		r.idle()
-		if h := r.locks.holder(id); h != "" {
+		if h := r.locks.HeldBy(id); h != "" {
 			t.Fatalf("lock still held by %q", h)
 		}
-		if _, _, releases := r.locks.counts(); releases != 3 {
+		if _, _, releases := r.lockCounts(); releases != 3 {
 			t.Errorf("%d releases, want 3", releases)
 		}
 		// Two pauses of the Session's backoff: from a sixteenth of the
@@ -204,7 +206,7 @@ func TestHungRenewalRetried(t *testing.T) {
 		abandoned := make(chan time.Time, 1)
 		var mu sync.Mutex
 		calls := 0
-		r.locks.onRenew = func(ctx context.Context) error {
+		r.onCall(locktest.OpRenew, func(ctx context.Context) error {
 			mu.Lock()
 			calls++
 			first := calls == 1
@@ -215,7 +217,7 @@ func TestHungRenewalRetried(t *testing.T) {
 			<-ctx.Done() // a silent connection
 			abandoned <- time.Now()
 			return ctx.Err()
-		}
+		})
 		started, ended := make(chan Run, 1), make(chan outcome, 1)
 		release := newCloser()
 		defer release.close()
@@ -233,7 +235,7 @@ func TestHungRenewalRetried(t *testing.T) {
 			t.Fatalf("job ended %v after it started: %v", o.at.Sub(start), o.cause)
 		default:
 		}
-		if _, renewals, _ := r.locks.counts(); renewals < 6 {
+		if _, renewals, _ := r.lockCounts(); renewals < 6 {
 			t.Fatalf("%d renewals in 3 TTLs", renewals)
 		}
 		release.close()
@@ -253,9 +255,16 @@ func TestFirstRenewalFromSending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, time.Second) // renew every 333ms
 		f := epoch.Add(time.Minute)
-		r.locks.onAcquire = func(string) { time.Sleep(300 * time.Millisecond) }
 		renewedAt := make(chan time.Time, 10)
-		r.locks.onRenew = func(context.Context) error { renewedAt <- time.Now(); return nil }
+		r.locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			switch c.Op {
+			case locktest.OpAcquire:
+				time.Sleep(300 * time.Millisecond)
+			case locktest.OpRenew:
+				renewedAt <- time.Now()
+			}
+			return nil
+		})
 		started, ended := make(chan Run, 1), make(chan outcome, 1)
 		release := newCloser()
 		defer release.close()
@@ -279,7 +288,8 @@ func TestLeaseTooLateToTrust(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, time.Second) // renew deadline 667ms
-		r.locks.onAcquire = func(string) { time.Sleep(950 * time.Millisecond) }
+		// The answer comes late, whatever the acquisition's context says.
+		r.onCall(locktest.OpAcquire, func(context.Context) error { time.Sleep(950 * time.Millisecond); return nil })
 		ran := make(chan struct{}, 1)
 		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 		_ = r.s.Start()
@@ -296,10 +306,10 @@ func TestLeaseTooLateToTrust(t *testing.T) {
 		r.store.mu.Lock()
 		started := r.store.run["j"]
 		r.store.mu.Unlock()
-		if n, _, _ := r.locks.counts(); n != 1 || started != nil || len(r.store.runs()) != 0 {
+		if n, _, _ := r.lockCounts(); n != 1 || started != nil || len(r.store.runs()) != 0 {
 			t.Fatalf("%d acquisitions, recorded %+v, history %+v", n, started, r.store.runs())
 		}
-		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+		if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 			t.Fatalf("lock left held by %q", h)
 		}
 		r.stop()
@@ -316,7 +326,7 @@ func TestLeaseLapsesWhileRecordingStart(t *testing.T) {
 			r := newRig(t, time.Second)
 			f := epoch.Add(time.Minute)
 			r.store.onStart = func(context.Context, Run) (bool, error) {
-				r.locks.setRenewErr(errBoom)
+				r.locks.Fail(locktest.OpRenew, locktest.Always, errBoom)
 				time.Sleep(time.Until(f.Add(r.session.Timings().RenewDeadline)))
 				return true, nil
 			}
@@ -389,7 +399,7 @@ func TestStartNotRecorded(t *testing.T) {
 					rec == nil || rec.Outcome != OutcomeFailed {
 					t.Fatalf("history %+v, record %+v", runs, rec)
 				}
-				if h := r.locks.holder(r.s.LockID("j")); h != "" {
+				if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 					t.Fatalf("lock left held by %q", h)
 				}
 				r.stop()
@@ -428,7 +438,7 @@ func TestStopWaitWhileRecordingStart(t *testing.T) {
 		if runs := r.store.runs(); len(runs) != 0 {
 			t.Fatalf("history of a run that never happened: %+v", runs)
 		}
-		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+		if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 			t.Fatalf("lock left held by %q", h)
 		}
 	})
@@ -436,14 +446,14 @@ func TestStopWaitWhileRecordingStart(t *testing.T) {
 
 // partialLocks' AcquireLocks grants the first lock, finds the second held
 // elsewhere, grants the third too late to trust, and fails for the rest.
-type partialLocks struct{ *fakeLocks }
+type partialLocks struct{ *locktest.Store }
 
 func (l partialLocks) AcquireLocks(_ context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
-	now := l.now()
+	now, ttl := l.Clock().Now(), l.TTL()
 	return lock.Acquisition{
 		Granted: []lock.Grant{
-			{LockID: ids[0], KeeperID: keeper, Fence: 7, Sent: now, Deadline: now.Add(l.ttl)},
-			{LockID: ids[2], KeeperID: keeper, Fence: 8, Sent: now.Add(-l.ttl), Deadline: now},
+			{LockID: ids[0], KeeperID: keeper, Fence: 7, Sent: now, Deadline: now.Add(ttl)},
+			{LockID: ids[2], KeeperID: keeper, Fence: 8, Sent: now.Add(-ttl), Deadline: now},
 		},
 		Refused: ids[1:2],
 	}, errBoom
@@ -455,7 +465,7 @@ func (l partialLocks) AcquireLocks(_ context.Context, keeper string, ids ...stri
 // others see the error (and release).
 func TestAcquireBatchKeepsWhatAFailedCallSettled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		session, err := lock.NewSession(partialLocks{newFakeLocks(time.Second)})
+		session, err := lock.NewSession(partialLocks{locktest.New(locktest.WithTTL(time.Second))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +542,7 @@ func TestSessionClosedUnderFirings(t *testing.T) {
 		defer release.close()
 		_ = r.s.AddJob("running", "@every 10s", blockingJob(started, release, ended))
 		_ = r.s.AddJob("waiting", "@every 10s", func(context.Context) error { return nil })
-		r.locks.take(r.s.LockID("waiting"), "other")
+		r.locks.TakeOver(r.s.LockID("waiting"), "other")
 		_ = r.s.Start()
 		recv(t, started, "the run")
 		time.Sleep(time.Second) // "waiting" is between attempts
@@ -591,7 +601,7 @@ func TestGoexitReleasesLock(t *testing.T) {
 		recv(t, ran, "the run")
 		synctest.Wait()
 		time.Sleep(10 * time.Second) // many renew intervals of a 1s TTL, before the next firing
-		if h := r.locks.holder(id); h != "" {
+		if h := r.locks.HeldBy(id); h != "" {
 			t.Fatalf("lock of a job that called Goexit held by %q", h)
 		}
 		r.stop()

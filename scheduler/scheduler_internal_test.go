@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 func TestEveryAlignedToEpoch(t *testing.T) {
@@ -127,7 +128,7 @@ func TestSecondsOption(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	locks := newFakeLocks(time.Second)
+	locks := locktest.New(locktest.WithTTL(time.Second))
 	session, err := lock.NewSession(locks)
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ func TestFiresAlignedFiringsOnce(t *testing.T) {
 				t.Fatalf("run %d = %+v at %v, want firing %v", i, run, time.Since(epoch), f)
 			}
 			r.idle()
-			if h := r.locks.holder(r.s.LockID("tick")); h != "" {
+			if h := r.locks.HeldBy(r.s.LockID("tick")); h != "" {
 				t.Fatalf("lock held by %q after the run", h)
 			}
 		}
@@ -246,10 +247,8 @@ func TestFiresAlignedFiringsOnce(t *testing.T) {
 func TestMissedFiringsNotReplayed(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		locks := newFakeLocks(time.Second)
-		clk := &jumpClock{Clock: locks.clock}
-		locks.clock = clk
-		r := rigOn(t, locks, nil)
+		clk := &jumpClock{Clock: clockwork.NewRealClock()}
+		r := rigOn(t, locktest.New(locktest.WithTTL(time.Second), locktest.WithClock(clk)), nil)
 		runs := make(chan Run, 10)
 		_ = r.s.AddJob("tick", "@every 10s", func(ctx context.Context) error {
 			run, _ := RunFromContext(ctx)
@@ -352,10 +351,10 @@ func TestLongJobKeepsLeaseAndSkipsFirings(t *testing.T) {
 			t.Fatalf("firing %v started during the long run", run.Scheduled.Sub(epoch))
 		default:
 		}
-		if _, renewals, _ := r.locks.counts(); renewals < 8 {
+		if _, renewals, _ := r.lockCounts(); renewals < 8 {
 			t.Fatalf("%d renewals in 3 TTLs", renewals)
 		}
-		if h := r.locks.holder(r.s.LockID("long")); h != "me" {
+		if h := r.locks.HeldBy(r.s.LockID("long")); h != "me" {
 			t.Fatalf("lock holder %q during the run", h)
 		}
 		// Each firing during the run was skipped here, once.
@@ -395,10 +394,10 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 	}{
 		// Renewals fail: cancelled at the renew deadline, a safety margin
 		// before anyone else could take the lock over.
-		{"renewals fail", func(r *rig) { r.locks.setRenewErr(errBoom) },
+		{"renewals fail", func(r *rig) { r.locks.Fail(locktest.OpRenew, locktest.Always, errBoom) },
 			func(t lock.Timings) time.Duration { return t.RenewDeadline }},
 		// Another keeper took the lock: cancelled at the first renewal.
-		{"taken over", func(r *rig) { r.locks.take(r.s.LockID("j"), "other") },
+		{"taken over", func(r *rig) { r.locks.TakeOver(r.s.LockID("j"), "other") },
 			func(t lock.Timings) time.Duration { return t.RenewInterval }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -482,7 +481,7 @@ func TestPanicAndErrorRecorded(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			ends = append(ends, r.end())
 			r.idle()
-			if h := r.locks.holder(r.s.LockID("j")); h != "" {
+			if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 				t.Fatalf("run %d: lock still held by %q", i, h)
 			}
 		}
@@ -518,7 +517,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 		setup  func(r *rig)
 		reason string
 	}{
-		{"lock held elsewhere", func(r *rig) { r.locks.take(r.s.LockID("j"), "other") }, ReasonLockHeld},
+		{"lock held elsewhere", func(r *rig) { r.locks.TakeOver(r.s.LockID("j"), "other") }, ReasonLockHeld},
 		{"later firing ran meanwhile", func(r *rig) {
 			r.store.onClaim = func(job string, f time.Time) {
 				// Another instance claims and starts the next firing
@@ -556,7 +555,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 				if len(r.store.runs()) != 0 {
 					t.Fatalf("runs %+v", r.store.runs())
 				}
-				if h := r.locks.holder(r.s.LockID("j")); h == "me" {
+				if h := r.locks.HeldBy(r.s.LockID("j")); h == "me" {
 					t.Fatal("lock left held")
 				}
 				r.stop()
@@ -579,7 +578,7 @@ func TestStopCancelsRunningJob(t *testing.T) {
 		if o := recv(t, ended, "end"); !errors.Is(o.cause, ErrStopped) {
 			t.Fatalf("cause %v, want ErrStopped", o.cause)
 		}
-		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+		if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 			t.Fatalf("lock held by %q after Stop", h)
 		}
 		if runs := r.store.runs(); len(runs) != 1 || runs[0].Outcome != OutcomeFailed {
@@ -615,7 +614,7 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 		}
 		// The loop is gone; the job still runs and its lease is still renewed.
 		time.Sleep(2 * time.Second)
-		if _, n, _ := r.locks.counts(); n < 5 {
+		if _, n, _ := r.lockCounts(); n < 5 {
 			t.Fatalf("%d renewals in 2 TTLs of Stop", n)
 		}
 		select {
@@ -630,7 +629,7 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 		if err := recv(t, stopped, "Stop"); err != nil {
 			t.Fatal(err)
 		}
-		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+		if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 			t.Fatalf("lock held by %q after Stop", h)
 		}
 	})
@@ -661,7 +660,7 @@ func TestStopWaitGivesUpAtDeadline(t *testing.T) {
 		}
 		close(gate)
 		r.stop() // waits for the rest
-		if h := r.locks.holder(r.s.LockID("j")); h != "" {
+		if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
 			t.Fatalf("lock held by %q after Stop", h)
 		}
 	})

@@ -1,0 +1,127 @@
+package lock_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
+)
+
+// newMemStore returns an in-memory store for the timing tests of
+// Sessions. Create it inside a synctest bubble: its clock is the real one,
+// which there reads the bubble's fake time, so pauses are measured exactly
+// and time jumps whenever every goroutine waits.
+func newMemStore(ttl time.Duration, opts ...locktest.Option) *locktest.Store {
+	return locktest.New(append([]locktest.Option{locktest.WithTTL(ttl)}, opts...)...)
+}
+
+// recorder is an Observer keeping every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []lock.Event
+	notify chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
+
+func (r *recorder) Observe(e lock.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// all returns the events so far.
+func (r *recorder) all() []lock.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// of returns the events of kind so far, for lockID if it is not empty.
+func (r *recorder) of(kind lock.EventKind, lockID string) []lock.Event {
+	var out []lock.Event
+	for _, e := range r.all() {
+		if e.Kind == kind && (lockID == "" || e.LockID == lockID) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// reset forgets the events so far.
+func (r *recorder) reset() {
+	r.mu.Lock()
+	r.events = nil
+	r.mu.Unlock()
+}
+
+// await waits, in real time, until ok holds for the events or within
+// passes.
+func (r *recorder) await(t testing.TB, within time.Duration, what string, ok func([]lock.Event) bool) {
+	t.Helper()
+	timeout := time.NewTimer(within)
+	defer timeout.Stop()
+	for !ok(r.all()) {
+		select {
+		case <-r.notify:
+		case <-timeout.C:
+			t.Fatalf("no %s within %v; events: %v", what, within, kinds(r.all()))
+		}
+	}
+}
+
+func kinds(events []lock.Event) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = fmt.Sprintf("%s %s", e.Kind, e.LockID)
+		if e.Err != nil {
+			out[i] += fmt.Sprintf(" (%v)", e.Err)
+		}
+	}
+	return out
+}
+
+// newSession returns a Session on store, closed at cleanup (checking that
+// Close succeeds).
+func newSession(t testing.TB, store lock.Store, opts ...lock.SessionOption) *lock.Session {
+	t.Helper()
+	s, err := lock.NewSession(store, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close session: %v", err)
+		}
+	})
+	return s
+}
+
+// newMutex returns a Mutex on id, failing the test on an error.
+func newMutex(t testing.TB, s *lock.Session, id string) *lock.Mutex {
+	t.Helper()
+	m, err := s.Mutex(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// mustLock takes m's lock with one attempt, failing the test if it cannot.
+func mustLock(t testing.TB, ctx context.Context, m *lock.Mutex) *lock.Lease {
+	t.Helper()
+	l, ok, err := m.AcquireLock(ctx)
+	if err != nil || !ok {
+		t.Fatalf("acquire %q: ok=%v err=%v", m.LockID(), ok, err)
+	}
+	return l
+}

@@ -1,0 +1,212 @@
+package locktest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/devserver"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
+	"github.com/mongolock/mongolock/migrations"
+	"github.com/mongolock/mongolock/runner"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Test a leader task without a database: the runner takes its lock from
+// the in-memory store, on a fake clock. While renewals succeed the task
+// leads; when the database goes away, the task's context is cancelled
+// with lock.ErrLeaseLost at the renew deadline, before anyone else could
+// take the lock over.
+func Example() {
+	clk := clockwork.NewFakeClock()
+	store := locktest.New(locktest.WithClock(clk)) // TTL 30s: renew every 10s, trust 20s
+	renewed := make(chan struct{}, 10)
+	session, err := lock.NewSession(store, lock.WithKeeperID("me"),
+		lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+			if e.Kind == lock.Renewed {
+				renewed <- struct{}{}
+			}
+		})))
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	leader, err := runner.New(session, "report-leader")
+	if err != nil {
+		panic(err)
+	}
+
+	start := clk.Now()
+	started, stopped := make(chan struct{}), make(chan time.Duration, 1)
+	go leader.RunTaskOnLeader(context.Background(), func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done() // the task under test: it stops when told to
+		if lease, ok := lock.LeaseFrom(ctx); ok && errors.Is(context.Cause(ctx), lock.ErrLeaseLost) {
+			stopped <- lease.Deadline().Sub(start)
+		}
+		return nil
+	})
+	<-started
+	advanceBy(clk, 10*time.Second) // to the first renewal
+	<-renewed
+	fmt.Println("leading after 10s:", leader.IsLeader(), store.HeldBy("report-leader"))
+
+	store.Fail(locktest.OpRenew, locktest.Always, nil) // the database goes away
+	var at time.Duration
+	advanceUntil(clk, func() bool { return receive(stopped, &at) })
+	fmt.Println("task told to stop at its deadline,", at, "after the start: 20s after the last renewal")
+	fmt.Println("leading:", leader.IsLeader())
+	// Output:
+	// leading after 10s: true me
+	// task told to stop at its deadline, 30s after the start: 20s after the last renewal
+	// leading: false
+}
+
+// Test a scheduled job: the scheduler keeps its claims and runs in a
+// database (here the public test server, devserver), and takes the job's
+// lock from the in-memory store, whose fake clock also drives the
+// schedule. The job learns that another instance took its lock over from
+// its context.
+func Example_scheduledJob() {
+	ctx := context.Background()
+	db, cleanup := testDatabase(ctx)
+	defer cleanup()
+
+	clk := clockwork.NewFakeClock()
+	store := locktest.New(locktest.WithClock(clk))
+	session, err := lock.NewSession(store)
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	s, err := scheduler.New(db, session)
+	if err != nil {
+		panic(err)
+	}
+	started, stopped := make(chan uint64, 1), make(chan error, 1)
+	err = s.AddJob("nightly-report", "@every 1m", func(ctx context.Context) error {
+		run, _ := scheduler.RunFromContext(ctx)
+		started <- run.Fence
+		<-ctx.Done() // the job under test: it stops when told to
+		stopped <- context.Cause(ctx)
+		return context.Cause(ctx)
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Start(); err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx)
+
+	// To the first firing in one step: the claim and the start are written
+	// to the database in real time meanwhile, with the clock still.
+	advanceBy(clk, time.Minute)
+	fence := <-started
+	fmt.Println("running with a fence:", fence > 0)
+	store.TakeOver(s.LockID("nightly-report"), "other-instance")
+	var cause error
+	advanceUntil(clk, func() bool { return receive(stopped, &cause) }) // to the renewal that finds it lost
+	fmt.Println("job stopped:", cause)
+	// Output:
+	// running with a fence: true
+	// job stopped: lock: lease lost
+}
+
+// Test a deploy step while another deploy holds the migration lock: the
+// migrator keeps its records in a database (the public test server), and
+// takes its lock from the in-memory store, where the test holds it for
+// another keeper and then lets it go.
+func Example_migrationLock() {
+	ctx := context.Background()
+	db, cleanup := testDatabase(ctx)
+	defer cleanup()
+
+	clk := clockwork.NewFakeClock()
+	store := locktest.New(locktest.WithClock(clk))
+	session, err := lock.NewSession(store)
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	m, err := migrations.New(db, migrations.WithSession(session), migrations.WithWait(10*time.Second),
+		migrations.WithMigrations(migrations.EnsureIndex(1, migrations.Index{
+			Collection: "users", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true,
+		})))
+	if err != nil {
+		panic(err)
+	}
+
+	store.TakeOver(migrations.DefaultLockID, "other-deploy") // for a TTL, longer than the wait
+	done := make(chan error, 1)
+	go func() { _, err := m.Up(ctx); done <- err }()
+	var err1 error
+	advanceUntil(clk, func() bool { return receive(done, &err1) })
+	fmt.Println("while another deploy holds the lock:", errors.Is(err1, migrations.ErrWaitTimeout))
+
+	store.ForceRelease(migrations.DefaultLockID) // the other deploy finished
+	res, err := m.Up(ctx)
+	fmt.Println("then:", len(res.Applied), "applied", err)
+	// Output:
+	// while another deploy holds the lock: true
+	// then: 3 applied <nil>
+}
+
+// advanceBy moves clk forward d once the code under test waits on it.
+func advanceBy(clk *clockwork.FakeClock, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		panic("nothing waits on the clock")
+	}
+	clk.Advance(d)
+}
+
+// advanceUntil moves clk forward a second at a time until done reports
+// true, waiting in real time for the code under test between steps.
+func advanceUntil(clk *clockwork.FakeClock, done func() bool) {
+	deadline := time.Now().Add(time.Minute)
+	for !done() {
+		if time.Now().After(deadline) {
+			panic("advanceUntil: nothing happened within a minute")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		if clk.BlockUntilContext(ctx, 1) == nil {
+			clk.Advance(time.Second)
+		}
+		cancel()
+	}
+}
+
+func receive[T any](c <-chan T, v *T) bool {
+	select {
+	case *v = <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// testDatabase starts the public test server and returns a database on
+// it, and a function that stops it.
+func testDatabase(ctx context.Context) (*mongo.Database, func()) {
+	srv, err := devserver.Start(ctx, "", nil)
+	if err != nil {
+		panic(err)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		panic(err)
+	}
+	return client.Database("app"), func() {
+		_ = client.Disconnect(ctx)
+		_ = srv.Close()
+	}
+}
