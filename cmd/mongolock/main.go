@@ -9,30 +9,27 @@
 //	mongolock [global flags] jobs [JOB...] [--json] [--history N]
 //	mongolock [global flags] demo [--duration D] [--instances N] [--keep]
 //	mongolock [global flags] demo-instance [--name N] [--for D]
+//	mongolock dev [--dir D]
 //
-// demo needs no server: without --uri or MONGODB_URI it starts an embedded
-// FerretDB. It runs instances of demo-instance as child processes (cron
-// jobs and a leader task), kills the leader, and prints a summary; it
-// exits 1 if any firing ran twice, or if an instance failed or nobody took
-// over from a leader it stopped.
-//
-// The server comes from --uri or MONGODB_URI. Global flags may also follow
-// the command. Output goes to stdout; logs go to stderr, human-readable on a
-// terminal and JSON otherwise. Errors are one line on stderr. Exit codes:
-// 0 success, 1 failure, 2 bad usage (unknown command or flag, missing
-// argument, bad URI, refused confirmation).
+// It is package cli with the embedded server (package devserver) for dev
+// and for the demo without a server: see package cli for the commands,
+// flags and exit codes, and for building the same command into your own
+// program with your migrations.
 package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/mongolock/mongolock/cli"
+	"github.com/mongolock/mongolock/devserver"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cli.Main(os.Args[1:], cli.WithDevServer(startDevServer)))
+}
+
+func startDevServer(ctx context.Context, dir string, logger *slog.Logger) (cli.DevServer, error) {
+	return devserver.Start(ctx, dir, logger)
 }

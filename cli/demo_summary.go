@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"cmp"
@@ -52,6 +52,7 @@ type demoSummary struct {
 	missed      []firingKey
 	failovers   []failover
 	migrations  map[int64][]string // version -> instances that applied it
+	migrated    int                // instances whose migrations returned
 	problems    []string           // unexpected exits and errors
 	terms       int                // leader terms that began
 	// scraped lists the instances whose own /metrics counted the same runs
@@ -83,6 +84,7 @@ func summarize(log []demoRecord, jobs []demoJob) demoSummary {
 		case evStart:
 			s.instances = append(s.instances, ev.Instance)
 		case evMigrated:
+			s.migrated++
 			for _, v := range ev.Applied {
 				s.migrations[v] = append(s.migrations[v], ev.Instance)
 			}
@@ -237,8 +239,12 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 	for _, v := range slices.Sorted(maps.Keys(s.migrations)) {
 		mig = append(mig, fmt.Sprintf("%d by %s", v, strings.Join(s.migrations[v], " and ")))
 	}
-	if len(mig) == 0 {
+	switch {
+	case len(mig) > 0:
+	case s.migrated > 0:
 		mig = []string{"none (already applied)"}
+	default:
+		mig = []string{"none (no instance got that far)"}
 	}
 	line("migrations applied", "%s", strings.Join(mig, ", "))
 	perJob := make([]string, 0, len(s.perJob))

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
@@ -72,6 +73,9 @@ func (a *app) demoInstance(ctx context.Context, args []string) error {
 	case *runFor < 0 || *work < 0:
 		return usagef("--for and --work must not be negative")
 	}
+	if err := checkInstanceTTL(a.g.ttl); err != nil {
+		return err
+	}
 	log, err := a.instanceLogger(*events)
 	if err != nil {
 		return err
@@ -133,24 +137,13 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	keeper := em.name + "/" + lock.NewKeeperID()
 	em.emit(demoEvent{Ev: evStart, PID: os.Getpid(), Keeper: keeper, HTTP: served})
 
-	// One Session per instance: it owns the keeper id and keeps every lease
-	// of the migrator, the scheduler and the runner alive.
-	locker, err := a.locker(db, log)
+	in, err := a.newInstance(db, log, keeper, obs.sessionOptions(), em, work)
 	if err != nil {
 		return err
 	}
-	session, err := lock.NewSession(locker, append(obs.sessionOptions(), lock.WithKeeperID(keeper), lock.WithSessionLogger(log))...)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	defer session.Close()
-
-	m, err := migrations.New(db, migrations.WithSession(session))
-	if err != nil {
-		return usagef("%v", err)
-	}
+	defer in.session.Close()
 	if migrate {
-		res, err := m.Up(log.WithContext(ctx)) // the context's logger gets the index helpers' warnings
+		res, err := in.migrator.Up(log.WithContext(ctx)) // the context's logger gets the index helpers' warnings
 		if err != nil {
 			return fmt.Errorf("migrations: %w", err)
 		}
@@ -160,23 +153,8 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		}
 		em.emit(ev)
 	}
-
-	sched, err := scheduler.New(db, session, scheduler.WithSeconds())
-	if err != nil {
-		return err
-	}
-	for _, j := range demoJobs() {
-		if err := sched.AddJob(j.name, j.spec, demoJobFunc(em, work)); err != nil {
-			return err
-		}
-	}
-	lead, err := runner.New(session, demoLeaderLock,
-		runner.OnStartedLeading(func(fence uint64) { em.emit(demoEvent{Ev: evLead, Fence: fence}) }))
-	if err != nil {
-		return err
-	}
-
-	obs.watch(locker, sched, lead, m)
+	sched, lead := in.sched, in.lead
+	obs.watch(in.locker, sched, lead, in.migrator)
 	if err := sched.Start(); err != nil {
 		return err
 	}
@@ -203,6 +181,59 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		em.emit(demoEvent{Ev: evMetrics, Runs: runs})
 	}
 	em.emit(demoEvent{Ev: evStopped, Msg: context.Cause(ctx).Error()})
+	return nil
+}
+
+// instance is what a demo instance runs.
+type instance struct {
+	locker   *lock.Locker
+	session  *lock.Session
+	migrator *migrations.Migrator
+	sched    *scheduler.Scheduler
+	lead     *runner.LeaderAwareRunner
+}
+
+// newInstance builds an instance, starting nothing but its Session's
+// keep-alive: the caller closes the Session. The demo builds one before
+// starting its instances, so that flags they cannot run with are refused
+// before anything starts. Errors from options are usage errors.
+func (a *app) newInstance(db *mongo.Database, log zerolog.Logger, keeper string, sessionOpts []lock.SessionOption, em *emitter, work time.Duration) (*instance, error) {
+	// One Session per instance: it owns the keeper id and keeps every lease
+	// of the migrator, the scheduler and the runner alive.
+	locker, err := a.locker(db, log)
+	if err != nil {
+		return nil, err
+	}
+	session, err := lock.NewSession(locker, append(sessionOpts, lock.WithKeeperID(keeper), lock.WithSessionLogger(log))...)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	in := &instance{locker: locker, session: session}
+	if err := in.build(db, em, work); err != nil {
+		_ = session.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *instance) build(db *mongo.Database, em *emitter, work time.Duration) error {
+	var err error
+	if in.migrator, err = migrations.New(db, migrations.WithSession(in.session)); err != nil {
+		return usagef("%v", err)
+	}
+	if in.sched, err = scheduler.New(db, in.session, scheduler.WithSeconds()); err != nil {
+		return usagef("%v", err)
+	}
+	for _, j := range demoJobs() {
+		if err := in.sched.AddJob(j.name, j.spec, demoJobFunc(em, work)); err != nil {
+			return err
+		}
+	}
+	in.lead, err = runner.New(in.session, demoLeaderLock,
+		runner.OnStartedLeading(func(fence uint64) { em.emit(demoEvent{Ev: evLead, Fence: fence}) }))
+	if err != nil {
+		return usagef("%v", err)
+	}
 	return nil
 }
 

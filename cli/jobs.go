@@ -1,9 +1,11 @@
-package main
+package cli
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mongolock/mongolock/scheduler"
 )
@@ -21,8 +23,12 @@ type runJSON struct {
 
 // jobJSON is one job in `jobs --json`.
 type jobJSON struct {
-	Job         string    `json:"job"`
-	Spec        string    `json:"spec"`
+	Job  string `json:"job"`
+	Spec string `json:"spec"`
+	// Registered: the program registers the job (WithJobs). ClaimedSpec is
+	// the spec of the last claim when it differs from the registered one.
+	Registered  bool      `json:"registered,omitempty"`
+	ClaimedSpec string    `json:"claimedSpec,omitempty"`
 	LastClaimed string    `json:"lastClaimed,omitempty"`
 	ClaimedBy   string    `json:"claimedBy,omitempty"`
 	LastRun     *runJSON  `json:"lastRun,omitempty"`
@@ -69,18 +75,22 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hist := make(map[string][]scheduler.Run, len(recs))
+	jobs := a.withRegistered(recs, pos)
+	hist := make(map[string][]scheduler.Run, len(jobs))
 	if *history > 0 {
-		for _, r := range recs {
-			if hist[r.Name], err = scheduler.LoadHistory(ctx, db.Collection(*runsColl), r.Name, *history); err != nil {
+		for _, j := range jobs {
+			name := j.rec.Name
+			if hist[name], err = scheduler.LoadHistory(ctx, db.Collection(*runsColl), name, *history); err != nil {
 				return err
 			}
 		}
 	}
 	if *asJSON {
-		out := make([]jobJSON, 0, len(recs))
-		for _, r := range recs {
-			j := jobJSON{Job: r.Name, Spec: r.Spec, LastClaimed: jsonTime(r.LastClaimed), ClaimedBy: r.ClaimedBy}
+		out := make([]jobJSON, 0, len(jobs))
+		for _, job := range jobs {
+			r := job.rec
+			j := jobJSON{Job: r.Name, Spec: job.spec, Registered: job.registered, ClaimedSpec: job.claimedSpec(),
+				LastClaimed: jsonTime(r.LastClaimed), ClaimedBy: r.ClaimedBy}
 			if r.LastRun != nil {
 				lr := toRunJSON(*r.LastRun)
 				j.LastRun = &lr
@@ -92,13 +102,18 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 		}
 		return a.printJSON(out)
 	}
-	if len(recs) == 0 {
+	if len(jobs) == 0 {
 		fmt.Fprintf(a.stdout, "no jobs in %s.%s\n", a.g.db, *jobsColl)
 		return nil
 	}
 	tw := table(a.stdout)
 	fmt.Fprintln(tw, "JOB\tSPEC\tLAST CLAIMED\tBY\tLAST RUN\tOUTCOME\tTOOK\tERROR")
-	for _, r := range recs {
+	for _, job := range jobs {
+		r := job.rec
+		spec := job.spec
+		if c := job.claimedSpec(); c != "" {
+			spec += " (claimed as " + c + ")"
+		}
 		run, outcome, took, errText := "-", "-", "-", "-"
 		if lr := r.LastRun; lr != nil {
 			run, outcome, errText = fmtTime(lr.Start), string(lr.Outcome), orDash(lr.Error)
@@ -106,7 +121,7 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 				took = fmtDur(lr.End.Sub(lr.Start))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Spec, fmtTime(r.LastClaimed), orDash(r.ClaimedBy), run, outcome, took, a.red.oneLine(errText))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, spec, fmtTime(r.LastClaimed), orDash(r.ClaimedBy), run, outcome, took, a.red.oneLine(errText))
 		for _, h := range hist[r.Name] {
 			took := "-"
 			if !h.End.IsZero() {
@@ -116,4 +131,48 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// listedJob is a job the jobs command lists: its record (zero but the name
+// if no instance claimed it yet) and the spec to show.
+type listedJob struct {
+	rec        scheduler.Record
+	spec       string // the registered one, else the record's
+	registered bool
+}
+
+// claimedSpec is the spec of the last claim if it differs from the
+// registered one.
+func (j listedJob) claimedSpec() string {
+	if j.registered && j.rec.Spec != "" && j.rec.Spec != j.spec {
+		return j.rec.Spec
+	}
+	return ""
+}
+
+// withRegistered adds the program's jobs (WithJobs) to the records, those
+// among names if any are given, sorted by name as the records are.
+func (a *app) withRegistered(recs []scheduler.Record, names []string) []listedJob {
+	want := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
+	reg := make(map[string]string, len(a.cfg.jobs))
+	for _, j := range a.cfg.jobs {
+		reg[j.Name] = j.Spec
+	}
+	out := make([]listedJob, 0, len(recs)+len(reg))
+	have := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		spec, ok := reg[r.Name]
+		if !ok {
+			spec = r.Spec
+		}
+		out = append(out, listedJob{rec: r, spec: spec, registered: ok})
+		have[r.Name] = true
+	}
+	for _, j := range a.cfg.jobs {
+		if !have[j.Name] && want(j.Name) {
+			out = append(out, listedJob{rec: scheduler.Record{Name: j.Name}, spec: j.Spec, registered: true})
+		}
+	}
+	slices.SortFunc(out, func(x, y listedJob) int { return strings.Compare(x.rec.Name, y.rec.Name) })
+	return out
 }

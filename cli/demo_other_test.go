@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package cli
 
 // alive is not checked outside Unix.
 func alive(int) bool { return false }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package cli
 
 import (
 	"context"
@@ -81,8 +81,8 @@ func TestDemoInterrupted(t *testing.T) {
 	for range lines {
 	}
 	var exit *exec.ExitError
-	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != exitFailure {
-		t.Fatalf("demo exited with %v, want exit code %d", err, exitFailure)
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != ExitFailure {
+		t.Fatalf("demo exited with %v, want exit code %d", err, ExitFailure)
 	}
 	for _, pid := range pids {
 		if alive(pid) {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,13 +19,6 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Exit codes.
-const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
-)
-
 // Defaults of the global flags.
 const (
 	envURI         = "MONGODB_URI"
@@ -43,6 +36,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // app is one invocation. Everything it touches outside the process is
 // injected, so tests run it in-process.
 type app struct {
+	cfg            config // the program's: its name, migrations, jobs, server
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
@@ -92,9 +86,17 @@ type command struct {
 
 // commands is the command table. Adding a command, such as the demo, is
 // adding an entry.
-func commands() []command {
-	return []command{
-		{name: "migrate", summary: "apply mongolock's migrations: the deploy step", sub: []command{
+func (a *app) commands() []command {
+	migrateSummary := "apply mongolock's migrations: the deploy step"
+	if len(a.cfg.migrations) > 0 {
+		migrateSummary = "apply mongolock's migrations and the program's: the deploy step"
+	}
+	demoSummary := "watch three instances share cron jobs and fail over"
+	if a.cfg.devServer != nil {
+		demoSummary += " (no set-up needed)"
+	}
+	cmds := []command{
+		{name: "migrate", summary: migrateSummary, sub: []command{
 			{name: "up", args: "[--wait D] [flags]", summary: "apply pending migrations, waiting for another migrator", run: (*app).migrateUp},
 			{name: "status", args: "[--json] [flags]", summary: "applied, pending and failed migrations", run: (*app).migrateStatus},
 			{name: "plan", args: "[flags]", summary: "what up would do, without doing it", run: (*app).migratePlan},
@@ -105,21 +107,59 @@ func commands() []command {
 			{name: "release", args: "ID (--keeper K | --force [--yes])", summary: "release a lock as its keeper, or force it", run: (*app).locksRelease},
 		}},
 		{name: "jobs", args: "[JOB...] [--json] [--history N] [flags]", summary: "the scheduler's jobs and their last runs", run: (*app).jobs},
-		{name: "demo", args: "[--duration D] [--instances N] [flags]", summary: "watch three instances share cron jobs and fail over (no set-up needed)", run: (*app).demo},
+		{name: "demo", args: "[--duration D] [--instances N] [flags]", summary: demoSummary, run: (*app).demo},
 		{name: "demo-instance", args: "[--name N] [--for D] [flags]", summary: "one instance of the demo, as docker-compose runs it", run: (*app).demoInstance},
 	}
+	if a.cfg.devServer != nil {
+		cmds = append(cmds, command{name: "dev", args: "[--dir D]", summary: "run a local server (embedded FerretDB) until Ctrl-C, for trying things out", run: (*app).dev})
+	}
+	return cmds
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// newApp returns the invocation of a program built with opts. On error the
+// app is still good for reporting it.
+func newApp(opts []Option) (*app, error) {
+	cfg := config{name: DefaultName, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	var err error
+	for _, o := range opts {
+		if o == nil {
+			err = invalidOption("nil option")
+			break
+		}
+		if err = o(&cfg); err != nil {
+			break
+		}
+	}
+	seen := make(map[string]bool)
+	for _, j := range cfg.jobs {
+		if seen[j.Name] && err == nil {
+			err = invalidOption("WithJobs: job %q registered twice", j.Name)
+		}
+		seen[j.Name] = true
+	}
 	a := &app{
-		stdin:      stdin,
-		stdout:     stdout,
-		stderr:     stderr,
+		cfg:        cfg,
+		stdin:      cfg.stdin,
+		stdout:     cfg.stdout,
+		stderr:     cfg.stderr,
 		getenv:     os.Getenv,
 		isTerminal: isTerminal,
 		exe:        os.Executable,
 	}
-	return a.main(ctx, args)
+	return a, err
+}
+
+// name is the program's name in messages.
+func (a *app) name() string {
+	if a.cfg.name == "" {
+		return DefaultName
+	}
+	return a.cfg.name
+}
+
+// fail prints err as the program's one error line.
+func (a *app) fail(err error) {
+	fmt.Fprintf(a.stderr, "%s: %s\n", a.name(), a.red.oneLine(err.Error()))
 }
 
 func (a *app) main(ctx context.Context, args []string) int {
@@ -135,27 +175,27 @@ func (a *app) main(ctx context.Context, args []string) int {
 	var ue usageError
 	switch {
 	case err == nil:
-		return exitOK
+		return ExitOK
 	case errors.Is(err, flag.ErrHelp):
-		return exitOK
+		return ExitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(a.stderr, "mongolock: %s (see mongolock -h)\n", a.red.oneLine(err.Error()))
-		return exitUsage
+		fmt.Fprintf(a.stderr, "%s: %s (see %s -h)\n", a.name(), a.red.oneLine(err.Error()), a.name())
+		return ExitUsage
 	default:
-		fmt.Fprintf(a.stderr, "mongolock: %s\n", a.red.oneLine(err.Error()))
-		return exitFailure
+		a.fail(err)
+		return ExitFailure
 	}
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {
-	fs := a.flagSet("mongolock")
+	fs := a.flagSet(a.name())
 	if err := fs.Parse(args); err != nil {
 		return a.flagErr(err, nil)
 	}
 	a.explicit = make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { a.explicit[f.Name] = true })
 	args = fs.Args()
-	table := commands()
+	table := a.commands()
 	if len(args) == 0 {
 		return usagef("no command: want one of %s", names(table))
 	}
@@ -203,10 +243,10 @@ func names(cmds []command) string {
 }
 
 func (a *app) usage(w io.Writer, only *command) {
-	fmt.Fprintln(w, "Usage: mongolock [global flags] COMMAND [flags]")
+	fmt.Fprintf(w, "Usage: %s [global flags] COMMAND [flags]\n", a.name())
 	fmt.Fprintln(w, "\nCommands:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	for _, c := range commands() {
+	for _, c := range a.commands() {
 		if only != nil && c.name != only.name {
 			continue
 		}
@@ -218,9 +258,9 @@ func (a *app) usage(w io.Writer, only *command) {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(w, "\nmongolock COMMAND -h lists the flags of a command.")
+	fmt.Fprintf(w, "\n%s COMMAND -h lists the flags of a command.\n", a.name())
 	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
-	fs := flag.NewFlagSet("mongolock", flag.ContinueOnError)
+	fs := flag.NewFlagSet(a.name(), flag.ContinueOnError)
 	g := a.g
 	g.register(fs)
 	fs.SetOutput(w)
@@ -241,7 +281,7 @@ func (a *app) flagErr(err error, fs *flag.FlagSet) error {
 		if fs == nil {
 			a.usage(a.stdout, nil)
 		} else {
-			fmt.Fprintf(a.stdout, "Usage of mongolock %s:\n", fs.Name())
+			fmt.Fprintf(a.stdout, "Usage of %s %s:\n", a.name(), fs.Name())
 			fs.SetOutput(a.stdout)
 			fs.PrintDefaults()
 		}
@@ -303,7 +343,7 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 	a.watch = lock.NewTopologyWatch()
 	opts := options.Client().ApplyURI(uri).
 		SetServerMonitor(a.watch.ServerMonitor(nil)).
-		SetAppName("mongolock-cli").
+		SetAppName(a.name() + "-cli").
 		SetServerSelectionTimeout(a.g.timeout).
 		SetConnectTimeout(a.g.timeout)
 	if err := opts.Validate(); err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -62,8 +62,14 @@ func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, a
 		migrations.WithSchedulerHistory(f.runs, f.retention),
 		migrations.WithWait(f.wait),
 		migrations.WithLogger(log),
+		migrations.WithMigrations(a.cfg.migrations...),
 	)
-	if err != nil {
+	switch {
+	case errors.Is(err, migrations.ErrInvalidMigration):
+		// The program's migrations (WithMigrations): not the operator's doing.
+		disconnect()
+		return ctx, nil, nil, err
+	case err != nil:
 		disconnect()
 		return ctx, nil, nil, usagef("%v", err)
 	}

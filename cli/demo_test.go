@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -29,6 +29,7 @@ func runDemo(t *testing.T, env map[string]string, args ...string) result {
 	defer cancel()
 	var out, errb bytes.Buffer
 	a := &app{
+		cfg:        testConfig(),
 		stdin:      strings.NewReader(""),
 		stdout:     &out,
 		stderr:     &errb,
@@ -56,7 +57,7 @@ func summaryInt(t *testing.T, out, label string) int {
 // wantDemoOK checks what every successful demo must print.
 func wantDemoOK(t *testing.T, r result, instances int) {
 	t.Helper()
-	if r.code != exitOK {
+	if r.code != ExitOK {
 		t.Fatalf("demo failed: %v", r)
 	}
 	if n := summaryInt(t, r.stdout, "firings run twice"); n != 0 {
@@ -127,7 +128,7 @@ func TestDemoRefusesABusyDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runDemo(t, nil, "--uri", mongotest.URI(), "--db", db.Name())
-	wantErr(t, r, exitUsage, "database "+db.Name()+" is not empty (orders)")
+	wantErr(t, r, ExitUsage, "database "+db.Name()+" is not empty (orders)")
 	if n, err := db.Collection("orders").CountDocuments(context.Background(), bson.D{}); err != nil || n != 1 {
 		t.Errorf("orders: %d documents, %v", n, err)
 	}
@@ -154,12 +155,12 @@ func TestDemoInstancesFail(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var out, errb bytes.Buffer
-			a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" },
+			a := &app{cfg: testConfig(), stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" },
 				isTerminal: func(any) bool { return false }, exe: tt.exe}
 			start := time.Now()
 			code := a.main(ctx, []string{"demo", "--uri", mongotest.URI()})
-			if code != exitFailure || !strings.Contains(errb.String(), tt.want) {
-				t.Errorf("exit %d, stderr %q; want exit %d and %q\n%s", code, errb.String(), exitFailure, tt.want, out.String())
+			if code != ExitFailure || !strings.Contains(errb.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q\n%s", code, errb.String(), ExitFailure, tt.want, out.String())
 			}
 			if took := time.Since(start); took > 20*time.Second {
 				t.Errorf("the demo took %v to give up", took)
@@ -329,12 +330,46 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"demo-instance", "--for", "-1s"}, "must not be negative"},
 		{[]string{"demo-instance", "extra"}, `takes no arguments, got "extra"`},
 		{[]string{"demo-instance"}, "no server: set --uri or MONGODB_URI"},
+		// Flags the instances would refuse are refused before anything
+		// starts, embedded server included.
+		{[]string{"demo", "--ttl", "0"}, "--ttl 0s: the demo's instances need a lease TTL from 300ms to 24h0m0s"},
+		{[]string{"demo", "--ttl", "200ms", "--duration", "5s"}, "--ttl 200ms: the demo's instances need a lease TTL from 300ms"},
+		{[]string{"demo", "--ttl", "25h"}, "--ttl 25h0m0s: the demo's instances need"},
+		{[]string{"demo-instance", "--ttl", "0"}, "--ttl 0s: the demo's instances need"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			t.Parallel()
 			r := cli(t, tt.args...)
-			wantErr(t, r, exitUsage, tt.want)
+			wantErr(t, r, ExitUsage, tt.want)
 		})
+	}
+}
+
+// TestDemoRefusesWhatInstancesWould: the demo builds what an instance
+// builds before starting any; options it refuses end the demo there.
+func TestDemoRefusesWhatInstancesWould(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	r := cli(t, "demo", "--uri", mongotest.URI(), "--collection", "bad$name")
+	wantErr(t, r, ExitUsage, "the instances cannot run with these flags", `invalid collection name "bad$name"`)
+	if r.stdout != "" {
+		t.Errorf("the demo started:\n%s", r.stdout)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %v to refuse", took)
+	}
+}
+
+// TestDemoWithoutServer: a program built without WithDevServer has no
+// server of its own for the demo.
+func TestDemoWithoutServer(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	a := &app{cfg: config{name: "myapp"}, stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+		getenv: func(string) string { return "" }, isTerminal: func(any) bool { return false }}
+	code := a.main(context.Background(), []string{"demo"})
+	if code != ExitUsage || !strings.Contains(errb.String(), "myapp: no server: set --uri or MONGODB_URI") || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
 
@@ -343,5 +378,5 @@ func TestDemoDefaultsYieldToFlags(t *testing.T) {
 	// A TTL given before the command wins over the demo's 3s: with 30s the
 	// default plan does not fit in 30s.
 	r := cli(t, "--ttl", "30s", "demo")
-	wantErr(t, r, exitUsage, "--kill-after 10s leaves less than 2 x TTL (1m0s)")
+	wantErr(t, r, ExitUsage, "--kill-after 10s leaves less than 2 x TTL (1m0s)")
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"slices"
@@ -207,5 +207,36 @@ func TestSummarizeMissed(t *testing.T) {
 	}
 	if f := s.failures(); len(f) != 0 {
 		t.Errorf("solo: failures %v", f)
+	}
+}
+
+// TestSummarizeMigrationsNotReached: instances that failed before their
+// migrations ran do not make the summary claim the migrations were
+// already applied.
+func TestSummarizeMigrationsNotReached(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	l := &demoLog{t0: t0}
+	for _, who := range []string{"app1", "app2", "app3"} {
+		l.add(0, demoEvent{Instance: who, Ev: evStart}).
+			add(100*time.Millisecond, demoEvent{Instance: who, Ev: evError, Msg: "connection refused"}).
+			add(110*time.Millisecond, demoEvent{Instance: who, Ev: evExited, Msg: "exit status 1"})
+	}
+	s := summarize(l.log, demoJobs())
+	var b strings.Builder
+	s.print(&b, 3*time.Second)
+	if !strings.Contains(b.String(), "migrations applied:  none (no instance got that far)\n") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+	if len(s.failures()) != 6 {
+		t.Errorf("failures %q", s.failures())
+	}
+
+	// Instances that found the migrations applied say so.
+	l = &demoLog{t0: t0}
+	l.add(0, demoEvent{Instance: "app1", Ev: evMigrated})
+	b.Reset()
+	summarize(l.log, demoJobs()).print(&b, 3*time.Second)
+	if !strings.Contains(b.String(), "migrations applied:  none (already applied)\n") {
+		t.Errorf("summary:\n%s", b.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // what they must contain, and every mongolock command in them against this
 // command's own table and flags.
 
-const repoRoot = "../.."
+const repoRoot = ".."
 
 // loadCompose loads docker-compose.yml as `docker compose` would.
 func loadCompose(t *testing.T) *types.Project {
@@ -183,7 +183,7 @@ func TestComposeCommandsExist(t *testing.T) {
 	p := loadCompose(t)
 	for _, name := range []string{"migrate", "app1", "app2", "app3"} {
 		args := service(t, p, name).Command
-		cmd, ok := find(commands(), args[0])
+		cmd, ok := find(testApp().commands(), args[0])
 		if !ok {
 			t.Errorf("%s runs unknown command %q", name, args[0])
 			continue
@@ -197,7 +197,7 @@ func TestComposeCommandsExist(t *testing.T) {
 			path = append(path, args[1])
 		}
 		r := cli(t, append(path, "-h")...)
-		if r.code != exitOK {
+		if r.code != ExitOK {
 			t.Fatalf("%s -h: %v", strings.Join(path, " "), r)
 		}
 		for _, a := range args[len(path):] {
@@ -254,7 +254,7 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, keep := range []string{"go.mod", "go.sum", "cmd/mongolock/main.go", "lock/lock.go", "internal/embedded/embedded.go", "migrations/migrator.go"} {
+	for _, keep := range []string{"go.mod", "go.sum", "cmd/mongolock/main.go", "cli/cli.go", "devserver/devserver.go", "lock/lock.go", "internal/embedded/embedded.go", "migrations/migrator.go"} {
 		if out, err := pm.MatchesOrParentMatches(keep); err != nil || out {
 			t.Errorf(".dockerignore excludes %s (%v)", keep, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,7 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/mongolock/mongolock/internal/embedded"
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
@@ -106,13 +107,17 @@ func (a *app) demo(ctx context.Context, args []string) error {
 			f.stopAfter = 0
 		}
 	}
+	if err := checkInstanceTTL(a.g.ttl); err != nil {
+		return err
+	}
 	if err := f.check(a.g.ttl); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usagef("demo takes no arguments, got %q", pos[0])
 	}
-	if _, err := a.logger(); err != nil {
+	log, err := a.logger()
+	if err != nil {
 		return err
 	}
 
@@ -123,23 +128,26 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	}
 	where := ""
 	if uri == "" {
-		if f.keep {
+		switch {
+		case a.cfg.devServer == nil:
+			return usagef("no server: set --uri or %s", envURI)
+		case f.keep:
 			return usagef("--keep needs --uri: the embedded server's data is removed at exit")
 		}
 		// FerretDB logs failed commands (duplicate keys are how locks say
 		// "taken") at Warn: only errors are worth showing.
 		flog := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-		srv, err := embedded.Start(ctx, "", flog)
+		srv, err := a.cfg.devServer(ctx, "", flog)
 		if err != nil {
 			return err
 		}
 		defer func() {
 			if err := srv.Close(); err != nil {
-				fmt.Fprintf(a.stderr, "mongolock: demo: %v\n", err)
+				fmt.Fprintf(a.stderr, "%s: demo: %v\n", a.name(), err)
 			}
 		}()
 		uri = srv.URI()
-		where = fmt.Sprintf("embedded FerretDB at %s (temporary: removed at exit)", srv.Addr())
+		where = fmt.Sprintf("embedded FerretDB at %s (temporary: removed at exit)", hostOf(uri))
 	}
 	a.g.uri = uri
 	given := a.g.db != ""
@@ -167,8 +175,36 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	if where == "" {
 		where = a.red.uri()
 	}
+	// Build what an instance builds: options it would refuse fail here,
+	// before any instance starts.
+	in, err := a.newInstance(db, log, "demo-preflight", nil, &emitter{w: io.Discard}, demoWork)
+	if err != nil {
+		return fmt.Errorf("the instances cannot run with these flags: %w", err)
+	}
+	_ = in.session.Close() // it took nothing: no I/O
 	d.uri, d.dbName = uri, db.Name()
 	return d.run(ctx, db, where)
+}
+
+// minInstanceTTL is the shortest lease TTL an instance can run with: its
+// Session, with default timings, needs a TTL of at least three times
+// lock.MinSafetyMargin (see lock.DefaultTimings).
+const minInstanceTTL = 3 * lock.MinSafetyMargin
+
+// checkInstanceTTL refuses a TTL the demo's instances would refuse.
+func checkInstanceTTL(ttl time.Duration) error {
+	if ttl < minInstanceTTL || ttl > lock.MaxTTL {
+		return usagef("--ttl %v: the demo's instances need a lease TTL from %v to %v", ttl, minInstanceTTL, lock.MaxTTL)
+	}
+	return nil
+}
+
+// hostOf is the host:port of a connection string, or the string itself.
+func hostOf(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return uri
 }
 
 // check validates the plan: a failover needs time to happen before the next

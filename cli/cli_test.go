@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -44,6 +45,7 @@ func (inv invocation) run(t *testing.T, args ...string) result {
 	defer cancel()
 	var out, errb bytes.Buffer
 	a := &app{
+		cfg:        testConfig(),
 		stdin:      strings.NewReader(inv.stdin),
 		stdout:     &out,
 		stderr:     &errb,
@@ -74,7 +76,7 @@ func args(globals []string, rest ...string) []string {
 // wantOK fails unless r exited 0 and stderr holds only JSON log lines.
 func wantOK(t *testing.T, r result) {
 	t.Helper()
-	if r.code != exitOK {
+	if r.code != ExitOK {
 		t.Fatalf("want exit 0, got %v", r)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
@@ -319,7 +321,7 @@ func TestMigrateUpWaitsThenFails(t *testing.T) {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
 	r := cli(t, args(g, "--ttl", "1m", "migrate", "up", "--wait", "300ms")...)
-	wantErr(t, r, exitFailure, "timed out waiting for another migrator")
+	wantErr(t, r, ExitFailure, "timed out waiting for another migrator")
 	if !strings.Contains(r.stderr, "lock held by another migrator") {
 		t.Errorf("no log that it waited:\n%s", r.stderr)
 	}
@@ -381,21 +383,21 @@ func TestLocks(t *testing.T) {
 			t.Errorf("show lacks %q:\n%s", w, r.stdout)
 		}
 	}
-	wantErr(t, cli(t, args(g, "locks", "show", "nope")...), exitFailure, `lock "nope": there is no such lock`)
-	wantErr(t, cli(t, args(g, "locks", "show")...), exitUsage, "needs one lock id")
+	wantErr(t, cli(t, args(g, "locks", "show", "nope")...), ExitFailure, `lock "nope": there is no such lock`)
+	wantErr(t, cli(t, args(g, "locks", "show")...), ExitUsage, "needs one lock id")
 
 	// Release as a keeper: only the holder can.
-	wantErr(t, cli(t, args(g, "locks", "release", "orders/sweeper", "--keeper", "keeper-2")...), exitFailure, `not held by "keeper-2"`)
+	wantErr(t, cli(t, args(g, "locks", "release", "orders/sweeper", "--keeper", "keeper-2")...), ExitFailure, `not held by "keeper-2"`)
 	wantOK(t, cli(t, args(g, "locks", "release", "orders/sweeper", "--keeper", "keeper-1")...))
 	if _, err := l.Holder(ctx, "orders/sweeper"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("after release: %v", err)
 	}
 
 	// Forced: refused without confirmation when stdin is no terminal.
-	wantErr(t, cli(t, args(g, "locks", "release", "reports", "--force")...), exitUsage, "stdin is not a terminal", "--yes")
+	wantErr(t, cli(t, args(g, "locks", "release", "reports", "--force")...), ExitUsage, "stdin is not a terminal", "--yes")
 	// Asked on a terminal; anything but yes keeps the lock.
 	r = invocation{stdin: "no\n", terminal: true}.run(t, args(g, "locks", "release", "reports", "--force")...)
-	if r.code != exitFailure || !strings.Contains(r.stderr, "mongolock: not confirmed; nothing released") {
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "mongolock: not confirmed; nothing released") {
 		t.Errorf("refused confirmation: %v", r)
 	}
 	if !strings.Contains(r.stderr, `held by "keeper-2"`) {
@@ -405,7 +407,7 @@ func TestLocks(t *testing.T) {
 		t.Fatalf("lock gone after a refusal: %v", err)
 	}
 	r = invocation{stdin: "yes\n", terminal: true}.run(t, args(g, "locks", "release", "reports", "--force")...)
-	if r.code != exitOK || !strings.Contains(r.stdout, "force-released") {
+	if r.code != ExitOK || !strings.Contains(r.stdout, "force-released") {
 		t.Fatalf("confirmed forced release: %v", r)
 	}
 	if _, err := l.Holder(ctx, "reports"); !errors.Is(err, lock.ErrNotHeld) {
@@ -427,7 +429,7 @@ func TestLocks(t *testing.T) {
 	}
 
 	wantOK(t, cli(t, args(g, "locks", "release", "reports", "--keeper", "keeper-4")...))
-	wantErr(t, cli(t, args(g, "locks", "release", "reports", "--force", "--yes")...), exitFailure, "no such lock")
+	wantErr(t, cli(t, args(g, "locks", "release", "reports", "--force", "--yes")...), ExitFailure, "no such lock")
 	r = cli(t, args(g, "locks", "list")...)
 	wantOK(t, r)
 	if !strings.HasPrefix(r.stdout, "no locks in") {
@@ -530,6 +532,55 @@ func TestJobs(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].Job != "nightly" || jobs[0].LastRun == nil || len(jobs[0].History) < 2 {
 		t.Errorf("jobs --json: %+v", jobs)
 	}
+
+	// A program that registers its jobs (WithJobs) lists them before they
+	// ran, and says when the spec it registers is not the one last claimed.
+	registered := func(args ...string) result {
+		var out, errb bytes.Buffer
+		a := &app{cfg: config{jobs: []Job{{Name: "weekly", Spec: "@weekly"}, {Name: "nightly", Spec: "@every 2s"}}},
+			stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+			getenv: func(string) string { return "" }, isTerminal: func(any) bool { return false }}
+		code := a.main(ctx, args)
+		return result{code: code, stdout: out.String(), stderr: errb.String()}
+	}
+	r = registered(args(g, "jobs")...)
+	wantOK(t, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "nightly") || !strings.Contains(lines[1], "@every 2s (claimed as @every 1s)") ||
+		!regexp.MustCompile(`^weekly\s+@weekly\s+-\s+-\s+-\s+-\s+-\s+-$`).MatchString(lines[2]) {
+		t.Errorf("jobs with registered ones:\n%s", r.stdout)
+	}
+	r = registered(args(g, "jobs", "weekly", "--json")...)
+	wantOK(t, r)
+	jobs = nil
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
+		t.Fatalf("jobs --json: %v\n%s", err, r.stdout)
+	}
+	if len(jobs) != 1 || jobs[0].Job != "weekly" || !jobs[0].Registered || jobs[0].Spec != "@weekly" || jobs[0].LastClaimed != "" {
+		t.Errorf("jobs weekly --json: %+v", jobs)
+	}
+	r = registered(args(g, "jobs", "nightly", "--json")...)
+	wantOK(t, r)
+	jobs = nil
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
+		t.Fatalf("jobs --json: %v\n%s", err, r.stdout)
+	}
+	if len(jobs) != 1 || jobs[0].Spec != "@every 2s" || jobs[0].ClaimedSpec != "@every 1s" || !jobs[0].Registered {
+		t.Errorf("jobs nightly --json: %+v", jobs)
+	}
+}
+
+// TestBadRegisteredMigration: a migration the program registers that
+// migrations.New refuses is the program's failure, not bad usage.
+func TestBadRegisteredMigration(t *testing.T) {
+	t.Parallel()
+	_, g := on(t)
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args(g, "migrate", "status"), WithName("myapp"), WithStdio(nil, &out, &errb),
+		WithMigrations(migrations.Migration{Version: 1, Description: "no up", Definition: "x"}))
+	if code != ExitFailure || !strings.Contains(errb.String(), "myapp: migrations: invalid migration: version 1 has no Up") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
 }
 
 // closedPort returns a localhost port nothing listens on.
@@ -554,29 +605,29 @@ func TestErrors(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"no command", invocation{}, nil, exitUsage, []string{"no command"}},
-		{"unknown command", invocation{}, []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`}},
-		{"unknown subcommand", invocation{}, []string{"locks", "frob"}, exitUsage, []string{`unknown command "locks" "frob"`}},
-		{"missing subcommand", invocation{}, []string{"migrate"}, exitUsage, []string{"migrate needs a subcommand: up, status, plan"}},
-		{"unknown global flag", invocation{}, []string{"--bogus", "locks", "list"}, exitUsage, []string{"flag provided but not defined: -bogus"}},
-		{"unknown command flag", invocation{}, []string{"locks", "list", "--bogus"}, exitUsage, []string{"-bogus"}},
-		{"bad duration", invocation{}, []string{"--ttl", "soon", "locks", "list"}, exitUsage, []string{"invalid value"}},
-		{"no server", invocation{}, []string{"locks", "list"}, exitUsage, []string{"no server: set --uri or MONGODB_URI"}},
-		{"bad uri", invocation{}, []string{"--uri", "mongodb://alice:hunter2@host:notaport/", "locks", "list"}, exitUsage, []string{"invalid URI mongodb://xxxxx@host:notaport/"}},
-		{"bad uri escape", invocation{}, []string{"--uri", "mongodb://alice:hun%zzter2@host/", "locks", "list"}, exitUsage, []string{"invalid URI"}},
-		{"not a uri", invocation{}, []string{"--uri", "hunter2", "locks", "list"}, exitUsage, []string{"invalid URI"}},
-		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, exitUsage, []string{"invalid URI"}},
-		{"unreachable", invocation{}, []string{"--uri", dead, "--timeout", "300ms", "locks", "list"}, exitFailure, []string{"cannot reach mongodb://xxxxx@127.0.0.1:", "within 300ms"}},
-		{"unreachable migrate", invocation{env: map[string]string{envURI: dead}}, []string{"migrate", "up", "--timeout", "300ms"}, exitFailure, []string{"cannot reach"}},
-		{"bad log level", invocation{}, []string{"--uri", dead, "--log-level", "loud", "locks", "list"}, exitUsage, []string{"invalid --log-level"}},
-		{"bad timeout", invocation{}, []string{"--uri", dead, "--timeout", "0s", "locks", "list"}, exitUsage, []string{"--timeout must be positive"}},
-		{"release without mode", invocation{}, []string{"--uri", dead, "locks", "release", "x"}, exitUsage, []string{"needs --keeper K", "or --force"}},
-		{"release with both", invocation{}, []string{"--uri", dead, "locks", "release", "x", "--keeper", "k", "--force"}, exitUsage, []string{"not both"}},
-		{"release without id", invocation{}, []string{"--uri", dead, "locks", "release", "--keeper", "k"}, exitUsage, []string{"needs one lock id"}},
-		{"yes without force", invocation{}, []string{"--uri", dead, "locks", "release", "x", "--keeper", "k", "--yes"}, exitUsage, []string{"--yes goes with --force"}},
-		{"forced without tty", invocation{stdin: "yes\n"}, []string{"--uri", dead, "locks", "release", "x", "--force"}, exitUsage, []string{"stdin is not a terminal"}},
-		{"status argument", invocation{}, []string{"--uri", dead, "migrate", "status", "extra"}, exitUsage, []string{"takes no arguments"}},
-		{"jobs negative history", invocation{}, []string{"--uri", dead, "jobs", "--history", "-1"}, exitUsage, []string{"--history"}},
+		{"no command", invocation{}, nil, ExitUsage, []string{"no command"}},
+		{"unknown command", invocation{}, []string{"frobnicate"}, ExitUsage, []string{`unknown command "frobnicate"`}},
+		{"unknown subcommand", invocation{}, []string{"locks", "frob"}, ExitUsage, []string{`unknown command "locks" "frob"`}},
+		{"missing subcommand", invocation{}, []string{"migrate"}, ExitUsage, []string{"migrate needs a subcommand: up, status, plan"}},
+		{"unknown global flag", invocation{}, []string{"--bogus", "locks", "list"}, ExitUsage, []string{"flag provided but not defined: -bogus"}},
+		{"unknown command flag", invocation{}, []string{"locks", "list", "--bogus"}, ExitUsage, []string{"-bogus"}},
+		{"bad duration", invocation{}, []string{"--ttl", "soon", "locks", "list"}, ExitUsage, []string{"invalid value"}},
+		{"no server", invocation{}, []string{"locks", "list"}, ExitUsage, []string{"no server: set --uri or MONGODB_URI"}},
+		{"bad uri", invocation{}, []string{"--uri", "mongodb://alice:hunter2@host:notaport/", "locks", "list"}, ExitUsage, []string{"invalid URI mongodb://xxxxx@host:notaport/"}},
+		{"bad uri escape", invocation{}, []string{"--uri", "mongodb://alice:hun%zzter2@host/", "locks", "list"}, ExitUsage, []string{"invalid URI"}},
+		{"not a uri", invocation{}, []string{"--uri", "hunter2", "locks", "list"}, ExitUsage, []string{"invalid URI"}},
+		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, ExitUsage, []string{"invalid URI"}},
+		{"unreachable", invocation{}, []string{"--uri", dead, "--timeout", "300ms", "locks", "list"}, ExitFailure, []string{"cannot reach mongodb://xxxxx@127.0.0.1:", "within 300ms"}},
+		{"unreachable migrate", invocation{env: map[string]string{envURI: dead}}, []string{"migrate", "up", "--timeout", "300ms"}, ExitFailure, []string{"cannot reach"}},
+		{"bad log level", invocation{}, []string{"--uri", dead, "--log-level", "loud", "locks", "list"}, ExitUsage, []string{"invalid --log-level"}},
+		{"bad timeout", invocation{}, []string{"--uri", dead, "--timeout", "0s", "locks", "list"}, ExitUsage, []string{"--timeout must be positive"}},
+		{"release without mode", invocation{}, []string{"--uri", dead, "locks", "release", "x"}, ExitUsage, []string{"needs --keeper K", "or --force"}},
+		{"release with both", invocation{}, []string{"--uri", dead, "locks", "release", "x", "--keeper", "k", "--force"}, ExitUsage, []string{"not both"}},
+		{"release without id", invocation{}, []string{"--uri", dead, "locks", "release", "--keeper", "k"}, ExitUsage, []string{"needs one lock id"}},
+		{"yes without force", invocation{}, []string{"--uri", dead, "locks", "release", "x", "--keeper", "k", "--yes"}, ExitUsage, []string{"--yes goes with --force"}},
+		{"forced without tty", invocation{stdin: "yes\n"}, []string{"--uri", dead, "locks", "release", "x", "--force"}, ExitUsage, []string{"stdin is not a terminal"}},
+		{"status argument", invocation{}, []string{"--uri", dead, "migrate", "status", "extra"}, ExitUsage, []string{"takes no arguments"}},
+		{"jobs negative history", invocation{}, []string{"--uri", dead, "jobs", "--history", "-1"}, ExitUsage, []string{"--history"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -596,18 +647,24 @@ func TestErrors(t *testing.T) {
 func TestRunWiring(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"frobnicate"}, strings.NewReader(""), &out, &errb); code != exitUsage {
+	run := func(args ...string) int {
+		return Run(context.Background(), args, WithStdio(strings.NewReader(""), &out, &errb))
+	}
+	if code := run("frobnicate"); code != ExitUsage {
 		t.Errorf("exit %d", code)
 	}
 	if got := strings.TrimSpace(errb.String()); !strings.HasPrefix(got, "mongolock: unknown command") || strings.Contains(got, "\n") {
 		t.Errorf("stderr %q", got)
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"-h"}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(out.String(), "locks release ID") {
+	if code := run("-h"); code != ExitOK || !strings.Contains(out.String(), "locks release ID") {
 		t.Errorf("help: exit %d\n%s", code, out.String())
 	}
+	if strings.Contains(out.String(), "  dev ") {
+		t.Errorf("help lists dev without WithDevServer:\n%s", out.String())
+	}
 	out.Reset()
-	if code := run(context.Background(), []string{"locks", "release", "-h"}, strings.NewReader(""), &out, &errb); code != exitOK || !strings.Contains(out.String(), "-force") {
+	if code := run("locks", "release", "-h"); code != ExitOK || !strings.Contains(out.String(), "-force") {
 		t.Errorf("release help: exit %d\n%s", code, out.String())
 	}
 }

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/mongolock/mongolock/migrations"
+)
+
+// DefaultName is the program's name in help and error messages.
+const DefaultName = "mongolock"
+
+// ErrInvalidOption reports an option given a bad argument.
+var ErrInvalidOption = errors.New("cli: invalid option")
+
+// Option configures Main and Run.
+type Option func(*config) error
+
+type config struct {
+	name       string
+	migrations []migrations.Migration
+	jobs       []Job
+	stdin      io.Reader
+	stdout     io.Writer
+	stderr     io.Writer
+	devServer  StartDevServer
+}
+
+func invalidOption(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// WithName sets the program's name in help and error messages ("myapp:
+// unknown command"). Default: DefaultName ("mongolock").
+func WithName(name string) Option {
+	return func(c *config) error {
+		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, "\r\n") {
+			return invalidOption("WithName: %q is not a program name", name)
+		}
+		c.name = name
+		return nil
+	}
+}
+
+// WithMigrations registers your migrations beside mongolock's built-in ones,
+// as migrations.WithMigrations does: migrate up applies them, status and
+// plan list them. It may be given several times. Default: none. A migration
+// that migrations.New refuses fails every migrate command (exit 1).
+func WithMigrations(ms ...migrations.Migration) Option {
+	return func(c *config) error {
+		c.migrations = append(c.migrations, ms...)
+		return nil
+	}
+}
+
+// Job is a scheduler job as your program registers it (scheduler.AddJob):
+// its name and spec.
+type Job struct {
+	Name string
+	Spec string
+}
+
+// WithJobs registers your scheduler's jobs, so that the jobs command lists
+// them even before any instance ran them, and shows the spec registered
+// beside the one last claimed with. It may be given several times; names
+// must be unique and not empty. Default: none (jobs lists what MongoDB
+// holds).
+func WithJobs(jobs ...Job) Option {
+	return func(c *config) error {
+		for _, j := range jobs {
+			if j.Name == "" || j.Spec == "" {
+				return invalidOption("WithJobs: job %q with spec %q: name and spec must not be empty", j.Name, j.Spec)
+			}
+		}
+		c.jobs = append(c.jobs, jobs...)
+		return nil
+	}
+}
+
+// WithStdio sets the command's standard input, output and error; a nil one
+// keeps the process's. For tests. Default: os.Stdin, os.Stdout, os.Stderr.
+func WithStdio(stdin io.Reader, stdout, stderr io.Writer) Option {
+	return func(c *config) error {
+		if stdin != nil {
+			c.stdin = stdin
+		}
+		if stdout != nil {
+			c.stdout = stdout
+		}
+		if stderr != nil {
+			c.stderr = stderr
+		}
+		return nil
+	}
+}
+
+// DevServer is a MongoDB-compatible server the program runs itself, as
+// package devserver's *Server.
+type DevServer interface {
+	// URI is the connection string.
+	URI() string
+	// Dir is the directory holding the data.
+	Dir() string
+	// Close stops the server and, if Start made the directory, removes it.
+	Close() error
+}
+
+// StartDevServer starts a DevServer keeping its data in dir (a temporary
+// directory, removed by Close, if dir is empty), logging to logger. ctx
+// bounds the start only. devserver.Start is one.
+type StartDevServer func(ctx context.Context, dir string, logger *slog.Logger) (DevServer, error)
+
+// WithDevServer gives the program a server of its own: the dev command,
+// which runs one in the foreground, and the demo without --uri. Pass
+// package devserver's:
+//
+//	cli.WithDevServer(func(ctx context.Context, dir string, l *slog.Logger) (cli.DevServer, error) {
+//		return devserver.Start(ctx, dir, l)
+//	})
+//
+// It compiles FerretDB and SQLite into the program (about 25 MB), which is
+// why this package does not import devserver itself. Default: none; the
+// program has no dev command and its demo needs --uri.
+func WithDevServer(start StartDevServer) Option {
+	return func(c *config) error {
+		if start == nil {
+			return invalidOption("WithDevServer: nil function")
+		}
+		c.devServer = start
+		return nil
+	}
+}
