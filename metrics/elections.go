@@ -88,6 +88,25 @@ func (el *electionMetrics) observe(e lock.Event) {
 	}
 }
 
+// leaseEnded ends the term whose lease e reports lost or released, if this
+// process leads an election with it. It adds no election.
+func (el *electionMetrics) leaseEnded(e lock.Event) {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	x, ok := el.all[e.LockID]
+	if !ok {
+		return
+	}
+	k := termKey{e.KeeperID, e.Fence}
+	if _, leading := x.leading[k]; !leading {
+		return
+	}
+	delete(x.leading, k)
+	if len(x.leading) == 0 {
+		x.leader.Set(0)
+	}
+}
+
 // AddElections makes the series of the elections named by their lock ids
 // (runner.LeaderAwareRunner.LockID) present at zero, so that a "no leader"
 // alert works before any process led. An election is added by itself at

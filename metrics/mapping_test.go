@@ -497,3 +497,36 @@ func TestDocTable(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderEndsWithItsLease: a term ends when its lease is lost or
+// released, even before the runner reports TermEnded (RunTaskOnLeader
+// reports it only at its next call); a lease of another term or lock
+// changes nothing, and no election is made up from lock events.
+func TestLeaderEndsWithItsLease(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []lock.EventKind{lock.LeaseLost, lock.Released} {
+		m := newMetrics(t)
+		leader := func() float64 { return testutil.ToFloat64(m.elections.leader.WithLabelValues("e")) }
+		m.Observe(lock.Event{Kind: lock.TermStarted, LockID: "e", KeeperID: "k", Fence: 4})
+		m.Observe(lock.Event{Kind: kind, LockID: "e", KeeperID: "k", Fence: 3})
+		m.Observe(lock.Event{Kind: kind, LockID: "e", KeeperID: "other", Fence: 4})
+		m.Observe(lock.Event{Kind: kind, LockID: "not-an-election", KeeperID: "k", Fence: 4})
+		if v := leader(); v != 1 {
+			t.Fatalf("%v of another term: leader %v, want 1", kind, v)
+		}
+		m.Observe(lock.Event{Kind: kind, LockID: "e", KeeperID: "k", Fence: 4})
+		if v := leader(); v != 0 {
+			t.Fatalf("%v of the term's lease: leader %v, want 0", kind, v)
+		}
+		m.Observe(lock.Event{Kind: lock.TermEnded, LockID: "e", KeeperID: "k", Fence: 4})
+		if v := leader(); v != 0 {
+			t.Fatalf("TermEnded after the lease ended: leader %v", v)
+		}
+		m.elections.mu.Lock()
+		_, made := m.elections.all["not-an-election"]
+		m.elections.mu.Unlock()
+		if made {
+			t.Fatal("a lock event made an election")
+		}
+	}
+}

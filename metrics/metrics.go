@@ -68,6 +68,11 @@ func (m *Metrics) Observe(e lock.Event) {
 	case lock.Acquired, lock.Refused, lock.AcquireFailed, lock.Renewed, lock.RenewFailed, lock.LeaseLost, lock.Released,
 		lock.TaskAbandoned:
 		m.locks.observe(e)
+		if e.Kind == lock.LeaseLost || e.Kind == lock.Released {
+			// A term's lease ending ends the term, even before the runner
+			// says so (RunTaskOnLeader reports it only at its next call).
+			m.elections.leaseEnded(e)
+		}
 	case lock.TermStarted, lock.TermEnded, lock.LeaderSeen:
 		m.elections.observe(e)
 	case lock.FiringLost, lock.FiringSkipped, lock.RunStarted, lock.RunEnded:
