@@ -199,6 +199,14 @@ func TestLiveRenewalsRecovery(t *testing.T) {
 		{Kind: lock.Released, LockID: "a", Fence: 1},
 		{Kind: lock.LeaseLost, LockID: "a", Fence: 1, Reason: "renewal found it taken over or expired", Err: lock.ErrLeaseLost},
 		{Kind: lock.Renewed, KeeperID: "k2", LockID: "z", Fence: 3}, // another Session of the process
+		// A process whose leases were lost holds none to renew once the
+		// store is back: other answers from the database count.
+		{Kind: lock.LeaderSeen, LockID: "a", Leader: "other"},
+		{Kind: lock.FiringClaimed, Job: "j", LockID: "job/j"},
+		{Kind: lock.FiringLost, Job: "j", LockID: "job/j"},
+		{Kind: lock.RunStarted, Job: "j", LockID: "job/j"},
+		{Kind: lock.MigrationApplied, Migration: "1 index"},
+		{Kind: lock.MigrationWaited, Migration: "1 index"},
 	}
 	for _, rec := range recoveries {
 		t.Run(fmt.Sprintf("%v %s %s", rec.Kind, rec.KeeperID, rec.Reason), func(t *testing.T) {

@@ -30,12 +30,17 @@
 //     renewals (lock.RenewFailed: Event.At + Event.Remaining) or from a
 //     lock.LeaseLost "renew deadline passed" (its At). Successful round
 //     trips are lock.Renewed, lock.Acquired, lock.Refused "held elsewhere",
-//     lock.Released without error and lock.LeaseLost "renewal found it
-//     taken over or expired", from any observed Session (the connection is
+//     lock.Released without error, lock.LeaseLost "renewal found it
+//     taken over or expired", and the events that follow a command the
+//     database answered (lock.LeaderSeen, lock.FiringClaimed,
+//     lock.FiringLost, lock.RunStarted, lock.MigrationApplied,
+//     lock.MigrationWaited), from any observed Session (the connection is
 //     the process's, and a Session that lost its leases may make none): the
-//     check passes again at the first, a runner's next campaign once the
-//     store is back, say. A process that makes no round trip any more after
-//     losing its leases stays failed: nothing shows that it could.
+//     check passes again at the first, a runner's next campaign or a
+//     scheduler's next claim once the store is back, say. A process that
+//     makes no round trip any more after losing its leases (an hourly
+//     RunTaskOnLeader between calls) stays failed until its next one:
+//     nothing shows that it could.
 //   - abandoned_tasks: a task that ignored its cancelled context for the
 //     grace period and was abandoned (lock.TaskAbandoned, from
 //     lock.Session.Do or a runner; also lock.LeaseLost "abandoned" with

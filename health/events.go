@@ -86,7 +86,12 @@ func (c *Checker) Observe(e lock.Event) {
 	case lock.TaskAbandoned, lock.TermEnded:
 		c.endedLocked(e)
 
-	case lock.Renewed, lock.Acquired:
+	case lock.Renewed, lock.Acquired,
+		// Each of these follows a command the database answered: a runner
+		// read who leads, a scheduler won or lost a claim, a migration ran
+		// or waited. A process whose leases were lost during an outage may
+		// hold none to renew afterwards; these show the store is back.
+		lock.LeaderSeen, lock.FiringClaimed, lock.FiringLost, lock.RunStarted, lock.MigrationWaited:
 		c.succeededLocked()
 
 	case lock.Refused:
@@ -106,6 +111,7 @@ func (c *Checker) Observe(e lock.Event) {
 		}
 
 	case lock.MigrationApplied:
+		c.succeededLocked()
 		if e.Reason == "down" {
 			for _, m := range c.migrators {
 				m.forget()
