@@ -101,7 +101,11 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 	if h.Released {
 		h.ExpiresAt = h.RenewedAt
 	}
-	if lo, _, ok := l.clock.bounds(l.cfg.clock.Now()); ok {
+	lo, _, ok := l.clock.bounds(l.cfg.clock.Now())
+	if !ok {
+		lo, _, ok = l.readOnly.bounds(l.cfg.clock.Now())
+	}
+	if ok {
 		h.ReadAt, h.Expired = lo, h.ExpiresAt.Before(lo)
 	}
 	return h

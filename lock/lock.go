@@ -88,7 +88,10 @@ type Locker struct {
 	clock  serverClock
 	deploy deployment
 	hints  ttlHints
-	seen   atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
+	// readOnly estimates the server's clock from hello when the clock
+	// document cannot be written (readClock): for Holder only.
+	readOnly serverClock
+	seen     atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -675,8 +678,9 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 // readClock is refreshClock for calls that only read (Holder, Locks): a
 // user who may read the lock collection but not write it (a monitoring
 // role), or a connection that reaches no primary, cannot write the clock
-// document; the estimate then comes from hello, which behind mongos is
-// mongos's clock. It only decides what Holder reports as expired.
+// document; a separate estimate then comes from hello, which behind mongos
+// is mongos's clock. It only decides what Holder reports as expired, when
+// the Locker has no estimate of its own.
 func (l *Locker) readClock(ctx context.Context) error {
 	err := l.refreshClock(ctx)
 	var se mongo.ServerError
@@ -689,8 +693,9 @@ func (l *Locker) readClock(ctx context.Context) error {
 	if herr != nil {
 		return err
 	}
-	l.clock.observe(server, sent, recv)
-	l.clock.doubt() // read the clock document again next time
+	// Its own estimate: behind mongos hello answers with mongos's clock,
+	// which must never decide a takeover.
+	l.readOnly.observe(server, sent, recv)
 	return nil
 }
 

@@ -290,6 +290,11 @@ func TestReadOnlyUserListsLocks(t *testing.T) {
 	if hs, err := reader.Locks(ctx); err != nil || len(hs) != 1 {
 		t.Fatalf("locks for a read-only user: %+v %v", hs, err)
 	}
+	// hello's time (mongos's, behind mongos) never feeds the estimate
+	// takeovers are judged by.
+	if _, _, ok := reader.ServerTime(); ok {
+		t.Fatal("a hello reading fed the Locker's server-clock estimate")
+	}
 	if _, err := reader.AcquireLocks(ctx, "R", "b"); err == nil {
 		t.Fatal("a read-only user acquired a lock")
 	}
