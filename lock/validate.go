@@ -27,8 +27,9 @@ func ValidateID(arg, id string) error {
 
 func validateIDs(arg string, ids []string) error {
 	for i, id := range ids {
-		if err := ValidateID(fmt.Sprintf("%s[%d]", arg, i), id); err != nil {
-			return err
+		// Named only when it fails: this runs on every renewal.
+		if ValidateID(arg, id) != nil {
+			return ValidateID(fmt.Sprintf("%s[%d]", arg, i), id)
 		}
 	}
 	return nil

@@ -209,33 +209,35 @@ func TestDecidingReadsGoToThePrimary(t *testing.T) {
 func TestHiddenIndexesRefusedAsOnFerretDB2(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)
-	db := mongotest.NewDatabase(t)
 	refusal := bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(2)}, {Key: "codeName", Value: "BadValue"},
 		{Key: "errmsg", Value: "unsupported index option: hidden"}}
 	hasHidden := func(cmd bson.D) bool { return strings.Contains(bson.Raw(mustMarshal(t, cmd)).String(), `"hidden"`) }
-	client := mongotest.NewRewrittenClient(t, []wirefault.Rule{
-		wirefault.Fail("collMod", hasHidden, refusal),
-		wirefault.Fail("createIndexes", hasHidden, refusal),
-	})
-	fdb := mongotest.Database(t, client, db.Name())
-	plain := migrations.EnsureIndex(1, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}})
-	if _, err := newMigrator(t, fdb, migrations.WithMigrations(plain)).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		what string
-		mig  migrations.Migration
-	}{
-		{"hide an index", migrations.EnsureIndex(2, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}, Hidden: true})},
-		{"create a hidden index", migrations.EnsureIndex(2, migrations.Index{Collection: "c", Keys: bson.D{{Key: "b", Value: 1}}, Hidden: true})},
-	} {
-		_, err := newMigrator(t, fdb, migrations.WithMigrations(plain, c.mig)).Up(ctx)
-		if !errors.Is(err, migrations.ErrUnsupported) || !strings.Contains(err.Error(), "hidden indexes") {
-			t.Fatalf("%s: %v, want ErrUnsupported naming hidden indexes", c.what, err)
+	// One server refuses hiding with NotImplemented, as the wire fault
+	// layer plays FerretDB 2.x; another with BadValue; both refuse hidden
+	// index builds with BadValue.
+	for _, hide := range []wirefault.Rule{wirefault.HiddenIndexUnsupported(), wirefault.Fail("collMod", hasHidden, refusal)} {
+		db := mongotest.NewDatabase(t)
+		client := mongotest.NewRewrittenClient(t, []wirefault.Rule{hide, wirefault.Fail("createIndexes", hasHidden, refusal)})
+		fdb := mongotest.Database(t, client, db.Name())
+		plain := migrations.EnsureIndex(1, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}})
+		if _, err := newMigrator(t, fdb, migrations.WithMigrations(plain)).Up(ctx); err != nil {
+			t.Fatal(err)
 		}
-		got := indexes(t, db.Collection("c"))
-		if _, ok := got["b_1"]; ok || got["a_1"].Hidden || len(got) != 2 {
-			t.Fatalf("%s: indexes %+v, want _id and a_1 as they were", c.what, got)
+		for _, c := range []struct {
+			what string
+			mig  migrations.Migration
+		}{
+			{"hide an index", migrations.EnsureIndex(2, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}, Hidden: true})},
+			{"create a hidden index", migrations.EnsureIndex(2, migrations.Index{Collection: "c", Keys: bson.D{{Key: "b", Value: 1}}, Hidden: true})},
+		} {
+			_, err := newMigrator(t, fdb, migrations.WithMigrations(plain, c.mig)).Up(ctx)
+			if !errors.Is(err, migrations.ErrUnsupported) || !strings.Contains(err.Error(), "hidden indexes") {
+				t.Fatalf("%s: %v, want ErrUnsupported naming hidden indexes", c.what, err)
+			}
+			got := indexes(t, db.Collection("c"))
+			if _, ok := got["b_1"]; ok || got["a_1"].Hidden || len(got) != 2 {
+				t.Fatalf("%s: indexes %+v, want _id and a_1 as they were", c.what, got)
+			}
 		}
 	}
 }

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mongolock/mongolock/internal/wiremsg"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 )
 
-const (
-	headerLen     = 16       // messageLength, requestID, responseTo, opCode
-	maxMessageLen = 64 << 20 // above MongoDB's maxMessageSizeBytes (48 MB)
-)
+const headerLen = wiremsg.HeaderLen
 
 // errMalformed reports a message the proxy cannot parse. The connection is
 // closed: forwarding half-understood bytes would only move the failure.
