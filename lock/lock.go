@@ -682,6 +682,13 @@ func (l *Locker) refreshClock(ctx context.Context) error {
 // is mongos's clock. It only decides what Holder reports as expired, when
 // the Locker has no estimate of its own.
 func (l *Locker) readClock(ctx context.Context) error {
+	now := l.cfg.clock.Now()
+	if _, ok := l.clock.age(now); !ok {
+		if age, ok := l.readOnly.age(now); ok && age < l.cfg.clockRefresh {
+			// The clock document was refused recently: no write, no hello.
+			return nil
+		}
+	}
 	err := l.refreshClock(ctx)
 	var se mongo.ServerError
 	if err == nil || ctx.Err() != nil || !errors.As(err, &se) {

@@ -282,13 +282,25 @@ func TestReadOnlyUserListsLocks(t *testing.T) {
 	mustAcquire(t, ctx, holder, "a", "K")
 	unauthorized := bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(13)}, {Key: "codeName", Value: "Unauthorized"},
 		{Key: "errmsg", Value: "not authorized to execute command findAndModify"}}
-	reader := rewritten(t, dbName, []wirefault.Rule{wirefault.Fail("findAndModify", nil, unauthorized)})
+	var sent atomic.Int64 // commands that reach the server (or the refusal)
+	count := wirefault.RuleFuncs{OnRequest: func(cmd bson.D) (out, reply bson.D) {
+		if len(cmd) > 0 && cmd[0].Key != "hello" && cmd[0].Key != "isMaster" && cmd[0].Key != "ismaster" {
+			sent.Add(1)
+		}
+		return nil, nil
+	}}
+	reader := rewritten(t, dbName, []wirefault.Rule{count, wirefault.Fail("findAndModify", nil, unauthorized)})
 	h, err := reader.Holder(ctx, "a")
 	if err != nil || h.KeeperID != "K" || h.ReadAt.IsZero() || h.Expired {
 		t.Fatalf("holder for a read-only user: %+v %v", h, err)
 	}
+	sent.Store(0)
 	if hs, err := reader.Locks(ctx); err != nil || len(hs) != 1 {
 		t.Fatalf("locks for a read-only user: %+v %v", hs, err)
+	}
+	// The refused clock write is not tried again at every read.
+	if n := sent.Load(); n != 1 {
+		t.Errorf("Locks sent %d commands besides hello, want 1 (the find)", n)
 	}
 	// hello's time (mongos's, behind mongos) never feeds the estimate
 	// takeovers are judged by.
