@@ -14,7 +14,8 @@
 //	}
 //
 // The commands, flags, exit codes and output are those of the mongolock
-// command (cmd/mongolock), which is this package with nothing registered:
+// command (cmd/mongolock), which is this package with no migrations or
+// jobs registered, and WithDevServer:
 //
 //	NAME [global flags] migrate up|status|plan
 //	NAME [global flags] locks list [--json]

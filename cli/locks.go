@@ -215,7 +215,7 @@ func (a *app) locksRelease(ctx context.Context, args []string) error {
 			return errors.New("not confirmed; nothing released")
 		}
 	}
-	// Delete only if the lock is still the one shown: as its keeper, unless
+	// Release only if the lock is still the one shown: as its keeper, unless
 	// the document has none.
 	if h.KeeperID != "" && lock.ValidateID("keeperID", h.KeeperID) == nil {
 		var n int

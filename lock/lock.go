@@ -346,8 +346,8 @@ type Acquisition struct {
 // and so on for each write that races with another keeper's. Each lease's
 // Deadline is timed from the sending of the write that won it.
 //
-// Every requested id ends up in exactly one of Leases and Refused unless
-// it returns an error; then Leases holds the locks known to be acquired,
+// Every requested id ends up in exactly one of Granted and Refused unless
+// it returns an error; then Granted holds the locks known to be acquired,
 // and any other may or may not have been: the write may have happened, in
 // which case the lock stays held by keeperID until it expires or is
 // released. It is the store operation Sessions use; users take locks
@@ -546,9 +546,10 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	return r, nil
 }
 
-// ReleaseLocks deletes those of lockIDs that keeperID holds, in one round
-// trip, and returns how many it deleted. It never deletes another keeper's
-// lock. With no lockIDs it does nothing.
+// ReleaseLocks releases those of lockIDs that keeperID holds, whatever
+// their terms, in one round trip, and returns how many it released. It
+// never releases another keeper's lock. With no lockIDs it does nothing.
+// A released lock keeps its document, without kid (ReleaseTerms).
 func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
 	terms := make([]Term, len(lockIDs))
 	for i, id := range lockIDs {

@@ -131,9 +131,9 @@ func (m *Mutex) Wait(ctx context.Context, d time.Duration) error {
 // an error wrapping the lease's cause (ErrLeaseLost) if the lease ended
 // before the release: the work under it may have overlapped another
 // holder's. Either way the Mutex holds nothing afterwards. With no lease
-// it returns an error wrapping ErrNotHeld, after deleting the lock if a
+// it returns an error wrapping ErrNotHeld, after releasing the lock if a
 // failed AcquireLock may have left it this Session's (a read of its term,
-// then a delete of that term only).
+// then a release of that term only).
 func (m *Mutex) ReleaseLock(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -14,11 +14,11 @@ import (
 )
 
 // TestRoundTrips counts commands with the driver's command monitor: acquire,
-// renew-many, release, release of several and release-all take one each; a
-// renewal that lost a lock takes two (to say which), and so does acquiring
-// many (to read their fences); a Locker's first call adds a hello (and an
-// uncounted buildInfo) to learn the deployment, and a write to read the
-// server's clock.
+// renew-many, release and release of several take one each; the first
+// refused acquire adds a read of the holder's TTL; a renewal that lost a
+// lock takes two (to say which), and so does acquiring many (to read their
+// fences); a Locker's first call adds a hello (and an uncounted buildInfo)
+// to learn the deployment, and a write to read the server's clock.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	client, counter := mongotest.CountingClient(t)

@@ -21,7 +21,7 @@ type Store interface {
 	AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error)
 	// Renew extends the live leases keeperID holds on lockIDs.
 	Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error)
-	// ReleaseTerms deletes those of terms that keeperID holds; a term
+	// ReleaseTerms releases those of terms that keeperID holds; a term
 	// with a fencing token only while that term lasts.
 	ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error)
 	// Holder tells who holds lockID; ErrNotHeld if nobody does.

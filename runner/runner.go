@@ -370,7 +370,7 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 
 // Resign ends the current term, if any, and releases the lock so another
 // instance takes over at once. It is for the RunTaskOnLeader shape; Run
-// releases by itself when its context ends. It also deletes the lock if an
+// releases by itself when its context ends. It also releases the lock if an
 // earlier acquisition or release failed in a way that may have left it
 // ours. The release is bounded by the session's release timeout, whatever
 // ctx's deadline. Not holding the lock is not an error, and neither is a
