@@ -77,6 +77,20 @@ const (
 	// RunEnded: the job ended with Outcome; Took is its duration, Err its
 	// error.
 	RunEnded
+	// FiringTakenOver: this keeper took over work another keeper claimed
+	// and did not start before its lease lapsed; Leader is that keeper.
+	// The firings it covers then run here, or are skipped, as if claimed
+	// here.
+	FiringTakenOver
+	// RunRetrying: attempt Attempt of a firing failed with Err; the next
+	// one starts after Took, under the same lease.
+	RunRetrying
+	// JobPaused, JobResumed, JobTriggered, JobRemoved: this keeper paused,
+	// resumed, triggered or removed a job (Reason holds the pause's note).
+	JobPaused
+	JobResumed
+	JobTriggered
+	JobRemoved
 )
 
 // Events of the migrations package. Migration names the migration.
@@ -97,7 +111,9 @@ var kindNames = map[EventKind]string{
 	TaskAbandoned: "task abandoned", DeploymentWarning: "deployment warning",
 	TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
 	FiringClaimed: "firing claimed", FiringLost: "firing claimed elsewhere", FiringSkipped: "firing skipped",
-	RunStarted: "run started", RunEnded: "run ended",
+	RunStarted: "run started", RunEnded: "run ended", FiringTakenOver: "firing taken over",
+	RunRetrying: "run retrying", JobPaused: "job paused", JobResumed: "job resumed",
+	JobTriggered: "job triggered", JobRemoved: "job removed",
 	MigrationApplied: "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
 }
 
@@ -177,7 +193,7 @@ func LogObserver(log zerolog.Logger) Observer {
 func logEvent(log zerolog.Logger, e Event) {
 	var ev *zerolog.Event
 	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed:
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying:
 		ev = log.Warn()
 	case Released:
 		if e.Err != nil {
@@ -191,7 +207,8 @@ func logEvent(log zerolog.Logger, e Event) {
 		} else {
 			ev = log.Debug()
 		}
-	case TermStarted, TermEnded, LeaderSeen, FiringSkipped, MigrationApplied, MigrationWaited:
+	case TermStarted, TermEnded, LeaderSeen, FiringSkipped, MigrationApplied, MigrationWaited,
+		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved:
 		ev = log.Info()
 	default:
 		ev = log.Debug()

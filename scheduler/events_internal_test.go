@@ -41,7 +41,7 @@ func TestFiringEvents(t *testing.T) {
 			}
 			return nil
 		})
-		r.store.last["lost"] = epoch.Add(time.Hour)   // claimed far ahead elsewhere
+		r.store.doc("lost").Last = epoch.Add(time.Hour) // claimed far ahead elsewhere
 		r.locks.TakeOver(r.s.LockID("held"), "other") // for the whole test
 		r.store.onClaim = func(job string, _ time.Time) {
 			if job == "ran" {
@@ -71,7 +71,8 @@ func TestFiringEvents(t *testing.T) {
 			want[key{"held", f(i)}] = []lock.EventKind{claimed, skipped}
 		}
 		want[key{"long", f(1)}] = []lock.EventKind{claimed, started, ended}
-		want[key{"long", f(2)}] = []lock.EventKind{skipped} // still running here
+		// Still running here, then recorded as missed by the next claim.
+		want[key{"long", f(2)}] = []lock.EventKind{skipped, skipped}
 		want[key{"long", f(3)}] = []lock.EventKind{claimed, started, ended}
 
 		got := map[key][]lock.Event{}
@@ -139,8 +140,9 @@ func TestFiringEvents(t *testing.T) {
 		if evs := got[key{"long", f(1)}]; len(evs) == 3 && evs[2].Took != 15*time.Second {
 			t.Errorf("long@1: ended %+v, want after 15s", evs[2])
 		}
-		if evs := got[key{"long", f(2)}]; len(evs) == 1 && (evs[0].Reason != ReasonBusy || !evs[0].At.Equal(f(2))) {
-			t.Errorf("long@2: skipped %+v, want %q", evs[0], ReasonBusy)
+		if evs := got[key{"long", f(2)}]; len(evs) == 2 && (evs[0].Reason != ReasonBusy || !evs[0].At.Equal(f(2)) ||
+			evs[1].Reason != ReasonMissed || evs[1].At.Before(f(3))) {
+			t.Errorf("long@2: skipped %+v, want %q, then %q once f(3) started", evs, ReasonBusy, ReasonMissed)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -17,12 +18,11 @@ import (
 )
 
 // fakeStore keeps claims and runs in memory, with the semantics of
-// mongoStore.
+// mongoStore: a jobDoc per job, changed under one mutex as the server
+// changes one document atomically.
 type fakeStore struct {
 	mu      sync.Mutex
-	last    map[string]time.Time
-	by      map[string]string
-	run     map[string]*Run
+	docs    map[string]*jobDoc
 	hist    []Run
 	clock   clockwork.Clock
 	onClaim func(job string, f time.Time) // called after a successful claim
@@ -36,39 +36,125 @@ type fakeStore struct {
 }
 
 func newFakeStore(clk clockwork.Clock) *fakeStore {
-	return &fakeStore{last: map[string]time.Time{}, by: map[string]string{}, run: map[string]*Run{}, clock: clk}
+	return &fakeStore{docs: map[string]*jobDoc{}, clock: clk}
 }
 
-func (s *fakeStore) claim(_ context.Context, job, _ string, f time.Time, keeper string) (bool, error) {
-	s.mu.Lock()
-	if last, ok := s.last[job]; ok && !last.Before(f) {
-		s.mu.Unlock()
-		return false, nil
+// doc returns job's document, made if missing. Called with s.mu held.
+func (s *fakeStore) doc(job string) *jobDoc {
+	d := s.docs[job]
+	if d == nil {
+		d = &jobDoc{ID: job, Last: neverClaimed}
+		s.docs[job] = d
 	}
-	s.last[job], s.by[job] = f, keeper
+	return d
+}
+
+func (s *fakeStore) register(_ context.Context, jobs []claimReq) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range jobs {
+		if s.docs[j.job] == nil {
+			s.doc(j.job).Spec = j.spec
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) claim(_ context.Context, job, spec string, f time.Time, keeper string, catchUp bool) (*work, error) {
+	s.mu.Lock()
+	d, ok := s.docs[job]
+	switch {
+	case catchUp && (!ok || !d.Last.After(neverClaimed)),
+		ok && (!d.Last.Before(f) || d.Pending):
+		s.mu.Unlock()
+		return nil, nil
+	}
+	d = s.doc(job)
+	d.Last, d.By, d.Pending, d.Spec, d.At = f, keeper, true, spec, s.clock.Now()
+	w := workOf(d)
 	hook := s.onClaim
 	s.mu.Unlock()
 	if hook != nil {
 		hook(job, f)
 	}
-	return true, nil
+	return w, nil
 }
 
-func (s *fakeStore) start(ctx context.Context, r Run) (time.Time, bool, error) {
+func (s *fakeStore) claimTrigger(_ context.Context, job string, t time.Time, keeper string) (*work, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.docs[job]
+	if d == nil || !d.Control.Trigger.Equal(t) || d.Pending {
+		return nil, nil
+	}
+	d.Control.Trigger, d.PTrig, d.By, d.Pending, d.At = time.Time{}, t, keeper, true, s.clock.Now()
+	return workOf(d), nil
+}
+
+func (s *fakeStore) takeOver(_ context.Context, jobs []string, from, keeper string) ([]*work, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*work
+	for _, job := range jobs {
+		if d := s.docs[job]; d != nil && d.Pending && d.By == from {
+			d.By, d.At = keeper, s.clock.Now()
+			out = append(out, workOf(d))
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) poll(_ context.Context, jobs []string) ([]jobDoc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []jobDoc
+	for _, job := range jobs {
+		if d := s.docs[job]; d != nil && (d.Pending || !d.Control.Trigger.IsZero() || d.Control.Removed) {
+			out = append(out, *d)
+		}
+	}
+	return out, nil
+}
+
+// mayStart is startFilter. Called with s.mu held.
+func (s *fakeStore) mayStart(d *jobDoc, r Run, w *work) bool {
+	if d.Run.holds(r) {
+		return true // a retried write
+	}
+	if !d.Pending || d.By != r.Keeper {
+		return false
+	}
+	if w.triggered() {
+		return d.PTrig.Equal(w.trig)
+	}
+	return d.Last.Equal(w.last) && (d.Done.IsZero() || d.Done.Before(r.Scheduled))
+}
+
+func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
 	s.mu.Lock()
 	hook := s.onStart
 	s.mu.Unlock()
 	apply := func() (time.Time, bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		cur := s.run[r.Job]
-		if cur != nil && !cur.Scheduled.Before(r.Scheduled) &&
-			!(cur.Scheduled.Equal(r.Scheduled) && cur.Keeper == r.Keeper && cur.Fence == r.Fence) {
+		d := s.docs[r.Job]
+		if d == nil || !s.mayStart(d, r, w) {
 			return time.Time{}, false
 		}
-		r.Start = s.clock.Now()
-		s.run[r.Job] = &r
-		return r.Start, true
+		if d.Run.holds(r) {
+			return d.Run.Start, true
+		}
+		switch {
+		case w.triggered():
+			d.Pending, d.PTrig = false, time.Time{}
+		case r.Scheduled.Equal(w.last):
+			d.Done, d.Pending = r.Scheduled, false
+		default:
+			d.Done = r.Scheduled
+		}
+		d.Run = runDoc{Keeper: r.Keeper, Scheduled: r.Scheduled, Start: s.clock.Now(), Fence: fenceTS(r.Fence),
+			Outcome: string(OutcomeRunning), Attempt: max(r.Attempt, 1), Trigger: r.Triggered}
+		return d.Run.Start, true
 	}
 	if hook == nil {
 		start, ok := apply()
@@ -86,16 +172,56 @@ func (s *fakeStore) start(ctx context.Context, r Run) (time.Time, bool, error) {
 	return start, ok, nil
 }
 
-func (s *fakeStore) finish(_ context.Context, r Run) (bool, error) {
+func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.docs[w.job]
+	if d == nil || !d.Pending || d.By != w.keeper ||
+		w.triggered() && !d.PTrig.Equal(w.trig) || !w.triggered() && !d.Last.Equal(w.last) {
+		return false, nil
+	}
+	d.Pending, d.PTrig = false, time.Time{}
+	if !w.triggered() {
+		d.Done = w.last
+	}
+	return true, nil
+}
+
+func (s *fakeStore) finish(_ context.Context, r Run, ran bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finishCalls++
-	r.End = s.clock.Now()
-	if cur := s.run[r.Job]; cur != nil && cur.Scheduled.Equal(r.Scheduled) && cur.Keeper == r.Keeper {
-		s.run[r.Job] = &r
-		return true, nil
+	d := s.docs[r.Job]
+	if d == nil || !d.Run.Scheduled.Equal(r.Scheduled) || d.Run.Keeper != r.Keeper {
+		return false, nil
 	}
-	return false, nil
+	d.Run.Outcome, d.Run.Error, d.Run.End, d.Run.Attempt = string(r.Outcome), r.Error, s.clock.Now(), max(r.Attempt, 1)
+	switch {
+	case ran && r.Outcome == OutcomeSucceeded:
+		d.Control.Fails = 0
+	case ran:
+		d.Control.Fails++
+	}
+	return true, nil
+}
+
+func (s *fakeStore) pauseAfter(_ context.Context, job string, n int) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.docs[job]
+	if d == nil || d.Control.Fails < n || d.Control.Paused {
+		return false, nil
+	}
+	d.Control.Paused, d.Control.PauseNote, d.Control.PauseTill, d.Control.PausedAt = true, pauseNote(n), time.Time{}, s.clock.Now()
+	return true, nil
+}
+
+// control changes job's control fields with fn, as Pause, Resume, Trigger
+// and Remove do.
+func (s *fakeStore) control(job string, fn func(c *controlDoc)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(&s.doc(job).Control)
 }
 
 func (s *fakeStore) addHistory(_ context.Context, r Run) error {
@@ -118,13 +244,8 @@ func (s *fakeStore) records(_ context.Context, names []string) ([]Record, error)
 	defer s.mu.Unlock()
 	var out []Record
 	for _, n := range names {
-		if last, ok := s.last[n]; ok {
-			rec := Record{Name: n, LastClaimed: last, ClaimedBy: s.by[n]}
-			if r := s.run[n]; r != nil {
-				c := *r
-				rec.LastRun = &c
-			}
-			out = append(out, rec)
+		if d := s.docs[n]; d != nil {
+			out = append(out, d.record())
 		}
 	}
 	return out, nil
@@ -213,19 +334,44 @@ func rigOn(t *testing.T, locks *locktest.Store, sopts []lock.SessionOption, opts
 	return r
 }
 
-// lockCounts returns how many locks the lock store granted, and how many
-// renew and release calls it got.
+// lockCounts returns how many job locks the lock store granted, and how many
+// renew and release calls of job locks it got: the Scheduler's presence
+// lock (claims.go) is not counted.
 func (r *rig) lockCounts() (acquired, renewals, releases int) {
 	for _, c := range r.locks.Calls(locktest.OpAcquire) {
-		acquired += len(c.Acquisition.Granted)
+		for _, g := range c.Acquisition.Granted {
+			if !isPresence(g.LockID) {
+				acquired++
+			}
+		}
 	}
-	return acquired, len(r.locks.Calls(locktest.OpRenew)), len(r.locks.Calls(locktest.OpRelease))
+	return acquired, len(jobCalls(r.locks.Calls(locktest.OpRenew))), len(jobCalls(r.locks.Calls(locktest.OpRelease)))
 }
 
-// onCall runs fn at the start of every lock store call of op.
+// isPresence reports whether id is the id of a Scheduler's presence lock.
+func isPresence(id string) bool { return strings.Contains(id, presenceMark) }
+
+// jobCall reports whether c is about a job's lock, not only presence locks.
+func jobCall(c locktest.Call) bool {
+	return slices.ContainsFunc(c.LockIDs, func(id string) bool { return !isPresence(id) })
+}
+
+// jobCalls returns the calls of calls that are about a job's lock.
+func jobCalls(calls []locktest.Call) []locktest.Call {
+	var out []locktest.Call
+	for _, c := range calls {
+		if jobCall(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// onCall runs fn at the start of every lock store call of op about a
+// job's lock.
 func (r *rig) onCall(op locktest.Op, fn func(ctx context.Context) error) {
 	r.locks.BeforeCall(func(ctx context.Context, c locktest.Call) error {
-		if c.Op != op {
+		if c.Op != op || !jobCall(c) {
 			return nil
 		}
 		return fn(ctx)
@@ -236,7 +382,7 @@ func (r *rig) busy() bool {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	for _, j := range r.s.order {
-		if j.busy {
+		if j.inflight > 0 {
 			return true
 		}
 	}
@@ -346,3 +492,23 @@ func recv[T any](t *testing.T, c <-chan T, what string) T {
 }
 
 var errBoom = errors.New("boom")
+
+// lastClaim is job's last claimed firing (zero if none).
+func (s *fakeStore) lastClaim(job string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.docs[job]; d != nil && d.Last.After(neverClaimed) {
+		return d.Last
+	}
+	return time.Time{}
+}
+
+// running is job's last started run, nil if none.
+func (s *fakeStore) running(job string) *Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.docs[job]; d != nil {
+		return d.Run.run(job)
+	}
+	return nil
+}

@@ -26,7 +26,7 @@ func RunFromContext(ctx context.Context) (Run, bool) {
 
 func (s *Scheduler) idle(j *job) {
 	s.mu.Lock()
-	j.busy = false
+	j.inflight--
 	s.mu.Unlock()
 }
 
@@ -54,7 +54,8 @@ const lockRetryFirst = 20 * time.Millisecond
 // it.
 type firing struct {
 	job   *job
-	at    time.Time // scheduled
+	at    time.Time // scheduled, or triggered
+	trig  bool      // a run asked for by Trigger
 	fence uint64    // once the job's lock is taken
 	tries int       // attempts to take the job's lock
 
@@ -123,23 +124,35 @@ func note(reason, more string) string {
 // double run impossible; see the package documentation. Every firing it
 // tries ends in exactly one of the events FiringLost, FiringSkipped and
 // RunEnded.
-func (s *Scheduler) fire(j *job, f time.Time) {
+// A catch-up claim (at Start) claims f only if the job was claimed before:
+// a job deployed for the first time has missed nothing.
+func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	defer s.wg.Done()
 	defer s.idle(j)
 	fr := &firing{job: j, at: f, ctx: s.ctx}
 
 	// Step 1 (skip while a firing of j is in progress here) was dispatch's.
 	// 2. Claim the firing: succeeds for one instance only, and only if no
-	// firing at or after f was claimed before. Not once the Session is
-	// closed: the firing could not run here, and would run nowhere.
+	// firing at or after f was claimed before and the last claim's work is
+	// settled. Not once the Session is closed: the firing could not run
+	// here, and would wait to be taken over. Not without this instance's
+	// presence lease: the claim could be taken over at once.
 	select {
 	case <-s.session.Done():
 		s.emit(fr, skip(ReasonStopping, lock.ErrSessionClosed))
 		return
 	default:
 	}
+	if !s.present(s.ctx) {
+		if s.ctx.Err() != nil {
+			s.emit(fr, skip(ReasonStopping, ErrStopped))
+		} else {
+			s.emit(fr, skip(ReasonAbsent, nil))
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-	won, err := s.st.claim(ctx, j.name, j.spec, f, s.keeper)
+	w, err := s.st.claim(ctx, j.name, j.spec, f, s.keeper, catchUp)
 	cancel()
 	switch {
 	case err != nil && s.ctx.Err() != nil:
@@ -148,41 +161,15 @@ func (s *Scheduler) fire(j *job, f time.Time) {
 	case err != nil:
 		s.emit(fr, skip(ReasonNoClaim+err.Error(), err))
 		return
-	case !won:
+	case w == nil && catchUp:
+		return // claimed already, as it mostly is: nothing was missed
+	case w == nil:
 		s.emit(fr, lock.Event{Kind: lock.FiringLost})
 		return
 	}
 	s.emit(fr, lock.Event{Kind: lock.FiringClaimed})
-	if s.trace(fr); fr.span != nil {
-		defer func() { fr.span.End(fr.failure) }()
-	}
-
-	// 3. Take the job's lock, waiting a while for the previous run to let
-	// go of it.
-	lease, ok := s.lockFor(fr)
-	if !ok {
-		return
-	}
-	fr.fence = lease.Fence()
-	// A job that ends its goroutine (runtime.Goexit) skips the release
-	// below; without this the session would renew its lease for ever.
-	released := false
-	defer func() {
-		if !released {
-			s.release(fr, lease)
-		}
-	}()
-	hist, end := s.runLocked(fr, lease)
-	// 6. Release before writing the history, which the next run does not
-	// need: the lock is held no longer than the run's own record needs.
-	s.release(fr, lease)
-	released = true
-	if hist != nil {
-		if err := s.addHistory(fr, *hist); err != nil {
-			end.Reason = note(end.Reason, "run not recorded in the history: "+err.Error())
-		}
-	}
-	s.emit(fr, end)
+	// 3-6, for each firing the claim covers (claims.go).
+	s.work(fr, w)
 }
 
 // lockWait is how long after firing f the lock of j is waited for: half the
@@ -215,7 +202,14 @@ func (s *Scheduler) lockBackoff() lock.Backoff {
 // FiringSkipped event.
 func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 	j := fr.job
-	giveUp := fr.at.Add(s.lockWait(j, fr.at))
+	var giveUp time.Time // zero: wait as long as it takes
+	if j.cfg.overlap == OverlapSkip {
+		wait := s.lockWait(j, fr.at)
+		giveUp = fr.at.Add(wait)
+		if now := s.clock.Now(); now.After(giveUp) {
+			giveUp = now.Add(wait) // a late firing (caught up, or taken over) waits as long
+		}
+	}
 	b := s.lockBackoff()
 	mayHold := false // an attempt failed after its write may have happened
 	var lastErr error
@@ -246,8 +240,12 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 			break
 		}
 		now := s.clock.Now()
-		if s.ctx.Err() != nil || !now.Before(giveUp) ||
-			lock.Sleep(s.ctx, s.clock, min(b.Pause(attempt), giveUp.Sub(now))) != nil {
+		pause := b.Pause(attempt)
+		if !giveUp.IsZero() {
+			pause = min(pause, giveUp.Sub(now))
+		}
+		if s.ctx.Err() != nil || !giveUp.IsZero() && !now.Before(giveUp) ||
+			lock.Sleep(s.ctx, s.clock, pause) != nil {
 			break
 		}
 	}
@@ -327,11 +325,18 @@ func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) 
 	return out, nil
 }
 
-// runLocked runs fr under lease. It returns the run to add to the history,
-// nil if no run was recorded, and the firing's last event, to be emitted
-// once the lock is released and the history written: RunEnded if the job
-// was called, FiringSkipped if not.
-func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) {
+// ran is what runLocked did.
+type ran struct {
+	started   bool      // fr's start was recorded
+	takenOver bool      // it was not: fr's work is another instance's now
+	hist      []Run     // to add to the history
+	end       lock.Event // fr's last event, once the lock is released and the history written
+}
+
+// runLocked runs fr, of w, under lease: records its start, calls the job
+// (again, up to the job's retries, while it fails), and records its end.
+// Its last event is RunEnded if the job was called, FiringSkipped if not.
+func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	j, f := fr.job, fr.at
 	// The Session keeps the lease alive; jobCtx ends with it, cause
 	// lock.ErrLeaseLost a safety margin before anyone else could take the
@@ -341,7 +346,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	s.mu.Lock()
 	if s.state != stateStarted {
 		s.mu.Unlock()
-		return nil, skip(ReasonStopping, ErrStopped)
+		return ran{end: skip(ReasonStopping, ErrStopped)}
 	}
 	j.cancel = cancelJob
 	s.mu.Unlock()
@@ -351,12 +356,14 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 		s.mu.Unlock()
 	}()
 
-	// 4. Record the start, unless a run of a later firing started before.
-	// Under the lock, this keeps runs in firing order: an instance that
-	// claimed f and then stalled does not run f after a later firing ran.
-	r := Run{Job: j.name, Keeper: s.keeper, Scheduled: f, Fence: lease.Fence(), Outcome: OutcomeRunning}
+	// 4. Record the start, if the claim is still this instance's and no
+	// later firing of it was settled: under the lock, this keeps runs in
+	// firing order, and a claimant that stalled past its lease, whose claim
+	// was taken over, does not start it too.
+	r := Run{Job: j.name, Keeper: s.keeper, Scheduled: f, Fence: lease.Fence(), Outcome: OutcomeRunning,
+		Attempt: 1, Triggered: fr.trig}
 	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
-	start, ok, err := s.st.start(ctx, r)
+	start, ok, err := s.st.start(ctx, r, w)
 	cancel()
 	switch {
 	case err != nil:
@@ -368,18 +375,19 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 		// that it does not stay "running", and only then keep it in the
 		// history.
 		r.Outcome, r.Error = OutcomeFailed, "not run: start not recorded: "+err.Error()
-		held, ferr := s.finish(fr, r)
+		held, ferr := s.finish(fr, r, false)
 		if ferr != nil {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 		}
 		if held {
-			return &r, e
+			return ran{started: true, hist: []Run{r}, end: e}
 		}
-		return nil, e
+		return ran{end: e}
 	case !ok:
-		return nil, skip(ReasonLater, nil)
+		return ran{takenOver: true, end: skip(ReasonTakenOver, nil)}
 	}
 	r.Start = start
+	out := ran{started: true}
 
 	// 5. Run, if the lease can still be trusted. The keep-alive ends the
 	// lease, and so jobCtx, when it cannot, but asynchronously: Err reads
@@ -395,28 +403,74 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 			e.Reason = ReasonStopping
 		}
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
-		if _, ferr := s.finish(fr, r); ferr != nil {
+		if _, ferr := s.finish(fr, r, false); ferr != nil {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 		}
-		return &r, e
+		out.hist, out.end = []Run{r}, e
+		return out
 	}
+	for {
+		e := s.attempt(fr, jobCtx, &r)
+		pause, retry := s.retryPause(fr, jobCtx, r)
+		if !retry {
+			out.end = e
+			break
+		}
+		// Each failed attempt is in the history as soon as it is known.
+		failed := r
+		if err := s.addHistory(fr, failed); err != nil {
+			e.Reason = note(e.Reason, "attempt not recorded in the history: "+err.Error())
+		}
+		s.emit(fr, lock.Event{Kind: lock.RunRetrying, Attempt: r.Attempt, Err: e.Err, Took: pause, Reason: e.Reason})
+		if lock.Sleep(jobCtx, s.clock, pause) != nil {
+			out.end = e
+			break
+		}
+		r.Attempt++
+		r.Outcome, r.Error, r.End = OutcomeRunning, "", time.Time{}
+	}
+
+	// 6. Record the end, then release the lock (in runOne): the next run
+	// cannot start before this one is recorded.
+	if _, ferr := s.finish(fr, r, true); ferr != nil {
+		out.end.Reason = note(out.end.Reason, "end not recorded: "+ferr.Error())
+	}
+	if r.Outcome == OutcomeFailed && j.cfg.pauseAfter > 0 {
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		paused, err := s.st.pauseAfter(ctx, j.name, j.cfg.pauseAfter)
+		cancel()
+		switch {
+		case err != nil:
+			out.end.Reason = note(out.end.Reason, "not paused: "+err.Error())
+		case paused:
+			s.emit(fr, lock.Event{Kind: lock.JobPaused, Reason: pauseNote(j.cfg.pauseAfter)})
+		}
+	}
+	out.hist = append(out.hist, r)
+	return out
+}
+
+// attempt calls fr's job once, as attempt r.Attempt, under jobCtx (and the
+// job's timeout), sets r's outcome and returns the attempt's RunEnded
+// event.
+func (s *Scheduler) attempt(fr *firing, jobCtx context.Context, r *Run) lock.Event {
+	j := fr.job
+	ctx, cancel := context.WithCancelCause(jobCtx)
+	defer cancel(nil)
 	var timeout clockwork.Timer
 	if j.cfg.timeout > 0 {
-		timeout = s.clock.AfterFunc(j.cfg.timeout, func() { cancelJob(ErrJobTimeout) })
+		timeout = s.clock.AfterFunc(j.cfg.timeout, func() { cancel(ErrJobTimeout) })
 	}
 	began := s.clock.Now()
-	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: began.Sub(f), Attempt: fr.tries})
-	stack, err := call(context.WithValue(jobCtx, runKey{}, r), j.fn)
+	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: began.Sub(fr.at), Attempt: max(fr.tries, r.Attempt)})
+	stack, err := call(context.WithValue(ctx, runKey{}, *r), j.fn)
 	ended := s.clock.Now()
 	if timeout != nil {
 		timeout.Stop()
 	}
-
-	// 6. Record the end, then release the lock (in fire): the next run
-	// cannot start before this one is recorded.
-	e := lock.Event{Kind: lock.RunEnded, At: ended, Took: ended.Sub(began)}
+	e := lock.Event{Kind: lock.RunEnded, At: ended, Took: ended.Sub(began), Attempt: r.Attempt}
 	r.Outcome = OutcomeSucceeded
-	cause := context.Cause(jobCtx)
+	cause := context.Cause(ctx)
 	if err != nil {
 		if cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w (context: %w)", err, cause)
@@ -430,10 +484,24 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease) (*Run, lock.Event) 
 	if stack != nil {
 		e.Reason = note(e.Reason, "panicked at:\n"+string(stack))
 	}
-	if _, ferr := s.finish(fr, r); ferr != nil {
-		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
+	return e
+}
+
+// retryPause says whether fr's job, whose attempt r just failed, is tried
+// again, and after what pause: not past the job's retries, not once its
+// lease is lost or the scheduler stops, and not if the next attempt could
+// not start before the job's next firing.
+func (s *Scheduler) retryPause(fr *firing, jobCtx context.Context, r Run) (time.Duration, bool) {
+	j := fr.job
+	if r.Outcome != OutcomeFailed || r.Attempt > j.cfg.retries || jobCtx.Err() != nil {
+		return 0, false
 	}
-	return &r, e
+	pause := j.cfg.backoff.Pause(r.Attempt)
+	now := s.clock.Now()
+	if next := nextAfter(j.sched, s.cfg.location, maxTime(fr.at, now)); !next.IsZero() && !now.Add(pause).Before(next) {
+		return 0, false
+	}
+	return pause, true
 }
 
 // stopping reports whether cause ended a job's context because the
@@ -453,11 +521,11 @@ func call(ctx context.Context, fn func(context.Context) error) (stack []byte, er
 }
 
 // finish records the end of r in the job document, and reports whether the
-// document held r's record.
-func (s *Scheduler) finish(fr *firing, r Run) (bool, error) {
+// document held r's record. ran: the job was called.
+func (s *Scheduler) finish(fr *firing, r Run, ran bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	defer cancel()
-	return s.st.finish(ctx, r)
+	return s.st.finish(ctx, r, ran)
 }
 
 func (s *Scheduler) addHistory(fr *firing, r Run) error {

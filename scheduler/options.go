@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
 )
 
 // Defaults used by New.
@@ -25,7 +26,86 @@ const (
 	DefaultOpTimeout = 10 * time.Second
 	// DefaultStopMode is what Stop does with running jobs.
 	DefaultStopMode = StopCancel
+	// DefaultCatchUpWindow is how late a firing may still run: a missed
+	// firing, or one taken over from an instance that died, older than
+	// this is recorded as not run.
+	DefaultCatchUpWindow = 24 * time.Hour
+	// MaxCatchUp bounds CatchUp.Max.
+	MaxCatchUp = 1000
 )
+
+// DefaultCatchUp is the catch-up policy of jobs that set none: the latest
+// missed firing runs, if at most DefaultCatchUpWindow late (Quartz's
+// "fire once now").
+var DefaultCatchUp = CatchUpLatest(DefaultCatchUpWindow)
+
+// CatchUp is what a job does with firings that no instance claimed in
+// time: those that fell while no instance was up, or while an earlier
+// claim of the job waited to be taken over. Whatever the policy, a firing
+// that an instance claimed runs, late if need be (taken over from a
+// claimant that died), unless it is older than Window.
+type CatchUp struct {
+	// Window: a firing older than this, by the clock of the instance
+	// working on it, is recorded as not run (ReasonWindow).
+	Window time.Duration
+	// Max is how many firings one claim runs at most: the newest of those
+	// it covers, oldest first. 0 runs only the claimed firing and makes
+	// no claim at Start; from 1 on, Start also claims the latest firing
+	// missed while no instance was up.
+	Max int
+}
+
+// CatchUpSkip records missed firings as not run (ReasonMissed) and runs
+// only firings claimed on time (or taken over within window).
+func CatchUpSkip(window time.Duration) CatchUp { return CatchUp{Window: window} }
+
+// CatchUpLatest runs the latest missed firing, if within window, and
+// records the others as not run.
+func CatchUpLatest(window time.Duration) CatchUp { return CatchUp{Window: window, Max: 1} }
+
+// CatchUpAll runs every missed firing within window, oldest first, up to
+// max of them (the newest), and records the others as not run.
+func CatchUpAll(window time.Duration, max int) CatchUp { return CatchUp{Window: window, Max: max} }
+
+func (c CatchUp) check(opt string) error {
+	switch {
+	case c.Window < time.Second:
+		return fmt.Errorf("%w: %s: window %v is shorter than 1s", ErrInvalidOption, opt, c.Window)
+	case c.Max < 0 || c.Max > MaxCatchUp:
+		return fmt.Errorf("%w: %s: max %d is not from 0 to %d", ErrInvalidOption, opt, c.Max, MaxCatchUp)
+	}
+	return nil
+}
+
+// Overlap is what a firing does when the job's previous run, on any
+// instance, still holds the job's lock.
+type Overlap int
+
+const (
+	// OverlapSkip waits for the previous run for half the time to the
+	// next firing, at most a TTL, and then records the firing as not run
+	// (ReasonLockHeld). The default.
+	OverlapSkip Overlap = iota
+	// OverlapWait waits for the previous run to end, however long, and
+	// then runs. Firings that fall meanwhile are missed (CatchUp).
+	OverlapWait
+	// OverlapCancel cancels the previous run (its context's cause is
+	// ErrOverlapCancelled), on whichever instance it runs, within that
+	// instance's poll interval, then waits for it to end and runs.
+	OverlapCancel
+)
+
+func (o Overlap) String() string {
+	switch o {
+	case OverlapSkip:
+		return "skip"
+	case OverlapWait:
+		return "wait"
+	case OverlapCancel:
+		return "cancel"
+	}
+	return fmt.Sprintf("Overlap(%d)", int(o))
+}
 
 // StopMode is what Stop does with jobs that are running.
 type StopMode int
@@ -59,6 +139,8 @@ type config struct {
 	runsColl   string
 	retention  time.Duration // 0: no history
 	opTimeout  time.Duration
+	catchUp    CatchUp
+	poll       time.Duration // 0: the Session's renew interval
 }
 
 func defaultConfig() config {
@@ -70,6 +152,34 @@ func defaultConfig() config {
 		runsColl:   DefaultRunsCollection,
 		retention:  DefaultHistoryRetention,
 		opTimeout:  DefaultOpTimeout,
+		catchUp:    DefaultCatchUp,
+	}
+}
+
+// WithCatchUp sets the catch-up policy of jobs that set none (JobCatchUp).
+// Default: DefaultCatchUp.
+func WithCatchUp(c CatchUp) Option {
+	return func(cfg *config) error {
+		if err := c.check("WithCatchUp"); err != nil {
+			return err
+		}
+		cfg.catchUp = c
+		return nil
+	}
+}
+
+// WithPollInterval sets how often the Scheduler reads the documents of its
+// jobs for work left undone: claims to take over from instances that died,
+// triggers (Trigger), runs to cancel (OverlapCancel) and removals. Each
+// poll is one query. Default: the Session's renew interval (a third of its
+// TTL by default).
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 10*time.Millisecond {
+			return fmt.Errorf("%w: WithPollInterval: %v is shorter than 10ms", ErrInvalidOption, d)
+		}
+		c.poll = d
+		return nil
 	}
 }
 
@@ -177,7 +287,12 @@ func checkCollection(opt, name string) error {
 }
 
 type jobConfig struct {
-	timeout time.Duration
+	timeout    time.Duration
+	catchUp    *CatchUp // nil: the Scheduler's
+	overlap    Overlap
+	retries    int
+	backoff    lock.Backoff
+	pauseAfter int
 }
 
 // JobOption configures one job.
@@ -192,6 +307,64 @@ func JobTimeout(d time.Duration) JobOption {
 			return fmt.Errorf("%w: JobTimeout: %v is not positive", ErrInvalidOption, d)
 		}
 		c.timeout = d
+		return nil
+	}
+}
+
+// JobCatchUp sets the job's catch-up policy. Default: the Scheduler's
+// (WithCatchUp).
+func JobCatchUp(c CatchUp) JobOption {
+	return func(jc *jobConfig) error {
+		if err := c.check("JobCatchUp"); err != nil {
+			return err
+		}
+		jc.catchUp = &c
+		return nil
+	}
+}
+
+// JobOverlap sets what a firing does while the job's previous run still
+// goes. Default: OverlapSkip.
+func JobOverlap(o Overlap) JobOption {
+	return func(jc *jobConfig) error {
+		if o < OverlapSkip || o > OverlapCancel {
+			return fmt.Errorf("%w: JobOverlap: unknown policy %d", ErrInvalidOption, int(o))
+		}
+		jc.overlap = o
+		return nil
+	}
+}
+
+// MaxRetries bounds JobRetries.
+const MaxRetries = 100
+
+// JobRetries runs a failed firing again, up to n more times, after the
+// pauses of backoff (lock.Backoff: First, doubling up to Max), under the
+// same lease and fencing token. Each attempt is recorded in the history.
+// An attempt is not started if it could not start before the job's next
+// firing. Default: no retries.
+func JobRetries(n int, backoff lock.Backoff) JobOption {
+	return func(jc *jobConfig) error {
+		switch {
+		case n < 0 || n > MaxRetries:
+			return fmt.Errorf("%w: JobRetries: %d is not from 0 to %d", ErrInvalidOption, n, MaxRetries)
+		case n > 0 && (backoff.First <= 0 || backoff.Max < backoff.First):
+			return fmt.Errorf("%w: JobRetries: backoff %v..%v needs 0 < First <= Max", ErrInvalidOption, backoff.First, backoff.Max)
+		}
+		jc.retries, jc.backoff = n, backoff
+		return nil
+	}
+}
+
+// JobPauseAfter pauses the job, cluster-wide, once n firings in a row have
+// failed (after their retries), with a note that says so; Resume resumes
+// it. Default: never.
+func JobPauseAfter(n int) JobOption {
+	return func(jc *jobConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: JobPauseAfter: %d is not positive", ErrInvalidOption, n)
+		}
+		jc.pauseAfter = n
 		return nil
 	}
 }

@@ -17,6 +17,9 @@ const (
 	// OutcomeFailed: the job returned an error or panicked; Run.Error says
 	// which.
 	OutcomeFailed Outcome = "failed"
+	// OutcomeSkipped: a record of firings that were not run, from
+	// Scheduled through Through (Count of them); Reason says why.
+	OutcomeSkipped Outcome = "skipped"
 )
 
 // Run is one run of a job, as persisted in MongoDB. Start and End are the
@@ -30,6 +33,22 @@ type Run struct {
 	Fence     uint64    // fencing token of the job's lease for this run
 	Outcome   Outcome
 	Error     string
+	// Attempt is the attempt of the firing this run was (Retry), from 1.
+	Attempt int
+	// Triggered: the run was asked for by Trigger; Scheduled is when.
+	Triggered bool
+	// Of a record of firings not run (OutcomeSkipped): the last firing it
+	// covers, how many, and why (one of the Reason constants, and more).
+	Through time.Time
+	Count   int
+	Reason  string
+}
+
+// Pause is how a job was paused.
+type Pause struct {
+	Note  string
+	Until time.Time // zero: until resumed
+	At    time.Time // server time of the pause
 }
 
 // Record is what MongoDB knows of a job, whichever instance wrote it.
@@ -44,18 +63,26 @@ type Record struct {
 	ClaimedBy   string
 	// LastRun is the last run that started, nil if none did.
 	LastRun *Run
+	// Pending: the last claim's work (a firing, or firings missed before
+	// it, or a triggered run) has not all started or been recorded as not
+	// run yet.
+	Pending bool
+	// Paused is set while the job is paused (Pause), Removed once it is
+	// removed (Remove), Triggered while a Trigger waits to be claimed.
+	Paused    *Pause
+	Removed   bool
+	Triggered time.Time
+	// FailedInARow counts the job's failed firings since its last success.
+	FailedInARow int
 }
 
-// JobInfo describes a job registered with a Scheduler.
+// JobInfo describes a job registered with a Scheduler: what MongoDB knows
+// of it, cluster-wide (Record, whose Spec is this instance's), and when
+// this instance will next try it.
 type JobInfo struct {
-	Name   string
-	Spec   string
+	Record
 	LockID string
 	// Next is the next firing this instance will try to claim (zero if the
 	// schedule has no further firings).
 	Next time.Time
-	// LastClaimed, ClaimedBy and LastRun are as in Record, cluster-wide.
-	LastClaimed time.Time
-	ClaimedBy   string
-	LastRun     *Run
 }

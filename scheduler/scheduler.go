@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,8 +41,15 @@ type Scheduler struct {
 	cancel   context.CancelFunc
 	wake     chan struct{}
 	loopDone chan struct{}
-	done     chan struct{} // closed when the loop and every firing are gone
+	pollDone chan struct{}
+	pollNow  chan struct{} // asks the poll loop for a poll now
+	done     chan struct{} // closed when the loops and every firing are gone
 	wg       sync.WaitGroup
+
+	// presence is this instance's presence lease (claims.go), guarded by
+	// presenceMu, which also serializes taking it.
+	presenceMu sync.Mutex
+	presence   *lock.Lease
 }
 
 type state int
@@ -59,10 +67,12 @@ type job struct {
 	cfg                jobConfig
 
 	// Guarded by Scheduler.mu.
-	next   time.Time
-	index  int                     // in the queue; -1 when not queued
-	busy   bool                    // a firing is in progress on this instance
-	cancel context.CancelCauseFunc // the running job's, nil if none
+	next       time.Time
+	index      int                     // in the queue; -1 when not queued
+	inflight   int                     // firings in progress on this instance
+	cancel     context.CancelCauseFunc // the running job's, nil if none
+	removed    bool                    // removed, as the last poll read
+	registered bool                    // its document is known to exist
 }
 
 // New returns a Scheduler that stores claims and runs in db (collections
@@ -120,6 +130,7 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		ttl:     session.Timings().TTL,
 		jobs:    make(map[string]*job),
 		wake:    make(chan struct{}, 1),
+		pollNow: make(chan struct{}, 1),
 	}
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
 	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, leases []*lock.Lease) ([]struct{}, error) {
@@ -148,8 +159,11 @@ func (s *Scheduler) LockID(name string) string { return s.cfg.lockPrefix + name 
 // (ErrJobTimeout); RunFromContext tells it which firing it serves and its
 // fencing token, and lock.LeaseFrom gives it the job's lease.
 func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error, opts ...JobOption) error {
-	if name == "" {
+	switch {
+	case name == "":
 		return fmt.Errorf("%w: name is empty", ErrInvalidJob)
+	case strings.HasPrefix(name, presenceMark):
+		return fmt.Errorf("%w: %q: names beginning with %q are reserved", ErrInvalidJob, name, presenceMark)
 	}
 	lockID := s.LockID(name)
 	if err := lock.ValidateID(fmt.Sprintf("lock id of job %q", name), lockID); err != nil {
@@ -190,8 +204,17 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	if s.state == stateStarted {
 		s.schedule(j, s.clock.Now())
 		s.poke()
+		s.pollSoon()
 	}
 	return nil
+}
+
+// pollSoon asks the poll loop for a poll now.
+func (s *Scheduler) pollSoon() {
+	select {
+	case s.pollNow <- struct{}{}:
+	default:
+	}
 }
 
 // schedule queues j for its first firing after now. Called with s.mu held.
@@ -233,12 +256,25 @@ func (s *Scheduler) Start() error {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loopDone = make(chan struct{})
+	s.pollDone = make(chan struct{})
 	s.done = make(chan struct{})
 	s.state = stateStarted
+	// Firings missed while no instance was up, as the catch-up policy
+	// says (a claim of one of them loses if another instance claimed it).
+	for _, j := range s.order {
+		if f, ok := s.missedAtStart(j, now); ok {
+			s.dispatch(j, f, true)
+		}
+	}
+	s.pollSoon() // registers the jobs, and finds work left undone
 	go s.loop(s.ctx)
+	go s.pollLoop(s.ctx)
 	go func() {
 		<-s.loopDone
-		s.wg.Wait() // the loop, the only caller of wg.Add, is gone
+		<-s.pollDone
+		s.wg.Wait() // the loops, the only callers of wg.Add, are gone
+		// Only now: a claim not started can then be taken over at once.
+		s.absent()
 		close(s.done)
 	}()
 	return nil
@@ -359,7 +395,7 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 			events = append(events, lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: j.next,
 				Reason: fmt.Sprintf("%s: %d firings from this one on not tried here", ReasonBehind, missed)})
 		}
-		if e, ok := s.dispatch(j, f); !ok {
+		if e, ok := s.dispatch(j, f, false); !ok {
 			events = append(events, e)
 		}
 		j.next = nextAfter(j.sched, s.cfg.location, f)
@@ -375,16 +411,25 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 	return s.queue[0].next.Sub(now), true
 }
 
-// dispatch starts firing f of j unless a firing of j is still in progress
-// here; then it returns the event that says so, and false. Called with s.mu
-// held.
-func (s *Scheduler) dispatch(j *job, f time.Time) (lock.Event, bool) {
-	if j.busy {
+// dispatch starts firing f of j (a catch-up claim at Start, if catchUp)
+// unless j was removed, or a firing of j is
+// still in progress here (for OverlapWait and OverlapCancel, unless one
+// also waits for it); then it returns the event that says so, and false.
+// Called with s.mu held.
+func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, bool) {
+	limit := 1
+	if j.cfg.overlap != OverlapSkip {
+		limit = 2
+	}
+	switch {
+	case j.removed:
+		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false
+	case j.inflight >= limit:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
 	}
-	j.busy = true
+	j.inflight++
 	s.wg.Add(1)
-	go s.fire(j, f)
+	go s.fire(j, f, catchUp)
 	return lock.Event{}, true
 }
 
@@ -425,7 +470,7 @@ func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 		if s.state != stateStarted {
 			next = nextAfter(j.sched, s.cfg.location, now)
 		}
-		out[i] = JobInfo{Name: j.name, Spec: j.spec, LockID: j.lockID, Next: next}
+		out[i] = JobInfo{Record: Record{Name: j.name, Spec: j.spec}, LockID: j.lockID, Next: next}
 		names[i] = j.name
 	}
 	s.mu.Unlock()
@@ -442,7 +487,8 @@ func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 	}
 	for i := range out {
 		if r, ok := byName[out[i].Name]; ok {
-			out[i].LastClaimed, out[i].ClaimedBy, out[i].LastRun = r.LastClaimed, r.ClaimedBy, r.LastRun
+			r.Spec = out[i].Spec
+			out[i].Record = r
 		}
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -19,19 +20,42 @@ import (
 // store persists claims and runs. mongoStore is the real one; tests of the
 // timing logic use a fake.
 type store interface {
-	// claim records that keeper claimed firing f of job, unless a firing at
-	// or after f was claimed before; it reports whether it did. It may
-	// report lost a claim it made but that a claim of a later firing
-	// overtook before it could tell (a batch's read): never the reverse.
-	claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error)
-	// start records r as the job's running run unless a run of a later
-	// firing started before, and returns the server's start time. It is
-	// idempotent: a retried write finds its own record and succeeds.
-	start(ctx context.Context, r Run) (time.Time, bool, error)
+	// register makes the documents of jobs that have none, so that they
+	// can be paused before their first claim.
+	register(ctx context.Context, jobs []claimReq) error
+	// claim records that keeper claimed firing f of job, unless a firing
+	// at or after f was claimed before or an earlier claim's work is still
+	// pending, and returns the work it won, nil if it lost. It may report
+	// lost a claim it made but that a claim of a later firing overtook
+	// before it could tell (a batch's read): never the reverse.
+	// A catchUp claim is made only if an earlier firing was claimed.
+	claim(ctx context.Context, job, spec string, f time.Time, keeper string, catchUp bool) (*work, error)
+	// claimTrigger claims the run of job triggered at t (Trigger), unless
+	// another instance did or a claim's work is pending.
+	claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error)
+	// takeOver makes keeper's the pending work of jobs that from claimed,
+	// and returns it. The caller holds from's presence lock: from's lease
+	// has lapsed, and from can start none of it any more.
+	takeOver(ctx context.Context, jobs []string, from, keeper string) ([]*work, error)
+	// poll reads the documents of jobs with pending work, a trigger, or
+	// removed.
+	poll(ctx context.Context, jobs []string) ([]jobDoc, error)
+	// start records r, a firing or triggered run of w, as the job's running
+	// run if w is still r.Keeper's and no firing at or after r's was
+	// settled, and returns the server's start time. It is idempotent: a
+	// retried write finds its own record and succeeds.
+	start(ctx context.Context, r Run, w *work) (time.Time, bool, error)
+	// settle records that w's work is done without starting its last
+	// firing (or its triggered run), if w is still its keeper's.
+	settle(ctx context.Context, w *work) (bool, error)
 	// finish records how r ended in the job document, and reports whether
 	// the document still held r's record (no later run overwrote it, and
-	// r's start was written).
-	finish(ctx context.Context, r Run) (bool, error)
+	// r's start was written). ran: the job was called, and its outcome
+	// counts towards FailedInARow.
+	finish(ctx context.Context, r Run, ran bool) (bool, error)
+	// pauseAfter pauses job if its last n firings failed, and reports
+	// whether it did.
+	pauseAfter(ctx context.Context, job string, n int) (bool, error)
 	// addHistory records r in the history, if history is kept. It is
 	// idempotent.
 	addHistory(ctx context.Context, r Run) error
@@ -58,6 +82,29 @@ const (
 	fieldFence     = "fence"
 	fieldOutcome   = "outcome"
 	fieldError     = "error"
+
+	// The work a claim leaves to do: the firings after done up to last, or
+	// a triggered run. See claims.go.
+	fieldPending = "pend"  // true while the last claim's work is not settled
+	fieldDone    = "done"  // the last firing settled: started, or recorded as not run
+	fieldPTrig   = "ptrig" // the time of the triggered run the pending claim is for
+
+	// Control, written by Pause, Resume, Trigger and Remove (control.go)
+	// from any instance or tool, and read by every claim.
+	fieldPaused    = "paused"  // true while paused
+	fieldPauseNote = "pnote"   // the operator's note
+	fieldPauseTill = "puntil"  // paused until then (server time), if set
+	fieldPausedAt  = "pat"     // server time of the pause
+	fieldRemoved   = "removed" // true once removed: no instance runs it
+	fieldTrigger   = "trig"    // server time of a trigger not claimed yet
+	fieldFails     = "fails"   // failed firings in a row
+	fieldAttempt   = "attempt" // attempt of the last run, from 1
+
+	// Of runs and history records.
+	fieldTriggered = "triggered"
+	fieldThrough   = "through"
+	fieldCount     = "count"
+	fieldReason    = "reason"
 )
 
 // Index names EnsureIndexes creates on the runs collection.
@@ -72,7 +119,29 @@ type jobDoc struct {
 	ClaimID bson.ObjectID `bson:"cid,omitempty"`
 	Spec    string        `bson:"spec"`
 	By      string        `bson:"by"`
+	At      time.Time     `bson:"at,omitempty"`
+	Pending bool          `bson:"pend,omitempty"`
+	Done    time.Time     `bson:"done,omitempty"`
+	PTrig   time.Time     `bson:"ptrig,omitempty"`
+	Control controlDoc    `bson:",inline"`
 	Run     runDoc        `bson:",inline"`
+}
+
+// controlDoc is what operators set on a job (control.go).
+type controlDoc struct {
+	Paused    bool      `bson:"paused,omitempty"`
+	PauseNote string    `bson:"pnote,omitempty"`
+	PauseTill time.Time `bson:"puntil,omitempty"`
+	PausedAt  time.Time `bson:"pat,omitempty"`
+	Removed   bool      `bson:"removed,omitempty"`
+	Trigger   time.Time `bson:"trig,omitempty"`
+	Fails     int       `bson:"fails,omitempty"`
+}
+
+// pausedAt reports whether a job under c does not run firing f: removed,
+// or paused with no end or an end after f.
+func (c *controlDoc) pausedAt(f time.Time) bool {
+	return c.Removed || c.Paused && (c.PauseTill.IsZero() || c.PauseTill.After(f))
 }
 
 type runDoc struct {
@@ -84,6 +153,13 @@ type runDoc struct {
 	Fence     bson.Timestamp `bson:"fence"`
 	Outcome   string         `bson:"outcome"`
 	Error     string         `bson:"error,omitempty"`
+	Attempt   int            `bson:"attempt,omitempty"`
+	// Of a history record of firings not run (OutcomeSkipped): the last
+	// firing it covers (Scheduled the first) and how many, and why.
+	Through time.Time `bson:"through,omitempty"`
+	Count   int       `bson:"count,omitempty"`
+	Reason  string    `bson:"reason,omitempty"`
+	Trigger bool      `bson:"triggered,omitempty"`
 }
 
 func (d *runDoc) run(job string) *Run {
@@ -99,15 +175,25 @@ func (d *runDoc) run(job string) *Run {
 		Fence:     uint64(d.Fence.T)<<32 | uint64(d.Fence.I),
 		Outcome:   Outcome(d.Outcome),
 		Error:     d.Error,
+		Attempt:   max(d.Attempt, 1),
+		Through:   d.Through,
+		Count:     d.Count,
+		Reason:    d.Reason,
+		Triggered: d.Trigger,
 	}
 }
 
 func fenceTS(f uint64) bson.Timestamp { return bson.Timestamp{T: uint32(f >> 32), I: uint32(f)} }
 
 // historyID is the _id of a run in the history: a firing runs at most once,
-// so the job and the firing identify it, and recording it twice is harmless.
-func historyID(job string, scheduled time.Time) string {
-	return job + "@" + scheduled.UTC().Format(time.RFC3339Nano)
+// so the job, the firing and the attempt identify it, and recording it
+// twice is harmless. A record of firings not run is named by the first.
+func historyID(r Run) string {
+	id := r.Job + "@" + r.Scheduled.UTC().Format(time.RFC3339Nano)
+	if r.Attempt > 1 {
+		id += "#" + strconv.Itoa(r.Attempt)
+	}
+	return id
 }
 
 type mongoStore struct {
@@ -116,18 +202,19 @@ type mongoStore struct {
 
 	// Writes of jobs that fire together go in shared commands.
 	claims   *batcher[firingKey, claimReq, claimResult]
-	starts   *batcher[firingKey, Run, startResult]
-	finishes *batcher[struct{}, Run, bool]
+	starts   *batcher[firingKey, startReq, startResult]
+	finishes *batcher[struct{}, finishReq, bool]
 	adds     *batcher[struct{}, Run, struct{}]
 }
 
 // firingKey groups the claims and starts of one keeper for one firing time.
 type firingKey struct {
-	f      int64 // UnixNano of the firing
-	keeper string
+	f       int64 // UnixNano of the firing
+	keeper  string
+	catchUp bool // claims only of jobs claimed before
 }
 
-func keyOf(f time.Time, keeper string) firingKey { return firingKey{f.UnixNano(), keeper} }
+func keyOf(f time.Time, keeper string) firingKey { return firingKey{f: f.UnixNano(), keeper: keeper} }
 
 type claimReq struct{ job, spec string }
 
@@ -154,16 +241,18 @@ func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
 	return s
 }
 
-func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string) (bool, error) {
-	res, err := s.claims.submit(ctx, keyOf(f, keeper), claimReq{job, spec})
+func (s *mongoStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string, catchUp bool) (*work, error) {
+	key := keyOf(f, keeper)
+	key.catchUp = catchUp
+	res, err := s.claims.submit(ctx, key, claimReq{job, spec})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return res.won, res.err
+	return res.w, res.err
 }
 
 type claimResult struct {
-	won bool
+	w   *work // nil: lost
 	err error
 }
 
@@ -184,7 +273,7 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 	f, keeper := time.Unix(0, key.f).UTC(), key.keeper
 	out := make([]claimResult, len(reqs))
 	if len(reqs) == 1 {
-		out[0].won, out[0].err = s.claimOne(ctx, reqs[0], f, keeper)
+		out[0].w, out[0].err = s.claimOne(ctx, reqs[0], f, keeper, key.catchUp)
 		return out, nil
 	}
 	ids := make([]string, len(reqs))
@@ -195,7 +284,7 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 	// Each document is updated atomically: of several instances claiming f
 	// at once, one updates it and the others no longer match.
 	_, updateErr := s.jobs.UpdateMany(ctx,
-		claimFilter(bson.D{{Key: "$in", Value: ids}}, f), claimUpdate(f, keeper, "", cid))
+		claimFilter(bson.D{{Key: "$in", Value: ids}}, f, key.catchUp), claimUpdate(f, keeper, "", cid))
 	readCtx := ctx
 	if updateErr != nil {
 		updateErr = mongoutil.WrapErr(ctx, fmt.Sprintf("claim firing of %d jobs", len(ids)), updateErr)
@@ -220,8 +309,8 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 	for i, r := range reqs {
 		d, ok := docs[r.job]
 		switch {
-		case ok && d.ClaimID == cid && d.Last.Equal(f):
-			out[i].won = true
+		case ok && d.ClaimID == cid && d.Last.Equal(f) && d.By == keeper:
+			out[i].w = workOf(d)
 			if d.Spec != r.spec {
 				// The spec is shown, not used: a failure to update it
 				// costs nothing but a stale display until the next claim.
@@ -230,7 +319,7 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 			}
 		case updateErr != nil:
 			out[i].err = updateErr
-		case !ok:
+		case !ok && !key.catchUp:
 			missing = append(missing, i)
 		}
 	}
@@ -251,7 +340,7 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 	for len(todo) > 0 {
 		if len(todo) == 1 {
 			i := todo[0]
-			out[i].won, out[i].err = s.claimOne(ctx, reqs[i], f, keeper)
+			out[i].w, out[i].err = s.claimOne(ctx, reqs[i], f, keeper, false)
 			return
 		}
 		models := make([]mongo.WriteModel, len(todo))
@@ -260,7 +349,7 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 			r := reqs[i]
 			ids[k] = r.job
 			models[k] = mongo.NewUpdateOneModel().SetUpsert(true).
-				SetFilter(claimFilter(r.job, f)).SetUpdate(claimUpdate(f, keeper, r.spec, cid))
+				SetFilter(claimFilter(r.job, f, false)).SetUpdate(claimUpdate(f, keeper, r.spec, cid))
 		}
 		readCtx := ctx
 		_, writeErr := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
@@ -286,11 +375,11 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 		next := todo[:0:0]
 		for _, i := range todo {
 			switch d, ok := docs[reqs[i].job]; {
-			case ok && d.ClaimID == cid && d.Last.Equal(f):
-				out[i].won = true
+			case ok && d.ClaimID == cid && d.Last.Equal(f) && d.By == keeper:
+				out[i].w = workOf(d)
 			case writeErr != nil:
 				out[i].err = writeErr
-			case ok && !d.Last.Before(f):
+			case ok && (!d.Last.Before(f) || d.Pending):
 				// Lost: out[i] stays zero.
 			default:
 				next = append(next, i) // not written, or claimable again
@@ -308,15 +397,24 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 }
 
 // claimFilter matches the documents of the jobs id selects (a job name, or
-// an operator such as $in) whose last claim is for a firing before f.
-func claimFilter(id any, f time.Time) bson.D {
-	return bson.D{{Key: fieldID, Value: id}, {Key: fieldLast, Value: bson.D{{Key: "$lt", Value: f}}}}
+// an operator such as $in) whose last claim is for a firing before f and
+// whose work is settled; for a catch-up claim, only if a firing was
+// claimed before.
+func claimFilter(id any, f time.Time, catchUp bool) bson.D {
+	last := bson.D{{Key: "$lt", Value: f}}
+	if catchUp {
+		last = append(last, bson.E{Key: "$gt", Value: neverClaimed})
+	}
+	return bson.D{{Key: fieldID, Value: id}, {Key: fieldLast, Value: last}, notPending}
 }
+
+// notPending matches documents whose last claim's work is settled.
+var notPending = bson.E{Key: fieldPending, Value: bson.D{{Key: "$ne", Value: true}}}
 
 // claimUpdate records keeper's claim of firing f, with spec unless it is
 // empty, and claim id cid, or none if cid is zero.
 func claimUpdate(f time.Time, keeper, spec string, cid bson.ObjectID) bson.D {
-	set := bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}}
+	set := bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}}
 	if spec != "" {
 		set = append(set, bson.E{Key: fieldSpec, Value: spec})
 	}
@@ -345,20 +443,25 @@ func fail(out []claimResult, todo []int, err error) {
 	}
 }
 
-func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keeper string) (bool, error) {
-	// Matches only if every claim so far is for an earlier firing. If the
-	// document exists with last >= f, the upsert tries to insert a second
-	// document with the same _id and fails with a duplicate key error: the
-	// claim was lost. If it does not exist, this is the job's first claim.
-	res, err := s.jobs.UpdateOne(ctx, claimFilter(r.job, f), claimUpdate(f, keeper, r.spec, bson.ObjectID{}),
-		options.UpdateOne().SetUpsert(true))
+func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keeper string, catchUp bool) (*work, error) {
+	// Matches only if every claim so far is for an earlier firing and its
+	// work is settled. If the document exists otherwise, the upsert tries
+	// to insert a second document with the same _id and fails with a
+	// duplicate key error: the claim was lost. If it does not exist, this
+	// is the job's first claim. The document after tells the work: the
+	// firings after done, and what operators set.
+	var d jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, f, catchUp), claimUpdate(f, keeper, r.spec, bson.ObjectID{}),
+		options.FindOneAndUpdate().SetUpsert(!catchUp).SetReturnDocument(options.After)).Decode(&d)
 	switch {
-	case mongoutil.IsDuplicateKey(err):
-		return false, nil
+	case mongoutil.IsDuplicateKey(err), errors.Is(err, mongo.ErrNoDocuments):
+		return nil, nil
 	case err != nil:
-		return false, wrapErr(ctx, "claim", r.job, err)
+		return nil, wrapErr(ctx, "claim", r.job, err)
+	case !d.Last.Equal(f) || d.By != keeper:
+		return nil, fmt.Errorf("claim %q: the server returned another claim", r.job)
 	}
-	return res.MatchedCount+res.UpsertedCount == 1, nil
+	return workOf(&d), nil
 }
 
 // jobDocs reads the documents of ids, by id.
@@ -378,21 +481,32 @@ func (s *mongoStore) jobDocs(ctx context.Context, ids []string) (map[string]*job
 	return out, nil
 }
 
-func (s *mongoStore) start(ctx context.Context, r Run) (time.Time, bool, error) {
-	res, err := s.starts.submit(ctx, keyOf(r.Scheduled, r.Keeper), r)
+func (s *mongoStore) start(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
+	res, err := s.starts.submit(ctx, keyOf(r.Scheduled, r.Keeper), startReq{r, w})
 	return res.start, res.ok, err
 }
 
-// startFilter matches the document of r's job if r may start: runs start
-// in firing order, not after a run of a later firing. Not "unless a later
-// firing was claimed": under load, claims of later firings would then keep
-// overtaking every claimant, and nothing would run. The third branch
-// matches r's own record, so that a write retried after it was applied
-// (the driver retries on network errors) does not find itself overtaken.
-func startFilter(r Run) bson.D {
+type startReq struct {
+	r Run
+	w *work
+}
+
+// startFilter matches the document of r's job if r may start: w is still
+// r.Keeper's, and (for a firing) no firing at or after r's was settled, so
+// that the firings of a claim start in order and none twice. The last
+// branch matches r's own record, so that a write retried after it was
+// applied (the driver retries on network errors) does not find itself
+// overtaken.
+func startFilter(r Run, w *work) bson.D {
+	mine := bson.D{{Key: fieldBy, Value: r.Keeper}, {Key: fieldPending, Value: true}}
+	if w.triggered() {
+		mine = append(mine, bson.E{Key: fieldPTrig, Value: w.trig})
+	} else {
+		mine = append(mine, bson.E{Key: fieldLast, Value: w.last},
+			bson.E{Key: fieldDone, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: r.Scheduled}}}}})
+	}
 	return bson.D{{Key: fieldID, Value: r.Job}, {Key: "$or", Value: bson.A{
-		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$lt", Value: r.Scheduled}}}},
-		bson.D{{Key: fieldScheduled, Value: bson.D{{Key: "$exists", Value: false}}}},
+		mine,
 		bson.D{
 			{Key: fieldScheduled, Value: r.Scheduled},
 			{Key: fieldKeeper, Value: r.Keeper},
@@ -401,15 +515,30 @@ func startFilter(r Run) bson.D {
 	}}}
 }
 
-func startUpdate(r Run) bson.D {
+// startUpdate records r as running and settles its firing: the work is
+// no longer pending once its last firing, or its triggered run, starts.
+func startUpdate(r Run, w *work) bson.D {
+	set := bson.D{
+		{Key: fieldKeeper, Value: r.Keeper},
+		{Key: fieldScheduled, Value: r.Scheduled},
+		{Key: fieldFence, Value: fenceTS(r.Fence)},
+		{Key: fieldOutcome, Value: string(OutcomeRunning)},
+		{Key: fieldAttempt, Value: max(r.Attempt, 1)},
+		{Key: fieldTriggered, Value: r.Triggered},
+	}
+	unset := bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}
+	switch {
+	case w.triggered():
+		set = append(set, bson.E{Key: fieldPending, Value: false})
+		unset = append(unset, bson.E{Key: fieldPTrig, Value: ""})
+	case r.Scheduled.Equal(w.last):
+		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled}, bson.E{Key: fieldPending, Value: false})
+	default:
+		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled})
+	}
 	return bson.D{
-		{Key: "$set", Value: bson.D{
-			{Key: fieldKeeper, Value: r.Keeper},
-			{Key: fieldScheduled, Value: r.Scheduled},
-			{Key: fieldFence, Value: fenceTS(r.Fence)},
-			{Key: fieldOutcome, Value: string(OutcomeRunning)},
-		}},
-		{Key: "$unset", Value: bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}},
+		{Key: "$set", Value: set},
+		{Key: "$unset", Value: unset},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldStart, Value: true}}},
 	}
 }
@@ -417,16 +546,17 @@ func startUpdate(r Run) bson.D {
 // startBatch records the starts of runs of one firing by one keeper: one
 // command for one run, two for more (the updates in one ordered bulk write,
 // then a read of which documents hold their run).
-func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, runs []Run) ([]startResult, error) {
-	if len(runs) == 1 {
-		start, ok, err := s.startOne(ctx, runs[0])
+func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, reqs []startReq) ([]startResult, error) {
+	if len(reqs) == 1 {
+		start, ok, err := s.startOne(ctx, reqs[0].r, reqs[0].w)
 		return []startResult{{start, ok}}, err
 	}
-	models := make([]mongo.WriteModel, len(runs))
-	ids := make([]string, len(runs))
-	for i, r := range runs {
-		models[i] = mongo.NewUpdateOneModel().SetFilter(startFilter(r)).SetUpdate(startUpdate(r))
-		ids[i] = r.Job
+	models := make([]mongo.WriteModel, len(reqs))
+	ids := make([]string, len(reqs))
+	runs := make([]Run, len(reqs))
+	for i, q := range reqs {
+		models[i] = mongo.NewUpdateOneModel().SetFilter(startFilter(q.r, q.w)).SetUpdate(startUpdate(q.r, q.w))
+		ids[i], runs[i] = q.r.Job, q.r
 	}
 	// Ordered: FerretDB 1.24 stops an unordered bulk write at its first
 	// error without saying so. These updates cannot fail one by one (no
@@ -438,7 +568,7 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, runs []Run) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]startResult, len(runs))
+	out := make([]startResult, len(reqs))
 	for i, r := range runs {
 		if d := docs[r.Job]; d != nil && d.Run.holds(r) && !d.Run.Start.IsZero() {
 			out[i] = startResult{d.Run.Start, true}
@@ -447,11 +577,11 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, runs []Run) ([
 	return out, nil
 }
 
-func (s *mongoStore) startOne(ctx context.Context, r Run) (time.Time, bool, error) {
+func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
 	// No projection: FerretDB does not implement it in findAndModify.
 	opts := options.FindOneAndUpdate().SetReturnDocument(options.After)
 	var doc jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, startFilter(r), startUpdate(r), opts).Decode(&doc)
+	err := s.jobs.FindOneAndUpdate(ctx, startFilter(r, w), startUpdate(r, w), opts).Decode(&doc)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return time.Time{}, false, nil
@@ -461,6 +591,120 @@ func (s *mongoStore) startOne(ctx context.Context, r Run) (time.Time, bool, erro
 		return time.Time{}, false, fmt.Errorf("record start of %q: server returned no start time", r.Job)
 	}
 	return doc.Run.Start, true, nil
+}
+
+// settle marks w's work done, if it is still w's keeper's: nothing of it
+// is pending any more (its firings were recorded as not run).
+func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
+	filter := bson.D{{Key: fieldID, Value: w.job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldPending, Value: true}}
+	set := bson.D{{Key: fieldPending, Value: false}}
+	if w.triggered() {
+		filter = append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
+	} else {
+		filter = append(filter, bson.E{Key: fieldLast, Value: w.last})
+		set = append(set, bson.E{Key: fieldDone, Value: w.last})
+	}
+	res, err := s.jobs.UpdateOne(ctx, filter, bson.D{
+		{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: fieldPTrig, Value: ""}}}})
+	if err != nil {
+		return false, wrapErr(ctx, "settle claim of", w.job, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error) {
+	var d jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx,
+		bson.D{{Key: fieldID, Value: job}, {Key: fieldTrigger, Value: t}, notPending},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}, {Key: fieldPTrig, Value: t}}},
+			{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}, {Key: fieldClaimID, Value: ""}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
+		},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil, nil
+	case err != nil:
+		return nil, wrapErr(ctx, "claim trigger of", job, err)
+	}
+	return workOf(&d), nil
+}
+
+// takeOver makes keeper's, with a fresh claim id, the pending work of jobs
+// that from claimed, then reads which documents carry that id.
+func (s *mongoStore) takeOver(ctx context.Context, jobs []string, from, keeper string) ([]*work, error) {
+	cid := bson.NewObjectID()
+	res, err := s.jobs.UpdateMany(ctx,
+		bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: jobs}}}, {Key: fieldPending, Value: true}, {Key: fieldBy, Value: from}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
+		})
+	if err != nil {
+		// Some may have been taken: the next poll finds them pending and
+		// this keeper's, and resumes them.
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("take over the claims of %q", from), err)
+	}
+	if res.ModifiedCount == 0 {
+		return nil, nil
+	}
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldClaimID, Value: cid}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}})
+	if err != nil {
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read the claims taken over from %q", from), err)
+	}
+	var docs []jobDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read the claims taken over from %q", from), err)
+	}
+	out := make([]*work, len(docs))
+	for i := range docs {
+		out[i] = workOf(&docs[i])
+	}
+	return out, nil
+}
+
+func (s *mongoStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) {
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: jobs}}}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: fieldPending, Value: true}},
+		bson.D{{Key: fieldTrigger, Value: bson.D{{Key: "$exists", Value: true}}}},
+		bson.D{{Key: fieldRemoved, Value: true}},
+	}}})
+	if err != nil {
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("poll %d jobs", len(jobs)), err)
+	}
+	var docs []jobDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("poll %d jobs", len(jobs)), err)
+	}
+	return docs, nil
+}
+
+// neverClaimed is the last claim of a job registered but never claimed:
+// before every firing, and not the zero time, which BSON would not keep
+// apart from "no time".
+var neverClaimed = time.Unix(0, 0).UTC()
+
+// register upserts a document for each job that has none. Two instances
+// registering a job at once may collide on its _id: the write is then
+// sent again, and finds the document there.
+func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
+	models := make([]mongo.WriteModel, len(jobs))
+	for i, j := range jobs {
+		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).
+			SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
+			SetUpdate(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed}, {Key: fieldSpec, Value: j.spec}}}})
+	}
+	var err error
+	for range 3 {
+		if _, err = s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err == nil || !mongoutil.OnlyDuplicateKeys(err) {
+			break
+		}
+	}
+	if err != nil {
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("register %d jobs", len(jobs)), err)
+	}
+	return nil
 }
 
 // runsDesc names the jobs of a batch of runs in errors: the job, quoted,
@@ -478,38 +722,52 @@ func (d *runDoc) holds(r Run) bool {
 	return d.Scheduled.Equal(r.Scheduled) && d.Keeper == r.Keeper && d.Fence == fenceTS(r.Fence)
 }
 
-func (s *mongoStore) finish(ctx context.Context, r Run) (bool, error) {
-	return s.finishes.submit(ctx, struct{}{}, r)
+func (s *mongoStore) finish(ctx context.Context, r Run, ran bool) (bool, error) {
+	return s.finishes.submit(ctx, struct{}{}, finishReq{r, ran})
 }
 
-func finishModel(r Run) *mongo.UpdateOneModel {
-	set := bson.D{{Key: fieldOutcome, Value: string(r.Outcome)}}
+type finishReq struct {
+	r   Run
+	ran bool
+}
+
+func finishModel(q finishReq) *mongo.UpdateOneModel {
+	r := q.r
+	set := bson.D{{Key: fieldOutcome, Value: string(r.Outcome)}, {Key: fieldAttempt, Value: max(r.Attempt, 1)}}
 	if r.Error != "" {
 		set = append(set, bson.E{Key: fieldError, Value: r.Error})
+	}
+	update := bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
+	switch {
+	case q.ran && r.Outcome == OutcomeSucceeded:
+		set = append(set, bson.E{Key: fieldFails, Value: 0})
+	case q.ran:
+		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: fieldFails, Value: 1}}})
 	}
 	// Only this run's record: if a later run started meanwhile (this one
 	// lost its lease), its record stays.
 	return mongo.NewUpdateOneModel().
 		SetFilter(bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper}}).
-		SetUpdate(bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}})
+		SetUpdate(append(update, bson.E{Key: "$set", Value: set}))
 }
 
 // finishBatch records how runs ended, in one ordered bulk write, and
 // reports for each whether its job's document held its record. Only when
 // some did not is a read needed to tell which.
-func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, runs []Run) ([]bool, error) {
-	models := make([]mongo.WriteModel, len(runs))
-	ids := make([]string, len(runs))
-	for i, r := range runs {
-		models[i] = finishModel(r)
-		ids[i] = r.Job
+func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, reqs []finishReq) ([]bool, error) {
+	models := make([]mongo.WriteModel, len(reqs))
+	ids := make([]string, len(reqs))
+	runs := make([]Run, len(reqs))
+	for i, q := range reqs {
+		models[i] = finishModel(q)
+		ids[i], runs[i] = q.r.Job, q.r
 	}
 	res, err := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "record end of "+runsDesc(runs), err)
 	}
-	out := make([]bool, len(runs))
-	if int(res.MatchedCount) == len(runs) {
+	out := make([]bool, len(reqs))
+	if int(res.MatchedCount) == len(reqs) {
 		for i := range out {
 			out[i] = true
 		}
@@ -528,6 +786,23 @@ func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, runs []Run) ([
 		}
 	}
 	return out, nil
+}
+
+// pauseNote is the note of a job paused by JobPauseAfter.
+func pauseNote(n int) string { return fmt.Sprintf("paused after %d failed firings in a row", n) }
+
+func (s *mongoStore) pauseAfter(ctx context.Context, job string, n int) (bool, error) {
+	res, err := s.jobs.UpdateOne(ctx,
+		bson.D{{Key: fieldID, Value: job}, {Key: fieldFails, Value: bson.D{{Key: "$gte", Value: n}}}, {Key: fieldPaused, Value: bson.D{{Key: "$ne", Value: true}}}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldPaused, Value: true}, {Key: fieldPauseNote, Value: pauseNote(n)}}},
+			{Key: "$unset", Value: bson.D{{Key: fieldPauseTill, Value: ""}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
+		})
+	if err != nil {
+		return false, wrapErr(ctx, "pause", job, err)
+	}
+	return res.ModifiedCount == 1, nil
 }
 
 func (s *mongoStore) addHistory(ctx context.Context, r Run) error {
@@ -554,8 +829,18 @@ func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) (
 		if r.Error != "" {
 			doc = append(doc, bson.E{Key: fieldError, Value: r.Error})
 		}
+		if r.Attempt > 1 {
+			doc = append(doc, bson.E{Key: fieldAttempt, Value: r.Attempt})
+		}
+		if r.Triggered {
+			doc = append(doc, bson.E{Key: fieldTriggered, Value: true})
+		}
+		if r.Outcome == OutcomeSkipped {
+			doc = append(doc, bson.E{Key: fieldThrough, Value: r.Through}, bson.E{Key: fieldCount, Value: r.Count},
+				bson.E{Key: fieldReason, Value: r.Reason})
+		}
 		models[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: fieldID, Value: historyID(r.Job, r.Scheduled)}}).
+			SetFilter(bson.D{{Key: fieldID, Value: historyID(r)}}).
 			SetUpdate(bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}).
 			SetUpsert(true)
 	}
@@ -592,7 +877,7 @@ func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (
 	}
 	out := make([]Record, len(docs))
 	for i, d := range docs {
-		out[i] = Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID)}
+		out[i] = d.record()
 	}
 	return out, nil
 }
@@ -602,7 +887,7 @@ func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (
 // first, from the primary whatever coll's read preference. limit <= 0
 // reads all of them.
 func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) ([]Run, error) {
-	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}})
+	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}, {Key: fieldAttempt, Value: -1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
 	}
@@ -619,6 +904,22 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 		out[i] = *docs[i].run(job)
 	}
 	return out, nil
+}
+
+// record is what d says of its job.
+func (d *jobDoc) record() Record {
+	r := Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID),
+		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails}
+	if d.Last.Equal(time.Unix(0, 0)) {
+		r.LastClaimed = time.Time{} // registered, never claimed
+	}
+	if d.Control.Paused {
+		r.Paused = &Pause{Note: d.Control.PauseNote, Until: d.Control.PauseTill, At: d.Control.PausedAt}
+	}
+	if !d.Control.Trigger.IsZero() {
+		r.Triggered = d.Control.Trigger
+	}
+	return r
 }
 
 // EnsureIndexes is Scheduler.EnsureIndexes for a runs collection, for

@@ -1,0 +1,534 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// work is what a claim won, or took over, leaves its keeper to do: the
+// firings after done up to last, or one run triggered at trig. Until its
+// last firing (or the triggered run) has started or been recorded as not
+// run, the job's document says the work is pending, and no other firing
+// of the job can be claimed: the claims of a job are settled in order, one
+// at a time.
+type work struct {
+	job    string
+	keeper string    // whose it is: the keeper that claimed or took it over
+	last   time.Time // the claimed firing
+	// done is the last firing settled before this work's, or since: the
+	// firings of the work are those after it. Zero when the document
+	// predates it: then only last.
+	done    time.Time
+	trig    time.Time // non-zero: the work is the run triggered then
+	control controlDoc
+}
+
+func (w *work) triggered() bool { return !w.trig.IsZero() }
+
+// workOf is the work d's pending claim leaves to its keeper.
+func workOf(d *jobDoc) *work {
+	w := &work{job: d.ID, keeper: d.By, last: d.Last, trig: d.PTrig, control: d.Control}
+	if d.Done.After(neverClaimed) {
+		w.done = d.Done
+	}
+	return w
+}
+
+// Reasons a firing is recorded as not run, in the history (Run.Reason) and
+// in FiringSkipped events, besides those of fire.go.
+const (
+	// ReasonMissed: no instance claimed the firing in time (none was up,
+	// or an earlier claim of the job was waiting to be taken over, or
+	// every instance fell behind), and the catch-up policy does not run
+	// it.
+	ReasonMissed = "missed: not claimed in time"
+	// ReasonWindow: the firing was older than the catch-up window when an
+	// instance could run it.
+	ReasonWindow = "catch-up window passed"
+	// ReasonPaused: the job was paused (Pause) at the firing.
+	ReasonPaused = "paused"
+	// ReasonRemoved: the job was removed (Remove).
+	ReasonRemoved = "removed"
+	// ReasonTakenOver: this instance's claim was taken over by another
+	// instance, which found this one's lease lapsed; it runs the firing.
+	ReasonTakenOver = "claim taken over by another instance"
+	// ReasonAbsent: this instance's presence lease, which vouches for its
+	// claims, could not be held; it claims nothing until it can.
+	ReasonAbsent = "presence lease not held"
+)
+
+// step is one thing a claim's work does: run firing at, or record the
+// firings from at through through (count of them) as not run for reason.
+type step struct {
+	at, through time.Time
+	count       int
+	reason      string // empty: run
+}
+
+// maxEnumerated bounds how many missed firings a plan looks at one by
+// one; older ones are recorded as not run together, their count unknown.
+const maxEnumerated = 100_000
+
+// plan says what w's work does, at now by this instance's clock: which of
+// its firings run, oldest first, and which are recorded as not run, under
+// the job's catch-up policy and control.
+func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
+	if w.triggered() {
+		if w.control.Removed {
+			return []step{{at: w.trig, through: w.trig, count: 1, reason: ReasonRemoved}}
+		}
+		return []step{{at: w.trig}} // an operator asked for it: paused or not
+	}
+	cu := s.catchUp(j)
+	var firings []time.Time
+	var older *step // missed firings not enumerated
+	if !w.done.IsZero() {
+		from := w.done
+		for n := 0; ; n++ {
+			f := nextAfter(j.sched, s.cfg.location, from)
+			if f.IsZero() || !f.Before(w.last) {
+				break
+			}
+			if n == maxEnumerated {
+				// Far too many to look at: the ones from here to the
+				// window's start are not run, whatever the policy.
+				start := now.Add(-cu.Window)
+				older = &step{at: f, reason: ReasonWindow}
+				for f.Before(start) && f.Before(w.last) {
+					older.through = f
+					f = nextAfter(j.sched, s.cfg.location, maxTime(f, start.Add(-time.Nanosecond)))
+				}
+				firings = firings[:0]
+				if older.through.IsZero() {
+					older = nil
+				}
+				for ; !f.IsZero() && f.Before(w.last) && len(firings) < maxEnumerated; f = nextAfter(j.sched, s.cfg.location, f) {
+					firings = append(firings, f)
+				}
+				break
+			}
+			firings = append(firings, f)
+			from = f
+		}
+	}
+	firings = append(firings, w.last)
+	runs := max(cu.Max, 1)
+	var steps []step
+	if older != nil {
+		steps = append(steps, *older)
+	}
+	for i, f := range firings {
+		reason := ""
+		switch {
+		case w.control.Removed:
+			reason = ReasonRemoved
+		case w.control.pausedAt(f):
+			reason = ReasonPaused
+		case now.Sub(f) > cu.Window:
+			reason = ReasonWindow
+		case i < len(firings)-runs:
+			reason = ReasonMissed
+		}
+		if n := len(steps); reason != "" && n > 0 && steps[n-1].reason == reason {
+			steps[n-1].through = f
+			steps[n-1].count++
+			continue
+		}
+		st := step{at: f, reason: reason}
+		if reason != "" {
+			st.through, st.count = f, 1
+		}
+		steps = append(steps, st)
+	}
+	return steps
+}
+
+// missedAtStart returns the firing of j that Start claims, as j's
+// catch-up policy says: the latest before now, if at most its window
+// ago, unless the policy runs no missed firing.
+func (s *Scheduler) missedAtStart(j *job, now time.Time) (time.Time, bool) {
+	cu := s.catchUp(j)
+	if cu.Max < 1 {
+		return time.Time{}, false
+	}
+	f := s.prevFiring(j, now, cu.Window)
+	return f, !f.IsZero()
+}
+
+// prevFiring returns the latest firing of j at or before now and at most
+// window before it, or the zero time. Schedules only tell the next firing:
+// it looks back from now over spans that double, from a second, until one
+// holds a firing, then walks forward.
+func (s *Scheduler) prevFiring(j *job, now time.Time, window time.Duration) time.Time {
+	from := now.Add(-window)
+	for d := time.Second; ; d *= 2 {
+		t := now.Add(-d)
+		if t.Before(from) {
+			t = from
+		}
+		f := nextAfter(j.sched, s.cfg.location, t.Add(-time.Nanosecond))
+		if !f.IsZero() && !f.After(now) {
+			for {
+				n := nextAfter(j.sched, s.cfg.location, f)
+				if n.IsZero() || n.After(now) {
+					return f
+				}
+				f = n
+			}
+		}
+		if !t.After(from) {
+			return time.Time{}
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// catchUp is j's catch-up policy.
+func (s *Scheduler) catchUp(j *job) CatchUp {
+	if j.cfg.catchUp != nil {
+		return *j.cfg.catchUp
+	}
+	return s.cfg.catchUp
+}
+
+// notRun is the history record of st, a step of fr's work that does not
+// run.
+func (s *Scheduler) notRun(j *job, st step) Run {
+	return Run{Job: j.name, Keeper: s.keeper, Scheduled: st.at, Through: st.through, Count: st.count,
+		Outcome: OutcomeSkipped, Reason: st.reason}
+}
+
+// presenceMark begins the lock id of a Scheduler's presence lock (after the
+// lock prefix); job names may not begin with it.
+const presenceMark = "@instance/"
+
+// presenceID is the lock id of keeper's presence lock.
+func (s *Scheduler) presenceID(keeper string) string {
+	return s.cfg.lockPrefix + presenceMark + keeper
+}
+
+// present reports whether this instance holds its presence lease, taking
+// it if it does not: its lease lapsing is how other instances know they
+// may take over its claims. A claim made without it could be taken over
+// at once.
+func (s *Scheduler) present(ctx context.Context) bool {
+	s.presenceMu.Lock()
+	defer s.presenceMu.Unlock()
+	if s.presence != nil && s.presence.Err() == nil {
+		return true
+	}
+	if s.presence != nil {
+		s.releases.submit(context.WithoutCancel(ctx), struct{}{}, s.presence) //nolint:errcheck // the Session reports it
+		s.presence = nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
+	defer cancel()
+	t, err := s.session.AcquireLocks(ctx, s.presenceID(s.keeper))
+	if err == nil && len(t.Leases) == 1 {
+		s.presence = t.Leases[0]
+		return true
+	}
+	return false
+}
+
+// absent ends this instance's presence: its claims not started can be
+// taken over at once. Called once every firing of the Scheduler is gone.
+func (s *Scheduler) absent() {
+	s.presenceMu.Lock()
+	defer s.presenceMu.Unlock()
+	if s.presence != nil {
+		_ = s.session.ReleaseLocks(context.Background(), s.presence)
+		s.presence = nil
+	}
+}
+
+// pollLoop reads the documents of this instance's jobs every poll
+// interval, until ctx ends, and acts on what it finds (pollOnce).
+func (s *Scheduler) pollLoop(ctx context.Context) {
+	defer close(s.pollDone)
+	t := s.clock.NewTicker(s.pollInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.session.Done():
+			return
+		case <-t.Chan():
+		case <-s.pollNow:
+		}
+		s.pollOnce(ctx)
+	}
+}
+
+func (s *Scheduler) pollInterval() time.Duration {
+	if s.cfg.poll > 0 {
+		return s.cfg.poll
+	}
+	return s.session.Timings().RenewInterval
+}
+
+// pollOnce reads the documents of this instance's jobs that have work
+// pending, a trigger, or were removed, and:
+//   - takes over the pending work of keepers whose presence lease lapsed
+//     (it acquires their presence locks, so that they can start none of
+//     it any more), and does it;
+//   - resumes work of its own that no firing here is doing (a write that
+//     settled it failed);
+//   - claims triggered runs;
+//   - cancels a run here that a later firing of an OverlapCancel job
+//     waits for;
+//   - notes which jobs are removed, so as not to claim their firings.
+func (s *Scheduler) pollOnce(ctx context.Context) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.order))
+	for _, j := range s.order {
+		names = append(names, j.name)
+	}
+	s.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
+	docs, err := s.st.poll(qctx, names)
+	cancel()
+	if err != nil {
+		return // the next poll tries again
+	}
+	stale := s.clock.Now().Add(-s.pollInterval())
+	byKeeper := map[string][]string{}
+	removed := map[string]bool{}
+	var events []lock.Event
+	s.mu.Lock()
+	for i := range docs {
+		d := &docs[i]
+		j := s.jobs[d.ID]
+		if j == nil {
+			continue
+		}
+		removed[j.name] = d.Control.Removed
+		switch {
+		case d.Pending && d.By == s.keeper:
+			if j.inflight == 0 && s.state == stateStarted {
+				s.dispatchWork(j, workOf(d), nil)
+			}
+		case d.Pending:
+			if j.cancel != nil && j.cfg.overlap == OverlapCancel {
+				j.cancel(ErrOverlapCancelled)
+			}
+			// Its keeper's lease is checked only once the claim is older
+			// than a poll interval, by this instance's clock (the claim
+			// time is the server's: skew only makes the check early or
+			// late, and a check is only an attempt to take a lock).
+			if d.At.Before(stale) {
+				byKeeper[d.By] = append(byKeeper[d.By], d.ID)
+			}
+		case !d.Control.Trigger.IsZero() && !d.Control.Removed:
+			if e, ok := s.dispatchTrigger(j, d.Control.Trigger); !ok {
+				events = append(events, e)
+			}
+		}
+	}
+	for _, j := range s.order {
+		j.removed = removed[j.name]
+	}
+	s.mu.Unlock()
+	for _, e := range events {
+		s.session.Emit(e)
+	}
+	for keeper, jobs := range byKeeper {
+		s.takeOverFrom(ctx, keeper, jobs)
+	}
+}
+
+// takeOverFrom takes over the pending work of keeper in jobs if keeper's
+// presence lease has lapsed (or was released): holding keeper's presence
+// lock proves that, and while it is held here keeper cannot take it back
+// and claim more. The work is reassigned in one conditional write, which
+// any start keeper might still attempt loses to, or wins against.
+func (s *Scheduler) takeOverFrom(ctx context.Context, keeper string, jobs []string) {
+	if !s.present(ctx) {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
+	defer cancel()
+	t, err := s.session.AcquireLocks(actx, s.presenceID(keeper))
+	if err != nil || len(t.Leases) != 1 {
+		return // alive, or unknown: the next poll looks again
+	}
+	defer func() { _ = s.session.ReleaseLocks(context.WithoutCancel(ctx), t.Leases...) }()
+	ws, err := s.st.takeOver(actx, jobs, keeper, s.keeper)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range ws {
+		if j := s.jobs[w.job]; j != nil && s.state == stateStarted {
+			s.dispatchWork(j, w, &lock.Event{Kind: lock.FiringTakenOver, Leader: keeper,
+				Reason: fmt.Sprintf("claimed by %s, whose lease lapsed", keeper)})
+		}
+	}
+}
+
+// dispatchWork does w, work of j this instance claimed or took over, in a
+// goroutine of its own; taken, if set, is the event to emit first. Called
+// with s.mu held.
+func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
+	j.inflight++
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.idle(j)
+		at := w.last
+		if w.triggered() {
+			at = w.trig
+		}
+		fr := &firing{job: j, at: at, ctx: s.ctx, trig: w.triggered()}
+		if taken != nil {
+			s.emit(fr, *taken)
+		}
+		s.work(fr, w)
+	}()
+}
+
+// dispatchTrigger claims and does the run of j triggered at t, unless a
+// firing of j is in progress here (the next poll tries again). Called with
+// s.mu held.
+func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
+	if s.state != stateStarted || j.inflight > 0 {
+		return lock.Event{}, true
+	}
+	j.inflight++
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.idle(j)
+		fr := &firing{job: j, at: t, ctx: s.ctx, trig: true}
+		if !s.present(s.ctx) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+		w, err := s.st.claimTrigger(ctx, j.name, t, s.keeper)
+		cancel()
+		if err != nil || w == nil {
+			return // claimed elsewhere, or the next poll tries again
+		}
+		s.emit(fr, lock.Event{Kind: lock.FiringClaimed, Reason: "triggered"})
+		s.work(fr, w)
+	}()
+	return lock.Event{}, true
+}
+
+// work does w: runs or records as not run each firing it covers, in order
+// (plan), and settles it. It stops early if w was taken over.
+func (s *Scheduler) work(fr *firing, w *work) {
+	j := fr.job
+	steps := s.plan(j, w, s.clock.Now())
+	var skipped []Run // records of firings not run, written once certain
+	lastStarted := false
+	for i, st := range steps {
+		if st.reason != "" {
+			skipped = append(skipped, s.notRun(j, st))
+			continue
+		}
+		run := fr
+		if i > 0 || !st.at.Equal(fr.at) {
+			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig}
+		}
+		started, takenOver := s.runOne(run, w, skipped)
+		if takenOver {
+			return // the taker records what is left
+		}
+		if started {
+			skipped = skipped[:0] // recorded with the run: its start settled them
+			lastStarted = i == len(steps)-1
+		}
+		if s.ctx.Err() != nil {
+			return // stopping: what is left is taken over
+		}
+	}
+	if lastStarted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(fr.ctx), s.cfg.opTimeout)
+	ok, err := s.st.settle(ctx, w)
+	cancel()
+	switch {
+	case err != nil:
+		// Still pending and this keeper's: the next poll resumes it.
+		s.emit(fr, skip(ReasonNoStart, fmt.Errorf("settle: %w", err)))
+		return
+	case !ok:
+		s.emit(fr, skip(ReasonTakenOver, nil))
+		return
+	}
+	s.recordNotRun(fr, skipped)
+}
+
+// recordNotRun writes the records of firings of fr's job that do not run,
+// once certain (their work settled, or a later firing of it started), and
+// emits their FiringSkipped events. It returns what failed, if anything.
+func (s *Scheduler) recordNotRun(fr *firing, runs []Run) string {
+	failed := ""
+	for _, r := range runs {
+		sfr := &firing{job: fr.job, at: r.Scheduled, ctx: fr.ctx}
+		e := skip(r.Reason, nil)
+		if r.Count > 1 {
+			e.Reason = fmt.Sprintf("%s: %d firings through %s", r.Reason, r.Count, r.Through.UTC().Format(time.RFC3339))
+		}
+		if err := s.addHistory(sfr, r); err != nil {
+			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
+			failed = "firings not run not recorded in the history: " + err.Error()
+		}
+		s.emit(sfr, e)
+	}
+	return failed
+}
+
+// runOne runs fr, one firing (or the triggered run) of w, through the
+// job's lock; skippedBefore are the records of the firings before it that
+// do not run, written with it once its start settled them. It reports
+// whether fr started, and whether w was taken over.
+func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []Run) (started, takenOver bool) {
+	if s.trace(fr); fr.span != nil {
+		defer func() { fr.span.End(fr.failure) }()
+	}
+	lease, ok := s.lockFor(fr)
+	if !ok {
+		return false, false
+	}
+	fr.fence = lease.Fence()
+	released := false
+	defer func() {
+		if !released {
+			s.release(fr, lease)
+		}
+	}()
+	out := s.runLocked(fr, lease, w)
+	// Release before writing the history, which the next run does not
+	// need: the lock is held no longer than the run's own record needs.
+	s.release(fr, lease)
+	released = true
+	if out.started {
+		if failed := s.recordNotRun(fr, skippedBefore); failed != "" {
+			out.end.Reason = note(out.end.Reason, failed)
+		}
+	}
+	for _, h := range out.hist {
+		if err := s.addHistory(fr, h); err != nil {
+			out.end.Reason = note(out.end.Reason, "run not recorded in the history: "+err.Error())
+		}
+	}
+	s.emit(fr, out.end)
+	return out.started, out.takenOver
+}
