@@ -291,16 +291,27 @@ func (s *Scheduler) pollInterval() time.Duration {
 func (s *Scheduler) pollOnce(ctx context.Context) {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.order))
+	var unregistered []claimReq
 	for _, j := range s.order {
 		names = append(names, j.name)
+		if !j.registered {
+			unregistered = append(unregistered, claimReq{j.name, j.spec})
+		}
 	}
 	s.mu.Unlock()
 	if len(names) == 0 {
 		return
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
+	defer cancel()
+	if len(unregistered) > 0 && s.st.register(qctx, unregistered) == nil {
+		s.mu.Lock()
+		for _, r := range unregistered {
+			s.jobs[r.job].registered = true
+		}
+		s.mu.Unlock()
+	}
 	docs, err := s.st.poll(qctx, names)
-	cancel()
 	if err != nil {
 		return // the next poll tries again
 	}
@@ -318,7 +329,11 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		removed[j.name] = d.Control.Removed
 		switch {
 		case d.Pending && d.By == s.keeper:
-			if j.inflight == 0 && s.state == stateStarted {
+			// Left undone here (a write that settled it failed): resumed
+			// once no firing of the job is in progress here and the
+			// claim is older than a poll, so that this read cannot be
+			// older than the firing that just settled it.
+			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted {
 				s.dispatchWork(j, workOf(d), nil)
 			}
 		case d.Pending:
