@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mongolock/mongolock/lock"
@@ -200,7 +201,13 @@ func (s *Scheduler) catchUp(j *job) CatchUp {
 	return s.cfg.catchUp
 }
 
-// notRun is the history record of st, a step of fr's work that does not
+// notRun is the record of firings not run.
+type notRun struct {
+	Run
+	silent bool // their FiringSkipped event was emitted already
+}
+
+// notRun is the history record of st, a step of j's work that does not
 // run.
 func (s *Scheduler) notRun(j *job, st step) Run {
 	return Run{Job: j.name, Keeper: s.keeper, Scheduled: st.at, Through: st.through, Count: st.count,
@@ -449,24 +456,37 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 func (s *Scheduler) work(fr *firing, w *work) {
 	j := fr.job
 	steps := s.plan(j, w, s.clock.Now())
-	var skipped []Run // records of firings not run, written once certain
+	var skipped []notRun // records of firings not run, written once certain
 	lastStarted := false
 	for i, st := range steps {
 		if st.reason != "" {
-			skipped = append(skipped, s.notRun(j, st))
+			skipped = append(skipped, notRun{Run: s.notRun(j, st)})
 			continue
 		}
 		run := fr
 		if i > 0 || !st.at.Equal(fr.at) {
 			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig}
 		}
-		started, takenOver := s.runOne(run, w, skipped)
-		if takenOver {
+		res := s.runOne(run, w, skipped)
+		switch {
+		case res.takenOver:
 			return // the taker records what is left
-		}
-		if started {
+		case res.started:
 			skipped = skipped[:0] // recorded with the run: its start settled them
 			lastStarted = i == len(steps)-1
+		case s.ctx.Err() != nil:
+			return // stopping: what is left is taken over
+		case strings.HasPrefix(res.reason, ReasonNoLock) || strings.HasPrefix(res.reason, ReasonNoStart):
+			// The database failed: left pending, for the next poll to
+			// resume (or another instance to take over, if this one
+			// dies), rather than given up.
+			return
+		default:
+			// Not run (its event said why): recorded with the others once
+			// certain, without a second event.
+			r := s.notRun(j, step{at: st.at, through: st.at, count: 1, reason: res.reason})
+			r.Triggered = run.trig
+			skipped = append(skipped, notRun{Run: r, silent: true})
 		}
 		if s.ctx.Err() != nil {
 			return // stopping: what is left is taken over
@@ -493,7 +513,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 // recordNotRun writes the records of firings of fr's job that do not run,
 // once certain (their work settled, or a later firing of it started), and
 // emits their FiringSkipped events. It returns what failed, if anything.
-func (s *Scheduler) recordNotRun(fr *firing, runs []Run) string {
+func (s *Scheduler) recordNotRun(fr *firing, runs []notRun) string {
 	failed := ""
 	for _, r := range runs {
 		sfr := &firing{job: fr.job, at: r.Scheduled, ctx: fr.ctx}
@@ -501,26 +521,34 @@ func (s *Scheduler) recordNotRun(fr *firing, runs []Run) string {
 		if r.Count > 1 {
 			e.Reason = fmt.Sprintf("%s: %d firings through %s", r.Reason, r.Count, r.Through.UTC().Format(time.RFC3339))
 		}
-		if err := s.addHistory(sfr, r); err != nil {
+		if err := s.addHistory(sfr, r.Run); err != nil {
 			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
 			failed = "firings not run not recorded in the history: " + err.Error()
 		}
-		s.emit(sfr, e)
+		if !r.silent {
+			s.emit(sfr, e)
+		}
 	}
 	return failed
+}
+
+// tried is what runOne did with a firing.
+type tried struct {
+	started, takenOver bool
+	reason             string // why it did not start, if it did not
 }
 
 // runOne runs fr, one firing (or the triggered run) of w, through the
 // job's lock; skippedBefore are the records of the firings before it that
 // do not run, written with it once its start settled them. It reports
-// whether fr started, and whether w was taken over.
-func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []Run) (started, takenOver bool) {
+// whether fr started, whether w was taken over, and why fr did not start.
+func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 	if s.trace(fr); fr.span != nil {
 		defer func() { fr.span.End(fr.failure) }()
 	}
-	lease, ok := s.lockFor(fr)
+	lease, reason, ok := s.lockFor(fr)
 	if !ok {
-		return false, false
+		return tried{reason: reason}
 	}
 	fr.fence = lease.Fence()
 	released := false
@@ -545,5 +573,5 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []Run) (started, t
 		}
 	}
 	s.emit(fr, out.end)
-	return out.started, out.takenOver
+	return tried{started: out.started, takenOver: out.takenOver, reason: out.end.Reason}
 }

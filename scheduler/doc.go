@@ -24,16 +24,26 @@
 // A firing is identified by its scheduled time F, a function of the spec
 // alone: every instance computes the same firings, and a wrong clock only
 // changes when an instance tries F. Each job has one document in the jobs
-// collection, {_id: name, last: F', ...}, F' being the last firing anyone
-// claimed. An instance claims F with one conditional upsert, filter
-// {_id: name, last: {$lt: F}}, update {$set: {last: F}}. If some firing at or
-// after F was claimed before, the filter matches nothing and the upsert's
-// insert collides with the existing _id (duplicate key): the claim is lost.
-// When several jobs fire at F together, their claims share one update,
-// {_id: {$in: names}, last: {$lt: F}} with {$set: {last: F, cid: C}}, C new
-// for each batch, and a read of which documents now carry C. "last" only
-// grows and each write is atomic on its document, so F is claimed at most
-// once, ever, whatever the instances' clocks say.
+// collection, {_id: name, last: F', pend, done, ...}, F' being the last
+// firing anyone claimed. An instance claims F with one conditional upsert,
+// filter {_id: name, last: {$lt: F}, pend: {$ne: true}}, update {$set:
+// {last: F, by: K, pend: true}}. If some firing at or after F was claimed
+// before, or the last claim's work is still pending, the filter matches
+// nothing and the upsert's insert collides with the existing _id
+// (duplicate key): the claim is lost. When several jobs fire at F
+// together, their claims share one update, {_id: {$in: names}, ...} with a
+// claim id C new for each batch, and a read of which documents now carry
+// C. "last" only grows and each write is atomic on its document, so F is
+// claimed at most once, ever, whatever the instances' clocks say.
+//
+// A claim is work: the firings after "done" (the last firing settled)
+// up to F. Normally that is F alone; after firings that no instance
+// claimed in time (none was up, or all were busy or behind, or an earlier
+// claim waited to be taken over) it also covers those, and the catch-up
+// policy says which of them run. The work stays pending, and no later
+// firing of the job can be claimed, until its last firing starts or is
+// recorded as not run: the claims of a job are settled one at a time, in
+// order.
 //
 // That is what makes the fast job harmless: instance A, whose clock is
 // ahead, claims F, runs a job that takes a millisecond and releases the lock;
@@ -45,24 +55,32 @@
 //
 // For each firing F of job J, an instance whose clock reads F:
 //
-//  1. skips F if a firing of J is still in progress on this instance;
-//  2. claims F as above, and gives up if it lost;
-//  3. acquires J's lock through the Session. If another keeper holds it, the
-//     previous run is still going there, or still recording its end; the
-//     instance tries again, at pauses doubling from 20ms up to the Session's
-//     retry period (lock.Backoff, as a waiting lock.Mutex), until F plus half
-//     the time to J's next firing or plus a lease TTL, whichever comes
-//     first, and then skips F (claimed, never run). A lease granted so late
-//     that the Session cannot trust it is released by the Session, and F
-//     skipped;
-//  4. records the start of the run, on condition that no run of a later
-//     firing has started; otherwise this instance stalled between steps 2
-//     and 4 while a later firing ran, and F is skipped. The write is
-//     idempotent, so a retried write does not mistake itself for a later
-//     run;
+//  1. skips F if a firing of J is still in progress on this instance
+//     (with OverlapWait and OverlapCancel, if one also waits for it);
+//  2. claims F as above, and gives up if it lost. It claims only while it
+//     holds its presence lease (see Taking over);
+//  3. for each firing G of the claim's work that runs (the catch-up
+//     policy, pause and window decide), oldest first, acquires J's lock
+//     through the Session. If another keeper holds it, the previous run
+//     is still going there, or still recording its end; with OverlapSkip
+//     (the default) the instance tries again, at pauses doubling from
+//     20ms up to the Session's retry period (lock.Backoff, as a waiting
+//     lock.Mutex), until G plus half the time to J's next firing or plus
+//     a lease TTL, whichever comes first (from now, for a late firing),
+//     and then records G as not run (ReasonLockHeld). OverlapWait waits
+//     as long as it takes; OverlapCancel also has the previous run
+//     cancelled. A lease granted so late that the Session cannot trust it
+//     is released by the Session, and G recorded as not run;
+//  4. records the start of the run, on condition that the claim is still
+//     this instance's and no firing at or after G was settled; the write
+//     settles G (done = G), and the claim's work if G is its last. The
+//     write is idempotent, so a retried write does not mistake itself for
+//     a later run. If the condition fails, the claim was taken over: the
+//     instance stops, and the one that took it over does what is left;
 //  5. runs the job, if its lease can still be trusted (lock.Lease.Err, which
 //     reads the clock: checked just before the call, since the keep-alive
-//     that ends a lease runs alongside). From step 3 on the Session's
+//     that ends a lease runs alongside), again after a pause while it
+//     fails, up to its retries (JobRetries). From step 3 on the Session's
 //     keep-alive renews the lease with every other lease the Session holds,
 //     one command per renew interval. The job's context is bound to the
 //     lease (lock.Lease.Bind): if the lease cannot be renewed before its
@@ -72,33 +90,86 @@
 //     lease is lost, for the scheduler as for every other user of the
 //     Session; its timings (lock.Timings) are the scheduler's;
 //  6. records the end of the run in the job document (outcome, error
-//     text), releases the lock (the Session tries again, within its release
-//     timeout, if that fails), and then adds the run to the history.
+//     text, attempt, failures in a row), releases the lock (the Session
+//     tries again, within its release timeout, if that fails), and then
+//     adds the run, and the records of the firings before it that did not
+//     run, to the history.
 //
-// Step 2 alone makes a second run of F impossible; step 4 would refuse a
-// second start of F too. Step 3 makes runs of J never overlap while leases
-// hold: a run only starts under J's lock, and a lock is only taken over
-// after its lease expired by the server's clock, which is after the
-// holder's deadline. Waiting for the lock in step 3 is safe because the
-// claim already made F this instance's alone and step 4 keeps runs in
-// order; it is needed because the instance whose clock is most ahead may
-// claim F a moment after the instance most behind ran F's predecessor, and
-// find the lock still held while that run records its end. Step 4 happens
-// under the lock and compares against the latest started run, so runs
-// start in firing order; it does not compare against the latest claim,
-// because under load claims of later firings would keep overtaking each
-// claimant and nothing would run. Step 6 records the end in the job
-// document before releasing, so the next run never overwrites a record that
-// is still being written; the history, which the next run does not touch,
-// is written after, so as not to hold the lock for it. Claiming before
-// locking lets a losing instance spend one round trip per firing, and makes
-// the first instance to reach F decide F's fate, rather than whichever
-// instance happens to find the lock free.
+// If the work's last firing does not start, the instance settles the work
+// (pend: false, done: F) on condition that it is still its own, and only
+// then records its firings as not run.
+//
+// Step 2 alone makes a second claim of F impossible; step 4 makes a second
+// start of any firing impossible, whoever claimed or took over what.
+// Step 3 makes runs of J never overlap while leases hold: a run only
+// starts under J's lock, and a lock is only taken over after its lease
+// expired by the server's clock, which is after the holder's deadline.
+// Step 6 records the end in the job document before releasing, so the
+// next run never overwrites a record that is still being written; the
+// history, which the next run does not touch, is written after, so as not
+// to hold the lock for it. Claiming before locking lets a losing instance
+// spend one round trip per firing, and makes the first instance to reach F
+// decide F's fate, rather than whichever instance happens to find the lock
+// free.
 //
 // A run is recorded (job document and history) only if its start was
 // written. One whose job was then not called, because its lease lapsed or
 // Stop began while the start was being written, is recorded as failed with
 // an error beginning "not run:".
+//
+// # Taking over
+//
+// Every Scheduler holds a presence lease through its Session, on the lock
+// prefix + "@instance/" + its keeper id, renewed with its other leases in
+// the same command. Its lapsing, on the server's clock, is how the other
+// instances know that a claim it left pending will never start: every
+// poll interval (WithPollInterval; the Session's renew interval by
+// default) each instance reads, in one query, the documents of its jobs
+// with pending work, and for a claim older than a poll interval tries to
+// acquire its claimant's presence lock. It gets it only once the
+// claimant's lease has lapsed (the claimant died, was cut off or paused
+// past its lease) or was released (it stopped), and while it holds it the
+// claimant cannot take it back. It then makes the pending work its own in
+// one conditional write ({pend: true, by: claimant}), releases the
+// presence lock and does the work as if it had claimed it (a
+// FiringTakenOver event first). The claimant, if it wakes up, cannot start
+// any of it: its start write is conditional on the claim being its own.
+//
+// So a firing whose claimant dies between claiming and starting it runs
+// anyway, late: at most a lease TTL after the claimant's last renewal,
+// plus a poll interval, plus the lock package's safety margins, plus the
+// wait for the job's lock; within a poll interval or two after a clean
+// Stop, which releases the presence lease once every firing of the
+// Scheduler is gone. Firings that fall meanwhile are missed, and the
+// claim that follows covers them: the catch-up policy decides.
+//
+// # Catch-up
+//
+// A job's catch-up policy (WithCatchUp, JobCatchUp; DefaultCatchUp runs
+// the latest missed firing within a day) says what happens to firings no
+// instance claimed in time. CatchUpSkip records them as not run;
+// CatchUpLatest runs the latest of them; CatchUpAll runs all of them, up
+// to a maximum, oldest first. In each case firings older than the policy's
+// window are recorded as not run (ReasonWindow), whoever claimed them, and
+// the ones not run as ReasonMissed. A Scheduler whose policy runs missed
+// firings also claims, at Start, the latest firing before now, if within
+// the window and if the job was claimed before: so a firing that fell
+// while no instance was up runs when the first one starts.
+//
+// # Control
+//
+// PauseJob, ResumeJob, TriggerJob and RemoveJob (and the Scheduler's
+// methods of the same names, and `mongolock jobs pause|resume|trigger|remove`)
+// write the job's document, from any instance or tool; every claim reads
+// it. A paused job's firings are claimed as usual and recorded as not run
+// (ReasonPaused), until the pause's end if it has one. A removed job's
+// firings are not claimed once an instance's poll saw the removal, and
+// recorded as not run if claimed before. A trigger is claimed, by one
+// instance, through the same claim, lock, fence and overlap rule as a
+// firing, within a poll interval; its run's Scheduled is the trigger's
+// server time, and Run.Triggered is set. A second trigger before the first
+// is claimed is not another run. JobPauseAfter pauses a job after failed
+// firings in a row.
 //
 // # Clock skew
 //
@@ -111,14 +182,15 @@
 // runs (unless the previous run still holds the lock when the wait of step
 // 3 ends) provided that claims reach the server in less than a period: the
 // instance most ahead claims F before anyone can claim F's successor. When
-// an instance whose clock is s ahead stops, the others skip the firings it
-// had already claimed, those within s of real time.
+// an instance whose clock is s ahead stops, the firings it had already
+// claimed, those within s of real time, are taken over by the others.
 //
 // # Load
 //
 // Alone, a firing costs the instance that runs it six round trips (claim,
 // lock, start, end, release, history; five without history) and every
-// other instance one (its losing claim). While jobs run, the Session renews
+// other instance one (its losing claim). Each instance also polls, one
+// query per poll interval for all its jobs. While jobs run, the Session renews
 // all their leases, and its other ones, in one command per renew interval
 // (TTL/3 by default), however many there are. Jobs that fire together
 // share commands, group-commit style: a write is sent at once if no
@@ -131,18 +203,24 @@
 // claimant that finds the lock held spends one or two more round trips per
 // attempt: at most lockWait/RetryPeriod × 1.25 + 5 attempts, 25 with the
 // default timings. A server that cannot keep up delays claims; firings are
-// then skipped, never run twice, and each instance keeps at most one
-// firing per job in flight.
+// then missed, never run twice, and each instance keeps at most one
+// firing per job in flight (two with OverlapWait and OverlapCancel).
 //
 // # What is not promised
 //
-// Firings are at most once, not exactly once. A firing that falls while no
-// instance is up is skipped, not replayed; so is a firing whose claimant
-// dies, loses its connection or fails between claiming and running, and one
-// that falls while the previous run still goes (beyond the wait of step 3:
-// such a firing runs late rather than not at all). An instance that falls
-// behind its own schedule (suspended, overloaded) tries only the latest due
-// firing.
+// Every firing runs at most once. One that an instance claimed runs, late
+// if its claimant died, as long as some instance that registers the job is
+// up and the firing is within the catch-up window. Firings that no
+// instance claimed in time (none was up; all were busy, behind or
+// overloaded; an earlier claim waited to be taken over) run as the
+// catch-up policy says, and are recorded as not run otherwise; so are
+// firings that fall while the previous run still goes, beyond the wait of
+// step 3 (OverlapSkip). Every firing not run is recorded, with its reason,
+// by the instance whose claim covered it, once that claim is settled: a
+// range of firings missed while no instance was up is recorded when the
+// next claim is made. An instance that falls behind its own schedule
+// (suspended, overloaded) tries only the latest due firing; the claim of
+// it covers the others.
 //
 // A lease is not a fence. A job that ignores its context, or whose instance
 // pauses past its lease, may still run when another instance starts the
@@ -157,9 +235,13 @@
 // run them, and its claims would keep every other instance from running
 // them.
 //
-// Every instance must register a job name with the same spec; claims are
-// compared by firing time only. Records written by an instance that died
-// mid-run stay "running" until the job's next run.
+// Every instance must register a job name with the same spec and options;
+// claims are compared by firing time only. Records written by an instance
+// that died mid-run stay "running" until the job's next run; the run is
+// not retried elsewhere (it started, so it may have done its work).
+//
+// Instances of versions before the claim's pending work existed do not
+// respect it: upgrade every instance together.
 //
 // Single-document atomicity of updates is assumed, as in package lock.
 // MongoDB provides it; FerretDB 1.x does not.
@@ -171,10 +253,18 @@
 // event carries Job, Scheduled (the firing), LockID and the Session's
 // KeeperID, and Fence once the job's lock is taken. Each firing this
 // instance tries ends in exactly one of FiringLost, FiringSkipped and
-// RunEnded:
+// RunEnded; a firing recorded as not run has its FiringSkipped event on the
+// instance that recorded it (so a firing skipped here because this
+// instance was busy, and then recorded as missed by the claim after it,
+// has two):
 //
-//   - lock.FiringClaimed: this instance won the claim (step 2).
-//   - lock.FiringLost: the firing was claimed elsewhere, or a later one was.
+//   - lock.FiringClaimed: this instance won the claim (step 2), or (Reason
+//     "triggered") the claim of a triggered run.
+//   - lock.FiringTakenOver: this instance took over the claim of Leader,
+//     whose presence lease lapsed; what follows is as if claimed here.
+//   - lock.FiringLost: the firing was claimed elsewhere, or a later one
+//     was, or an earlier claim's work is pending. A catch-up claim at
+//     Start that loses emits nothing.
 //   - lock.FiringSkipped: the firing was not run here. Reason says why, and
 //     Err holds the error, if any:
 //     "previous run still going on this instance" (step 1, not claimed);
@@ -183,30 +273,40 @@
 //     attempts); "lock not acquired: <error>" (step 3);
 //     "lease could not be trusted" (step 3, granted too late, Err
 //     lock.ErrNotTrusted; or step 5, lost while the start was recorded,
-//     Err its cause); "a later firing ran" (step 4); "start not recorded"
-//     (step 4, Err the write's error); "stopping" (Stop began, or the
-//     Session closed, before the job was called).
+//     Err its cause); "claim taken over by another instance" (step 4, or
+//     settling); "start not recorded" (step 4, Err the write's error; also
+//     when settling failed: the next poll resumes the work); "stopping"
+//     (Stop began, or the Session closed, before the job was called: the
+//     claim is left to be taken over); "presence lease not held" (step 2);
+//     "missed: not claimed in time", "catch-up window passed", "paused",
+//     "removed" (records of firings not run; for a range, Reason adds
+//     how many and through which firing).
 //     One more does not end a firing tried here: when the instance fell
 //     behind (suspended, overloaded), one event, Scheduled the first
 //     firing missed, Reason "this instance fell behind: N firings from
 //     this one on not tried here".
 //   - lock.RunStarted: the job was called (step 5); Lateness is how long
 //     after Scheduled, by this instance's clock, and Attempt how many
-//     attempts taking the job's lock took (step 3).
+//     attempts taking the job's lock took (step 3), or which retry this is.
+//   - lock.RunRetrying: attempt Attempt failed with Err; the next starts
+//     after Took.
 //   - lock.RunEnded: the job returned. At is when, Took how long it ran,
 //     Outcome the recorded outcome and Err its error. If the job's context
 //     was cancelled, Err also wraps the cause ("<error> (context:
 //     <cause>)", as recorded) and Reason says "context cancelled: <cause>";
 //     after a panic, Reason holds the stack. It is emitted once the end is
 //     recorded, the lock released and the history written; a failure of
-//     those writes is added to Reason.
+//     those writes is added to Reason. Attempt is the attempt (JobRetries).
+//   - lock.JobPaused, JobResumed, JobTriggered, JobRemoved: this instance
+//     paused (also by JobPauseAfter), resumed, triggered or removed the
+//     job.
 //
 // With no observer, lock.Session.Emit returns at once.
 //
 // With a tracer (lock.WithTracer; the tracing package traces with
-// OpenTelemetry), each firing this instance claimed is a span (lock.OpRun)
-// from the claim won to its last event, which gets the events above from
-// RunStarted on. The job's context carries it, so the job's own spans are
+// OpenTelemetry), each firing this instance runs or tries to is a span
+// (lock.OpRun) from taking the job's lock to its last event, which gets
+// the events above from RunStarted on. The job's context carries it, so the job's own spans are
 // its children, and so are the acquisition and release of the job's lock
 // and the writes recording the run.
 //

@@ -512,3 +512,11 @@ func (s *fakeStore) running(job string) *Run {
 	}
 	return nil
 }
+
+// notRunOnly reports whether the history holds only the record of firing
+// f not run, for reason.
+func (s *fakeStore) notRunOnly(f time.Time, reason string) bool {
+	runs := s.runs()
+	return len(runs) == 1 && runs[0].Outcome == OutcomeSkipped && runs[0].Scheduled.Equal(f) &&
+		runs[0].Count == 1 && runs[0].Reason == reason && runs[0].Fence == 0
+}

@@ -39,7 +39,6 @@ const (
 	ReasonLockHeld  = "previous run still going: lock held elsewhere"
 	ReasonUntrusted = "lease could not be trusted"
 	ReasonNoLock    = "lock not acquired: "
-	ReasonLater     = "a later firing ran"
 	ReasonNoStart   = "start not recorded"
 	ReasonNoClaim   = "claim failed: "
 	ReasonStopping  = "stopping"
@@ -196,11 +195,11 @@ func (s *Scheduler) lockBackoff() lock.Backoff {
 // lockFor takes the lock of fr's job for fr, which this instance claimed.
 // The previous run, on another instance, may still hold it while it
 // records its end, or a failed release may have left it held: lockFor tries
-// again until the firing plus lockWait. Waiting is safe: the claim makes
-// the firing this instance's alone, and the start record keeps runs in
-// firing order. If it returns no lease it has emitted the firing's
-// FiringSkipped event.
-func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
+// again until the firing plus lockWait (OverlapSkip), or until it gets it.
+// Waiting is safe: the claim makes the firing this instance's alone, and
+// the start record keeps runs in firing order. If it returns no lease it
+// has emitted the firing's FiringSkipped event, whose reason it returns.
+func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	j := fr.job
 	var giveUp time.Time // zero: wait as long as it takes
 	if j.cfg.overlap == OverlapSkip {
@@ -225,12 +224,12 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 		}
 		switch {
 		case err == nil && res.lease != nil:
-			return res.lease, true
+			return res.lease, "", true
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
 			// Session released it again.
 			s.emit(fr, skip(ReasonUntrusted, lock.ErrNotTrusted))
-			return nil, false
+			return nil, ReasonUntrusted, false
 		case err != nil:
 			mayHold, lastErr = true, err
 		default:
@@ -252,19 +251,20 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, bool) {
 	if mayHold {
 		s.releaseMaybe(j)
 	}
+	var e lock.Event
 	switch {
 	case s.ctx.Err() != nil:
-		s.emit(fr, skip(ReasonStopping, ErrStopped))
+		e = skip(ReasonStopping, ErrStopped)
 	case errors.Is(lastErr, lock.ErrSessionClosed):
-		s.emit(fr, skip(ReasonStopping, lastErr))
+		e = skip(ReasonStopping, lastErr)
 	case lastErr != nil:
-		s.emit(fr, skip(ReasonNoLock+lastErr.Error(), lastErr))
+		e = skip(ReasonNoLock+lastErr.Error(), lastErr)
 	default:
-		e := skip(ReasonLockHeld, nil)
+		e = skip(ReasonLockHeld, nil)
 		e.Took, e.Attempt = s.clock.Since(began), attempt
-		s.emit(fr, e)
 	}
-	return nil, false
+	s.emit(fr, e)
+	return nil, e.Reason, false
 }
 
 // releaseMaybe deletes the lock of j if a failed acquisition may have left
