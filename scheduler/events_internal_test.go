@@ -42,7 +42,7 @@ func TestFiringEvents(t *testing.T) {
 			return nil
 		})
 		r.store.doc("lost").Last = epoch.Add(time.Hour) // claimed far ahead elsewhere
-		r.locks.TakeOver(r.s.LockID("held"), "other") // for the whole test
+		r.locks.TakeOver(r.s.LockID("held"), "other")   // for the whole test
 		r.store.onClaim = func(job string, _ time.Time) {
 			if job == "ran" {
 				time.Sleep(late)

@@ -327,9 +327,9 @@ func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) 
 
 // ran is what runLocked did.
 type ran struct {
-	started   bool      // fr's start was recorded
-	takenOver bool      // it was not: fr's work is another instance's now
-	hist      []Run     // to add to the history
+	started   bool       // fr's start was recorded
+	takenOver bool       // it was not: fr's work is another instance's now
+	hist      []Run      // to add to the history
 	end       lock.Event // fr's last event, once the lock is released and the history written
 }
 
