@@ -87,6 +87,7 @@ func newCluster(t *testing.T, dbName string, cc clusterConfig) []*instance {
 type eventLog struct {
 	mu     sync.Mutex
 	events []lock.Event
+	hook   func(lock.Event) // if set, called with each, synchronously
 }
 
 func (l *eventLog) Observe(e lock.Event) {
@@ -95,6 +96,18 @@ func (l *eventLog) Observe(e lock.Event) {
 	}
 	l.mu.Lock()
 	l.events = append(l.events, e)
+	hook := l.hook
+	l.mu.Unlock()
+	if hook != nil {
+		hook(e)
+	}
+}
+
+// onEvent sets a function called with every later event, on the goroutine
+// that emits it: between a claim and what follows it, for FiringClaimed.
+func (l *eventLog) onEvent(fn func(lock.Event)) {
+	l.mu.Lock()
+	l.hook = fn
 	l.mu.Unlock()
 }
 
@@ -513,6 +526,125 @@ func TestKilledInstanceFailsOver(t *testing.T) {
 			assertNoLocks(t, in, "work")
 			break
 		}
+	}
+}
+
+// TestClaimTakenOver: the instance that claimed a firing stalls between its
+// claim and the run's start (its connection goes silent: as a process
+// paused, or cut off), or stops cleanly there. Another instance takes the
+// claim over once the claimant's presence lease lapsed, or at once after
+// its clean stop, and runs the firing, late; the claimant, when it
+// resumes, does not run it too. Clocks are 400ms apart either way.
+func TestClaimTakenOver(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		stall bool // else stop
+	}{{"claimant stalls", true}, {"claimant stops", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const ttl = time.Second
+			const every = 5 * time.Second
+			dbName := mongotest.NewDatabase(t).Name()
+			// A's clock is ahead: it claims first.
+			ins := newCluster(t, dbName, clusterConfig{skews: []time.Duration{400 * time.Millisecond, -400 * time.Millisecond},
+				ttl: ttl, proxied: true})
+			a, b := ins[0], ins[1]
+			var led ledger
+			for _, in := range ins {
+				if err := in.s.AddJob("report", "@every 5s", func(ctx context.Context) error {
+					led.end(ctx, led.begin(ctx, "report"))
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claimed := make(chan time.Time, 1)
+			resume := make(chan struct{})
+			var once sync.Once
+			a.events.onEvent(func(e lock.Event) {
+				if e.Kind != lock.FiringClaimed {
+					return
+				}
+				once.Do(func() {
+					claimed <- e.Scheduled
+					if !tc.stall {
+						go func() { _ = a.s.Stop(context.Background()) }()
+						return
+					}
+					// As a paused process: nothing of A reaches the
+					// server, and this firing goes on, to take the lock
+					// and record the start, only once A resumes.
+					a.fault.Silence()
+					<-resume
+					a.fault.Restore()
+				})
+			})
+			startAll(t, ins...)
+			var f time.Time
+			select {
+			case f = <-claimed:
+			case <-time.After(3 * every):
+				t.Fatal("A claimed nothing")
+			}
+			stalledAt := time.Now()
+			ran := led.waitFor(t, 4*every, "the firing taken over", func(e entry) bool { return e.scheduled.Equal(f) })
+			late := ran.start.Sub(stalledAt)
+			t.Logf("firing %s claimed by A, run by %s %v after A stalled", f.Format("15:04:05"), ran.keeper, late.Round(time.Millisecond))
+			// The documented bound: a TTL after the last renewal (none
+			// after the stall), a poll interval, the lock package's
+			// margins; a clean stop needs no TTL. Generous here: the
+			// server is shared with other tests.
+			bound := 2*ttl + 2*b.session.Timings().RenewInterval + time.Second
+			if !tc.stall {
+				bound -= ttl
+			}
+			if ran.keeper != b.keeper || late > bound {
+				t.Errorf("taken-over firing ran by %s after %v, want by B within %v", ran.keeper, late, bound)
+			}
+			if tc.stall {
+				close(resume)
+				// A resumes, takes the lock and tries to record the start:
+				// the claim is not its own any more.
+				deadline := time.Now().Add(4 * ttl)
+				for !slices.ContainsFunc(a.events.snapshot(), func(e lock.Event) bool {
+					return e.Scheduled.Equal(f) && e.Kind == lock.FiringSkipped
+				}) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				var reason string
+				for _, e := range a.events.snapshot() {
+					if e.Scheduled.Equal(f) && e.Kind == lock.FiringSkipped {
+						reason = e.Reason
+					}
+				}
+				if reason != scheduler.ReasonTakenOver {
+					t.Errorf("A's firing ended with %q, want %q", reason, scheduler.ReasonTakenOver)
+				}
+			}
+			stopAll(t, ins...)
+			n := 0
+			for _, e := range led.snapshot() {
+				if e.scheduled.Equal(f) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("firing %s ran %d times: %v", f.Format("15:04:05"), n, led.snapshot())
+			}
+			var taken bool
+			for _, e := range b.events.snapshot() {
+				taken = taken || e.Kind == lock.FiringTakenOver && e.Scheduled.Equal(f) && e.Leader == a.keeper
+			}
+			if !taken {
+				t.Errorf("B reported no FiringTakenOver of %s from A", f.Format("15:04:05"))
+			}
+			for _, e := range a.events.snapshot() {
+				if e.Scheduled.Equal(f) && e.Kind == lock.RunStarted {
+					t.Errorf("A started the firing it lost: %+v", e)
+				}
+			}
+		})
 	}
 }
 
