@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,15 +11,15 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
@@ -51,33 +49,9 @@ type demo struct {
 	out    io.Writer
 	uri    string // what the instances connect to
 	dbName string
+	c      *cluster.Cluster // the instances and the log the summary reads
 
-	msgs     chan demoMsg
-	wg       sync.WaitGroup // the goroutines reading and waiting for each child
-	children []*demoChild
-	log      []demoRecord
-
-	failover *demoRecord // the kill or stop of a leader that nobody replaced yet
-}
-
-// demoChild is one instance process.
-type demoChild struct {
-	name    string
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	up      bool // running and not asked to stop
-	leading bool // as last reported
-	exited  bool
-}
-
-// demoMsg is what a child's goroutines pass to the demo's loop: a line of
-// its stdout or stderr, or its exit.
-type demoMsg struct {
-	child  *demoChild
-	line   string
-	stderr bool
-	exit   bool
-	err    error
+	failover *cluster.Event // the kill or stop of a leader that nobody replaced yet
 }
 
 func (a *app) demo(ctx context.Context, args []string) error {
@@ -121,7 +95,8 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		return err
 	}
 
-	d := &demo{a: a, f: f, clock: clockwork.NewRealClock(), out: a.stdout, msgs: make(chan demoMsg)}
+	clock := clockwork.NewRealClock()
+	d := &demo{a: a, f: f, clock: clock, out: a.stdout, c: cluster.New(clock)}
 	uri := a.g.uri
 	if uri == "" {
 		uri = a.getenv(envURI)
@@ -177,7 +152,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	}
 	// Build what an instance builds: options it would refuse fail here,
 	// before any instance starts.
-	in, err := a.newInstance(db, log, "demo-preflight", nil, &emitter{w: io.Discard}, demoWork)
+	in, err := a.newInstance(db, log, "demo-preflight", nil, newEmitter(io.Discard, false, ""), demoWork)
 	if err != nil {
 		return fmt.Errorf("the instances cannot run with these flags: %w", err)
 	}
@@ -252,7 +227,7 @@ func (d *demo) run(ctx context.Context, db *mongo.Database, where string) error 
 		return startErr
 	}
 
-	s := summarize(d.log, demoJobs())
+	s := summarize(d.c.Events(), demoJobs())
 	s.print(d.out, d.a.g.ttl)
 	failures := s.failures()
 
@@ -324,55 +299,25 @@ func (d *demo) spawn(name string) error {
 		return err
 	}
 	g := d.a.g
-	cmd := exec.Command(path, "demo-instance", "--name", name, "--events", "--watch-stdin", "--http", "127.0.0.1:0",
-		"--db", d.dbName, "--collection", g.collection, "--ttl", g.ttl.String(),
-		"--timeout", g.timeout.String(), "--log-level", g.logLevel)
-	// The URI goes in the environment, not the arguments that ps shows.
-	cmd.Env = append(append(os.Environ(), envURI+"="+d.uri), d.a.childEnv...)
-	cmd.SysProcAttr = demoSysProcAttr()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	c := &demoChild{name: name, cmd: cmd, stdin: stdin, up: true}
-	d.children = append(d.children, c)
-	d.wg.Go(func() {
-		var readers sync.WaitGroup
-		readers.Go(func() { d.read(c, stdout, false) })
-		readers.Go(func() { d.read(c, stderr, true) })
-		readers.Wait() // Wait closes the pipes: read them to the end first
-		err := cmd.Wait()
-		d.msgs <- demoMsg{child: c, exit: true, err: err}
+	_, err = d.c.Start(cluster.Spec{
+		Name: name,
+		Path: path,
+		Args: []string{"demo-instance", "--name", name, "--events", "--watch-stdin", "--http", "127.0.0.1:0",
+			"--db", d.dbName, "--collection", g.collection, "--ttl", g.ttl.String(),
+			"--timeout", g.timeout.String(), "--log-level", g.logLevel},
+		// The URI goes in the environment, not the arguments that ps shows.
+		Env: append(append(os.Environ(), envURI+"="+d.uri), d.a.childEnv...),
+		// Closing stdin stops an instance wherever pipes work, unlike
+		// signals; it also closes when the demo dies. Where there is one,
+		// the parent-death signal stops it as Ctrl-C would, releasing what
+		// it holds.
+		StopByStdin:       true,
+		ParentDeathSignal: syscall.SIGTERM,
 	})
-	return nil
+	return err
 }
 
-// read passes r's lines to the loop until r ends.
-func (d *demo) read(c *demoChild, r io.Reader, stderr bool) {
-	br := bufio.NewReader(r)
-	for {
-		line, err := br.ReadString('\n')
-		if line = strings.TrimRight(line, "\r\n"); line != "" {
-			d.msgs <- demoMsg{child: c, line: line, stderr: stderr}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// loop runs the plan and relays what the instances report until every one
+// loop runs the plan and prints what the instances report until every one
 // of them exited. It reports whether ctx ended first.
 func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 	timer := func(after time.Duration) (<-chan time.Time, func() bool) {
@@ -398,8 +343,8 @@ func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 		killC, stopC, endC, done = nil, nil, nil, nil
 		pendingKill, pendingStop = false, false
 		d.note(why)
-		for _, c := range d.children {
-			d.stop(c, false, "end of the demo")
+		for _, p := range d.c.Procs() {
+			d.stop(p, false, "end of the demo")
 		}
 		// Instances stop within their TTL and a few seconds; then force them.
 		forceC, stopForce = timer(d.a.g.ttl + 2*demoStopTimeout)
@@ -408,18 +353,27 @@ func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 		shutdown("stopping the instances started so far")
 	}
 
-	live := len(d.children)
+	live, next := len(d.c.Procs()), 0
 	for live > 0 {
-		select {
-		case m := <-d.msgs:
-			if d.handle(m) {
+		evs, more := d.c.Next(next)
+		next += len(evs)
+		for _, ev := range evs {
+			if d.handle(ev) {
 				live--
 			}
-			if pendingKill && d.leader() != nil {
+		}
+		if live == 0 {
+			break
+		}
+		if len(evs) > 0 {
+			if pendingKill && d.c.Leader() != nil {
 				pendingKill = !d.kill()
-			} else if pendingStop && !pendingKill && d.leader() != nil && d.failover == nil {
+			} else if pendingStop && !pendingKill && d.c.Leader() != nil && d.failover == nil {
 				pendingStop = !d.stopLeader()
 			}
+		}
+		select {
+		case <-more:
 		case <-killC:
 			killC = nil
 			pendingKill = !d.kill()
@@ -433,58 +387,40 @@ func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 			shutdown("interrupted: stopping every instance")
 		case <-forceC:
 			forceC = nil
-			for _, c := range d.children {
-				if !c.exited {
-					d.note(c.name + " did not stop in time: killing it")
-					d.killChild(c)
+			for _, p := range d.c.Procs() {
+				if !p.Exited() {
+					d.note(p.Name() + " did not stop in time: killing it")
+					_ = p.Kill() // an error means it is gone already
 				}
 			}
 		}
 	}
-	d.wg.Wait()
+	d.c.Wait()
 	return interrupted
-}
-
-// leader returns the instance that reported leading last, if it is up.
-func (d *demo) leader() *demoChild {
-	for _, c := range d.children {
-		if c.leading && c.up {
-			return c
-		}
-	}
-	return nil
 }
 
 // kill sends SIGKILL to the leader, if there is one.
 func (d *demo) kill() bool {
-	c := d.leader()
-	if c == nil {
+	p := d.c.Leader()
+	if p == nil {
 		d.note("no leader to kill yet: waiting for one")
 		return false
 	}
-	rec := d.record(demoEvent{Instance: c.name, Ev: evKilled, Leader: true})
-	d.failover = &rec
-	d.killChild(c)
+	d.c.Add(cluster.Event{Kind: cluster.EvKilled, Instance: p.Name(), Leader: true})
+	_ = p.Kill() // an error means it is gone already
 	return true
-}
-
-func (d *demo) killChild(c *demoChild) {
-	c.up = false
-	if c.cmd.Process != nil {
-		_ = c.cmd.Process.Kill() // SIGKILL; an error means it is gone already
-	}
 }
 
 // stopLeader asks the leader to stop, if another instance can take over.
 func (d *demo) stopLeader() bool {
-	c := d.leader()
-	if c == nil {
+	p := d.c.Leader()
+	if p == nil {
 		d.note("no leader to stop yet: waiting for one")
 		return false
 	}
 	others := 0
-	for _, o := range d.children {
-		if o.up && o != c {
+	for _, o := range d.c.Procs() {
+		if o.Up() && o != p {
 			others++
 		}
 	}
@@ -492,74 +428,42 @@ func (d *demo) stopLeader() bool {
 		d.note("not stopping the leader: no other instance is up")
 		return true
 	}
-	d.stop(c, true, "")
+	d.stop(p, true, "")
 	return true
 }
 
-// stop asks c to stop by closing its stdin: it releases what it holds and
-// exits. That works wherever pipes do, unlike signals.
-func (d *demo) stop(c *demoChild, leader bool, why string) {
-	if !c.up {
+// stop asks p to stop (it closes its stdin): it releases what it holds and
+// exits. leader says that it is stopped to make another lead.
+func (d *demo) stop(p *cluster.Proc, leader bool, why string) {
+	if !p.Up() {
 		return
 	}
-	c.up = false
-	rec := d.record(demoEvent{Instance: c.name, Ev: evStopping, Leader: leader && c.leading, Msg: why})
-	if rec.ev.Leader {
-		d.failover = &rec
-	}
-	_ = c.stdin.Close()
+	d.c.Add(cluster.Event{Kind: cluster.EvStopping, Instance: p.Name(), Leader: leader && d.c.Leader() == p, Msg: why})
+	_ = p.Stop()
 }
 
-// handle records and prints one message; it reports whether the child exited.
-func (d *demo) handle(m demoMsg) bool {
-	c := m.child
-	if m.exit {
-		c.exited, c.up, c.leading = true, false, false
-		ev := demoEvent{Instance: c.name, Ev: evExited}
-		if m.err != nil {
-			ev.Msg = m.err.Error()
-		}
-		d.record(ev)
-		return true
-	}
-	var ev demoEvent
-	if m.stderr || json.Unmarshal([]byte(m.line), &ev) != nil || ev.Ev == "" {
-		d.record(demoEvent{Instance: c.name, Ev: evLog, Msg: m.line})
-		return false
-	}
-	ev.Instance = c.name
+// handle prints one event of the log; it reports whether it is the exit of
+// an instance.
+func (d *demo) handle(ev cluster.Event) bool {
 	extra := ""
-	switch ev.Ev {
-	case evLead:
-		for _, o := range d.children {
-			o.leading = false
+	switch ev.Kind {
+	case cluster.EvKilled, cluster.EvStopping:
+		if ev.Leader {
+			d.failover = &ev
 		}
-		c.leading = true
-		if f := d.failover; f != nil && f.ev.Instance != c.name {
-			took := d.clock.Now().Sub(f.at)
+	case cluster.EvLead:
+		if f := d.failover; f != nil && f.Instance != ev.Instance {
+			took := ev.Received.Sub(f.Received)
 			what := "SIGKILL"
-			if f.ev.Ev == evStopping {
+			if f.Kind == cluster.EvStopping {
 				what = "stop"
 			}
-			extra = fmt.Sprintf("<- failover %d ms after the %s of %s (%.2f x TTL)", took.Milliseconds(), what, f.ev.Instance, took.Seconds()/d.a.g.ttl.Seconds())
+			extra = fmt.Sprintf("<- failover %d ms after the %s of %s (%.2f x TTL)", took.Milliseconds(), what, f.Instance, took.Seconds()/d.a.g.ttl.Seconds())
 			d.failover = nil
 		}
-	case evUnlead:
-		c.leading = false
 	}
-	d.log = append(d.log, demoRecord{at: d.clock.Now(), ev: ev})
 	fmt.Fprintln(d.out, eventLine(ev, extra))
-	return false
-}
-
-// record adds an event of the demo's own to the log and prints it.
-func (d *demo) record(ev demoEvent) demoRecord {
-	now := d.clock.Now()
-	ev.T = now
-	r := demoRecord{at: now, ev: ev}
-	d.log = append(d.log, r)
-	fmt.Fprintln(d.out, eventLine(ev, ""))
-	return r
+	return ev.Kind == cluster.EvExited
 }
 
 // note prints a line of the demo's own that the summary does not need.

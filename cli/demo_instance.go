@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/runner"
@@ -81,7 +82,7 @@ func (a *app) demoInstance(ctx context.Context, args []string) error {
 		return err
 	}
 	log = log.With().Str("instance", *name).Logger()
-	em := &emitter{w: a.stdout, json: *events, name: *name}
+	em := newEmitter(a.stdout, *events, *name)
 
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(errShutdown)
@@ -100,7 +101,7 @@ func (a *app) demoInstance(ctx context.Context, args []string) error {
 	}
 
 	if err := a.runInstance(ctx, em, log, *migrate, *work, *httpAddr); err != nil {
-		em.emit(demoEvent{Ev: evError, Msg: a.red.oneLine(err.Error())})
+		em.emit(cluster.Event{Kind: cluster.EvError, Msg: a.red.oneLine(err.Error())})
 		return err
 	}
 	return nil
@@ -135,7 +136,7 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		defer obs.close(context.WithoutCancel(ctx))
 	}
 	keeper := em.name + "/" + lock.NewKeeperID()
-	em.emit(demoEvent{Ev: evStart, PID: os.Getpid(), Keeper: keeper, HTTP: served})
+	em.emit(cluster.Event{Kind: cluster.EvStart, PID: os.Getpid(), Keeper: keeper, HTTP: served})
 
 	in, err := a.newInstance(db, log, keeper, obs.sessionOptions(), em, work)
 	if err != nil {
@@ -147,7 +148,7 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		if err != nil {
 			return fmt.Errorf("migrations: %w", err)
 		}
-		ev := demoEvent{Ev: evMigrated, WaitedMS: res.Waited.Milliseconds()}
+		ev := cluster.Event{Kind: cluster.EvMigrated, Waited: res.Waited}
 		for _, ap := range res.Applied {
 			ev.Applied = append(ev.Applied, ap.Version)
 		}
@@ -158,7 +159,7 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	if err := sched.Start(); err != nil {
 		return err
 	}
-	em.emit(demoEvent{Ev: evReady})
+	em.emit(cluster.Event{Kind: cluster.EvReady})
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = lead.Run(ctx, demoLeaderTask(em)) }) // returns when ctx ends, after releasing
 	<-ctx.Done()
@@ -178,9 +179,9 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		if err != nil {
 			return fmt.Errorf("scrape its own /metrics: %w", err)
 		}
-		em.emit(demoEvent{Ev: evMetrics, Runs: runs})
+		em.emit(cluster.Event{Kind: cluster.EvMetrics, Runs: runs})
 	}
-	em.emit(demoEvent{Ev: evStopped, Msg: context.Cause(ctx).Error()})
+	em.emit(cluster.Event{Kind: cluster.EvStopped, Msg: context.Cause(ctx).Error()})
 	return nil
 }
 
@@ -230,7 +231,7 @@ func (in *instance) build(db *mongo.Database, em *emitter, work time.Duration) e
 		}
 	}
 	in.lead, err = runner.New(in.session, demoLeaderLock,
-		runner.OnStartedLeading(func(fence uint64) { em.emit(demoEvent{Ev: evLead, Fence: fence}) }))
+		runner.OnStartedLeading(func(fence uint64) { em.emit(cluster.Event{Kind: cluster.EvLead, Fence: fence}) }))
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -241,7 +242,7 @@ func (in *instance) build(db *mongo.Database, em *emitter, work time.Duration) e
 func demoJobFunc(em *emitter, work time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		run, _ := scheduler.RunFromContext(ctx)
-		em.emit(demoEvent{Ev: evRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence})
+		em.emit(cluster.Event{Kind: cluster.EvRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence})
 		t := time.NewTimer(work)
 		defer t.Stop()
 		select {
@@ -258,12 +259,15 @@ func demoJobFunc(em *emitter, work time.Duration) func(context.Context) error {
 // the end of its term and says why it ended.
 func demoLeaderTask(em *emitter) func(context.Context) error {
 	return func(ctx context.Context) error {
+		fence, _ := runner.FenceFrom(ctx)
 		<-ctx.Done()
+		cause := context.Cause(ctx)
+		lost := errors.Is(cause, lock.ErrLeaseLost)
 		why := "shutting down, hands the lock over"
-		if cause := context.Cause(ctx); errors.Is(cause, lock.ErrLeaseLost) {
+		if lost {
 			why = "its lease could not be renewed in time (" + cause.Error() + ")"
 		}
-		em.emit(demoEvent{Ev: evUnlead, Msg: why})
+		em.emit(cluster.Event{Kind: cluster.EvUnlead, Fence: fence, Lost: lost, Msg: why})
 		return nil
 	}
 }

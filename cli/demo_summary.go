@@ -1,21 +1,15 @@
 package cli
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-)
 
-// demoRecord is an event as the demo received it: at is the demo's own clock
-// on receipt (monotonic), which is what failover times are measured with.
-type demoRecord struct {
-	at time.Time
-	ev demoEvent
-}
+	"github.com/mongolock/mongolock/internal/cluster"
+)
 
 // demoSettle is how long before an instance went down a firing must fall for
 // that instance to count as able to run it: a claim and a lock take a few
@@ -23,20 +17,11 @@ type demoRecord struct {
 // asked to stop, is skipped (at most once), not run by another.
 const demoSettle = time.Second
 
-type firingKey struct {
-	job string
-	at  int64 // Unix nanoseconds
-}
-
-func (k firingKey) String() string {
-	return k.job + " " + time.Unix(0, k.at).Local().Format("15:04:05")
-}
-
 // failover is a leader the demo killed or stopped, and who took over.
 type failover struct {
 	from, to string
 	kind     string    // "SIGKILL" or "stop"
-	at       time.Time // demo's clock
+	at       time.Time // the demo's clock, as the events it received
 	took     time.Duration
 	done     bool // someone else led afterwards
 }
@@ -47,59 +32,56 @@ type demoSummary struct {
 	runs        int // run events
 	perJob      map[string]int
 	perInstance map[string]int
-	twice       map[firingKey][]string // firings run more than once, and by whom
-	due         int                    // firings due while an instance could run them
-	missed      []firingKey
+	twice       map[cluster.Firing][]string // firings run more than once, and by whom
+	due         int                         // firings due while an instance could run them
+	missed      []cluster.Firing
 	failovers   []failover
 	migrations  map[int64][]string // version -> instances that applied it
 	migrated    int                // instances whose migrations returned
 	problems    []string           // unexpected exits and errors
-	terms       int                // leader terms that began
+	terms       []cluster.Span     // leader terms
+	overlaps    []string           // pairs of leader terms that overlapped
 	// scraped lists the instances whose own /metrics counted the same runs
 	// per job as their run events; a mismatch is a problem.
 	scraped []string
 }
 
 // summarize computes the summary from the demo's log, in receipt order.
-func summarize(log []demoRecord, jobs []demoJob) demoSummary {
+func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 	s := demoSummary{
 		perJob:      make(map[string]int),
 		perInstance: make(map[string]int),
-		twice:       make(map[firingKey][]string),
+		twice:       make(map[cluster.Firing][]string),
 		migrations:  make(map[int64][]string),
 	}
-	ran := make(map[firingKey][]string)
 	runsBy := make(map[string]map[string]int) // instance -> job -> run events
 	ready := make(map[string]time.Time)
 	down := make(map[string]time.Time)
 	killed := make(map[string]bool)
 	var open []int // failovers waiting for a new leader
 	var last time.Time
-	for _, r := range log {
-		ev := r.ev
+	for _, ev := range log {
 		if ev.T.After(last) {
 			last = ev.T
 		}
-		switch ev.Ev {
-		case evStart:
+		switch ev.Kind {
+		case cluster.EvStart:
 			s.instances = append(s.instances, ev.Instance)
-		case evMigrated:
+		case cluster.EvMigrated:
 			s.migrated++
 			for _, v := range ev.Applied {
 				s.migrations[v] = append(s.migrations[v], ev.Instance)
 			}
-		case evReady:
+		case cluster.EvReady:
 			ready[ev.Instance] = ev.T
-		case evRun:
-			k := firingKey{ev.Job, ev.Firing.UnixNano()}
-			ran[k] = append(ran[k], ev.Instance)
+		case cluster.EvRun:
 			s.runs++
 			s.perInstance[ev.Instance]++
 			if runsBy[ev.Instance] == nil {
 				runsBy[ev.Instance] = make(map[string]int)
 			}
 			runsBy[ev.Instance][ev.Job]++
-		case evMetrics:
+		case cluster.EvMetrics:
 			same := true
 			for _, j := range jobs {
 				if ev.Runs[j.name] != runsBy[ev.Instance][j.name] {
@@ -111,46 +93,48 @@ func summarize(log []demoRecord, jobs []demoJob) demoSummary {
 			if same {
 				s.scraped = append(s.scraped, ev.Instance)
 			}
-		case evLead:
-			s.terms++
+		case cluster.EvLead:
 			for _, i := range open {
 				if f := &s.failovers[i]; ev.Instance != f.from {
-					f.to, f.took, f.done = ev.Instance, r.at.Sub(f.at), true
+					f.to, f.took, f.done = ev.Instance, ev.Received.Sub(f.at), true
 				}
 			}
 			open = slices.DeleteFunc(open, func(i int) bool { return s.failovers[i].done })
-		case evKilled, evStopping:
+		case cluster.EvKilled, cluster.EvStopping:
 			if _, ok := down[ev.Instance]; !ok {
 				down[ev.Instance] = ev.T
 			}
-			if ev.Ev == evKilled {
+			if ev.Kind == cluster.EvKilled {
 				killed[ev.Instance] = true
 			}
 			if ev.Leader {
 				kind := "stop"
-				if ev.Ev == evKilled {
+				if ev.Kind == cluster.EvKilled {
 					kind = "SIGKILL"
 				}
-				s.failovers = append(s.failovers, failover{from: ev.Instance, kind: kind, at: r.at})
+				s.failovers = append(s.failovers, failover{from: ev.Instance, kind: kind, at: ev.Received})
 				open = append(open, len(s.failovers)-1)
 			}
-		case evExited:
+		case cluster.EvExited:
 			if _, ok := down[ev.Instance]; !ok {
 				down[ev.Instance] = ev.T
 			}
 			if ev.Msg != "" && !killed[ev.Instance] {
 				s.problems = append(s.problems, fmt.Sprintf("%s exited unexpectedly: %s", ev.Instance, ev.Msg))
 			}
-		case evError:
+		case cluster.EvError:
 			s.problems = append(s.problems, ev.Instance+": "+ev.Msg)
 		}
 	}
+	ran := cluster.Runs(log)
 	for k, who := range ran {
-		s.perJob[k.job]++
+		s.perJob[k.Job]++
 		if len(who) > 1 {
 			s.twice[k] = who
 		}
 	}
+	s.terms = cluster.LeaderTerms(log, last)
+	s.overlaps = cluster.Overlaps(s.terms)
 
 	// Firings due while some instance had started its scheduler and was not
 	// about to go down.
@@ -171,7 +155,7 @@ func summarize(log []demoRecord, jobs []demoJob) demoSummary {
 		if first.IsZero() {
 			continue
 		}
-		for f := first.Truncate(j.every).Add(j.every); !f.After(end); f = f.Add(j.every) {
+		for _, f := range cluster.Scheduled(first, end, j.every) {
 			covered := false
 			for name, r := range ready {
 				d, ok := down[name]
@@ -187,14 +171,12 @@ func summarize(log []demoRecord, jobs []demoJob) demoSummary {
 				continue
 			}
 			s.due++
-			if k := (firingKey{j.name, f.UnixNano()}); len(ran[k]) == 0 {
+			if k := cluster.NewFiring(j.name, f); len(ran[k]) == 0 {
 				s.missed = append(s.missed, k)
 			}
 		}
 	}
-	slices.SortFunc(s.missed, func(a, b firingKey) int {
-		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.job, b.job))
-	})
+	cluster.SortFirings(s.missed)
 	return s
 }
 
@@ -208,12 +190,15 @@ func (s demoSummary) firings() int {
 }
 
 // failures lists what makes the demo fail: a firing that ran twice above all,
-// then a migration applied twice, a leader nobody replaced, an instance that
-// crashed.
+// then two leaders at once, a migration applied twice, a leader nobody
+// replaced, an instance that crashed.
 func (s demoSummary) failures() []string {
 	var out []string
 	if n := len(s.twice); n > 0 {
 		out = append(out, fmt.Sprintf("%d firing(s) ran twice", n))
+	}
+	if n := len(s.overlaps); n > 0 {
+		out = append(out, fmt.Sprintf("%d pair(s) of leader terms overlapped", n))
 	}
 	for _, v := range slices.Sorted(maps.Keys(s.migrations)) {
 		if who := s.migrations[v]; len(who) > 1 {
@@ -257,7 +242,7 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 	}
 	line("firings run", "%d (%s); runs by %s", s.firings(), strings.Join(perJob, ", "), strings.Join(perInst, ", "))
 	line("firings run twice", "%d", len(s.twice))
-	for _, k := range slices.SortedFunc(maps.Keys(s.twice), func(a, b firingKey) int { return cmp.Compare(a.at, b.at) }) {
+	for _, k := range cluster.SortedFirings(s.twice) {
 		fmt.Fprintf(w, "    %s by %s\n", k, strings.Join(s.twice[k], ", "))
 	}
 	line("firings missed", "%d of %d due while an instance was up", len(s.missed), s.due)
@@ -271,7 +256,10 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 	if len(s.scraped) > 0 {
 		line("metrics", "the /metrics of %s counted the runs their events show (killed instances are not scraped)", strings.Join(s.scraped, ", "))
 	}
-	line("leader terms", "%d", s.terms)
+	line("leader terms", "%d", len(s.terms))
+	for _, o := range s.overlaps {
+		fmt.Fprintf(w, "    %s\n", o)
+	}
 	line("failovers", "%d", len(s.failovers))
 	for _, f := range s.failovers {
 		what := fmt.Sprintf("%s %s (leader)", f.kind, f.from)

@@ -5,36 +5,39 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mongolock/mongolock/internal/cluster"
 )
 
 // demoLog builds a demo log in which every event is received when it
 // happens.
 type demoLog struct {
 	t0  time.Time
-	log []demoRecord
+	log []cluster.Event
 }
 
-func (l *demoLog) add(at time.Duration, ev demoEvent) *demoLog {
+func (l *demoLog) add(at time.Duration, ev cluster.Event) *demoLog {
 	ev.T = l.t0.Add(at)
-	l.log = append(l.log, demoRecord{at: ev.T, ev: ev})
+	ev.Received = ev.T
+	l.log = append(l.log, ev)
 	return l
 }
 
 func (l *demoLog) run(at time.Duration, who, job string, firing time.Duration) *demoLog {
-	return l.add(at, demoEvent{Instance: who, Ev: evRun, Job: job, Firing: l.t0.Add(firing)})
+	return l.add(at, cluster.Event{Instance: who, Kind: cluster.EvRun, Job: job, Firing: l.t0.Add(firing)})
 }
 
 // cleanDemo: app1 and app2 start; app1 leads and is killed at 4.2s; app2
 // leads at 6.5s; every firing from 1s to 9s runs once; both stop at 10.5s.
 func cleanDemo() *demoLog {
 	l := &demoLog{t0: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	l.add(0, demoEvent{Instance: "app1", Ev: evStart}).
-		add(0, demoEvent{Instance: "app2", Ev: evStart}).
-		add(300*time.Millisecond, demoEvent{Instance: "app1", Ev: evMigrated, Applied: []int64{-1000, -990}}).
-		add(400*time.Millisecond, demoEvent{Instance: "app2", Ev: evMigrated}).
-		add(500*time.Millisecond, demoEvent{Instance: "app1", Ev: evReady}).
-		add(600*time.Millisecond, demoEvent{Instance: "app2", Ev: evReady}).
-		add(700*time.Millisecond, demoEvent{Instance: "app1", Ev: evLead, Fence: 1})
+	l.add(0, cluster.Event{Instance: "app1", Kind: cluster.EvStart}).
+		add(0, cluster.Event{Instance: "app2", Kind: cluster.EvStart}).
+		add(300*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvMigrated, Applied: []int64{-1000, -990}}).
+		add(400*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvMigrated}).
+		add(500*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvReady}).
+		add(600*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvReady}).
+		add(700*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvLead, Fence: 1})
 	for s := 1; s <= 9; s++ {
 		who := "app2"
 		if s < 4 && s%2 == 1 {
@@ -46,17 +49,17 @@ func cleanDemo() *demoLog {
 			l.run(f+20*time.Millisecond, who, "even-second", f)
 		}
 		if s == 4 {
-			l.add(4200*time.Millisecond, demoEvent{Instance: "app1", Ev: evKilled, Leader: true}).
-				add(4210*time.Millisecond, demoEvent{Instance: "app1", Ev: evExited, Msg: "signal: killed"})
+			l.add(4200*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvKilled, Leader: true}).
+				add(4210*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvExited, Msg: "signal: killed"})
 		}
 		if s == 6 {
-			l.add(6500*time.Millisecond, demoEvent{Instance: "app2", Ev: evLead, Fence: 2})
+			l.add(6500*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvLead, Fence: 2})
 		}
 	}
-	return l.add(10500*time.Millisecond, demoEvent{Instance: "app2", Ev: evStopping, Msg: "end of the demo"}).
-		add(10510*time.Millisecond, demoEvent{Instance: "app2", Ev: evUnlead}).
-		add(10520*time.Millisecond, demoEvent{Instance: "app2", Ev: evStopped}).
-		add(10530*time.Millisecond, demoEvent{Instance: "app2", Ev: evExited})
+	return l.add(10500*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvStopping, Msg: "end of the demo"}).
+		add(10510*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvUnlead, Fence: 2}).
+		add(10520*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvStopped}).
+		add(10530*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvExited})
 }
 
 func TestSummarizeClean(t *testing.T) {
@@ -75,8 +78,12 @@ func TestSummarizeClean(t *testing.T) {
 	if f := s.failovers[0]; !f.done || f.from != "app1" || f.to != "app2" || f.kind != "SIGKILL" || f.took != 2300*time.Millisecond {
 		t.Errorf("failover %+v", f)
 	}
-	if s.terms != 2 || !slices.Equal(s.migrations[-1000], []string{"app1"}) {
-		t.Errorf("terms %d, migrations %v", s.terms, s.migrations)
+	if len(s.terms) != 2 || len(s.overlaps) != 0 || !slices.Equal(s.migrations[-1000], []string{"app1"}) {
+		t.Errorf("terms %v, overlaps %v, migrations %v", s.terms, s.overlaps, s.migrations)
+	}
+	// app1's term ends when it exited (it was killed), app2's at its unlead.
+	if s.terms[0].End != cleanDemo().t0.Add(4210*time.Millisecond) || s.terms[1].End != cleanDemo().t0.Add(10510*time.Millisecond) {
+		t.Errorf("terms %v", s.terms)
 	}
 	var b strings.Builder
 	s.print(&b, 3*time.Second)
@@ -97,7 +104,7 @@ func TestSummarizeClean(t *testing.T) {
 // events show is named in the summary.
 func TestSummarizeMetrics(t *testing.T) {
 	l := cleanDemo()
-	l.add(10515*time.Millisecond, demoEvent{Instance: "app2", Ev: evMetrics, Runs: map[string]int{"tick": 7, "even-second": 4}})
+	l.add(10515*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvMetrics, Runs: map[string]int{"tick": 7, "even-second": 4}})
 	s := summarize(l.log, demoJobs())
 	if f := s.failures(); len(f) != 0 || !slices.Equal(s.scraped, []string{"app2"}) {
 		t.Fatalf("failures %v, scraped %v; want none and app2", f, s.scraped)
@@ -121,7 +128,7 @@ func TestSummarizeFailures(t *testing.T) {
 			change: func(l *demoLog) { l.run(11*time.Second, "app1", "tick", 3*time.Second) },
 			want:   "1 firing(s) ran twice",
 			check: func(t *testing.T, s demoSummary) {
-				if who := s.twice[firingKey{"tick", s0(3)}]; !slices.Equal(who, []string{"app1", "app1"}) {
+				if who := s.twice[s0("tick", 3)]; !slices.Equal(who, []string{"app1", "app1"}) {
 					t.Errorf("twice %v", s.twice)
 				}
 			},
@@ -129,31 +136,48 @@ func TestSummarizeFailures(t *testing.T) {
 		{
 			name: "migration applied twice",
 			change: func(l *demoLog) {
-				l.add(time.Second, demoEvent{Instance: "app2", Ev: evMigrated, Applied: []int64{-990}})
+				l.add(time.Second, cluster.Event{Instance: "app2", Kind: cluster.EvMigrated, Applied: []int64{-990}})
 			},
 			want: "migration -990 was applied 2 times (app1, app2)",
 		},
 		{
 			name: "nobody took over",
 			change: func(l *demoLog) {
-				l.log = slices.DeleteFunc(l.log, func(r demoRecord) bool { return r.ev.Ev == evLead && r.ev.Instance == "app2" })
+				l.log = slices.DeleteFunc(l.log, func(e cluster.Event) bool { return e.Kind == cluster.EvLead && e.Instance == "app2" })
 			},
 			want: "nobody took over from app1",
 		},
 		{
+			name: "two leaders at once",
+			change: func(l *demoLog) {
+				l.add(3*time.Second, cluster.Event{Instance: "app2", Kind: cluster.EvLead, Fence: 9}).
+					add(3500*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvUnlead, Fence: 9})
+			},
+			want: "1 pair(s) of leader terms overlapped",
+			check: func(t *testing.T, s demoSummary) {
+				var b strings.Builder
+				s.print(&b, 3*time.Second)
+				if !strings.Contains(b.String(), "    app1 fence=1 [") || !strings.Contains(b.String(), "overlaps app2 fence=9 [") {
+					t.Errorf("summary:\n%s", b.String())
+				}
+			},
+		},
+		{
 			name:   "crash",
-			change: func(l *demoLog) { l.log[len(l.log)-1].ev.Msg = "exit status 1" },
+			change: func(l *demoLog) { l.log[len(l.log)-1].Msg = "exit status 1" },
 			want:   "app2 exited unexpectedly: exit status 1",
 		},
 		{
-			name:   "error",
-			change: func(l *demoLog) { l.add(time.Second, demoEvent{Instance: "app2", Ev: evError, Msg: "boom"}) },
-			want:   "app2: boom",
+			name: "error",
+			change: func(l *demoLog) {
+				l.add(time.Second, cluster.Event{Instance: "app2", Kind: cluster.EvError, Msg: "boom"})
+			},
+			want: "app2: boom",
 		},
 		{
 			name: "metrics disagree with the events",
 			change: func(l *demoLog) {
-				l.add(10515*time.Millisecond, demoEvent{Instance: "app2", Ev: evMetrics, Runs: map[string]int{"tick": 6, "even-second": 4}})
+				l.add(10515*time.Millisecond, cluster.Event{Instance: "app2", Kind: cluster.EvMetrics, Runs: map[string]int{"tick": 6, "even-second": 4}})
 			},
 			want: "app2: its /metrics counted 6 runs of tick, its events 7",
 		},
@@ -173,18 +197,20 @@ func TestSummarizeFailures(t *testing.T) {
 	}
 }
 
-// s0 is firing second n of the clean demo, in Unix nanoseconds.
-func s0(n int) int64 { return cleanDemo().t0.Add(time.Duration(n) * time.Second).UnixNano() }
+// s0 is the firing of job at second n of the clean demo.
+func s0(job string, n int) cluster.Firing {
+	return cluster.NewFiring(job, cleanDemo().t0.Add(time.Duration(n)*time.Second))
+}
 
 // TestSummarizeMissed: a firing nobody ran while an instance was up is
 // missed; one due while nobody was up is not counted.
 func TestSummarizeMissed(t *testing.T) {
 	l := cleanDemo()
-	l.log = slices.DeleteFunc(l.log, func(r demoRecord) bool {
-		return r.ev.Ev == evRun && r.ev.Job == "tick" && r.ev.Firing.Equal(l.t0.Add(5*time.Second))
+	l.log = slices.DeleteFunc(l.log, func(e cluster.Event) bool {
+		return e.Kind == cluster.EvRun && e.Job == "tick" && e.Firing.Equal(l.t0.Add(5*time.Second))
 	})
 	s := summarize(l.log, demoJobs())
-	if !slices.Equal(s.missed, []firingKey{{"tick", s0(5)}}) || s.due != 13 {
+	if !slices.Equal(s.missed, []cluster.Firing{s0("tick", 5)}) || s.due != 13 {
 		t.Errorf("missed %v of %d", s.missed, s.due)
 	}
 	if f := s.failures(); len(f) != 0 {
@@ -194,15 +220,15 @@ func TestSummarizeMissed(t *testing.T) {
 	// Only app1, killed at 4.2s: firings from 4s on were due while no
 	// instance could run them (4s is within demoSettle of the kill).
 	solo := &demoLog{t0: l.t0}
-	solo.add(0, demoEvent{Instance: "app1", Ev: evStart}).
-		add(500*time.Millisecond, demoEvent{Instance: "app1", Ev: evReady}).
+	solo.add(0, cluster.Event{Instance: "app1", Kind: cluster.EvStart}).
+		add(500*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvReady}).
 		run(time.Second, "app1", "tick", time.Second).
 		run(2*time.Second, "app1", "tick", 2*time.Second).
 		run(2*time.Second, "app1", "even-second", 2*time.Second).
-		add(4200*time.Millisecond, demoEvent{Instance: "app1", Ev: evKilled}).
-		add(4300*time.Millisecond, demoEvent{Instance: "app1", Ev: evExited, Msg: "signal: killed"})
+		add(4200*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvKilled}).
+		add(4300*time.Millisecond, cluster.Event{Instance: "app1", Kind: cluster.EvExited, Msg: "signal: killed"})
 	s = summarize(solo.log, demoJobs())
-	if s.due != 4 || !slices.Equal(s.missed, []firingKey{{"tick", s0(3)}}) {
+	if s.due != 4 || !slices.Equal(s.missed, []cluster.Firing{s0("tick", 3)}) {
 		t.Errorf("solo: missed %v of %d due, want tick 3s of 4", s.missed, s.due)
 	}
 	if f := s.failures(); len(f) != 0 {
@@ -217,9 +243,9 @@ func TestSummarizeMigrationsNotReached(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	l := &demoLog{t0: t0}
 	for _, who := range []string{"app1", "app2", "app3"} {
-		l.add(0, demoEvent{Instance: who, Ev: evStart}).
-			add(100*time.Millisecond, demoEvent{Instance: who, Ev: evError, Msg: "connection refused"}).
-			add(110*time.Millisecond, demoEvent{Instance: who, Ev: evExited, Msg: "exit status 1"})
+		l.add(0, cluster.Event{Instance: who, Kind: cluster.EvStart}).
+			add(100*time.Millisecond, cluster.Event{Instance: who, Kind: cluster.EvError, Msg: "connection refused"}).
+			add(110*time.Millisecond, cluster.Event{Instance: who, Kind: cluster.EvExited, Msg: "exit status 1"})
 	}
 	s := summarize(l.log, demoJobs())
 	var b strings.Builder
@@ -233,7 +259,7 @@ func TestSummarizeMigrationsNotReached(t *testing.T) {
 
 	// Instances that found the migrations applied say so.
 	l = &demoLog{t0: t0}
-	l.add(0, demoEvent{Instance: "app1", Ev: evMigrated})
+	l.add(0, cluster.Event{Instance: "app1", Kind: cluster.EvMigrated})
 	b.Reset()
 	summarize(l.log, demoJobs()).print(&b, 3*time.Second)
 	if !strings.Contains(b.String(), "migrations applied:  none (already applied)\n") {

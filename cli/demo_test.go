@@ -17,6 +17,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 )
@@ -250,30 +251,33 @@ func TestDemoInstanceStopsWhenStdinCloses(t *testing.T) {
 	t.Parallel()
 	db := mongotest.NewDatabase(t)
 	cmd, stdin, lines := startMain(t, "demo-instance", "--events", "--watch-stdin", "--name", "solo", "--db", db.Name(), "--ttl", "1s")
-	event := func(kind string) demoEvent {
+	event := func(kind cluster.Kind) cluster.Event {
 		t.Helper()
-		l := nextLine(t, lines, regexp.MustCompile(`^\{.*"ev":"`+kind+`".*\}$`), 20*time.Second)[0]
-		var ev demoEvent
+		l := nextLine(t, lines, regexp.MustCompile(`^\{.*"ev":"`+string(kind)+`".*\}$`), 20*time.Second)[0]
+		var ev cluster.Event
 		if err := json.Unmarshal([]byte(l), &ev); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
 		return ev
 	}
-	if ev := event(evStart); ev.Instance != "solo" || ev.PID != cmd.Process.Pid || !strings.HasPrefix(ev.Keeper, "solo/") {
+	if ev := event(cluster.EvStart); ev.Instance != "solo" || ev.PID != cmd.Process.Pid || !strings.HasPrefix(ev.Keeper, "solo/") {
 		t.Errorf("start event %+v", ev)
 	}
-	if ev := event(evMigrated); len(ev.Applied) != 2 {
+	if ev := event(cluster.EvMigrated); len(ev.Applied) != 2 {
 		t.Errorf("migrated event %+v", ev)
 	}
-	if ev := event(evLead); ev.Fence == 0 {
-		t.Errorf("lead event %+v", ev)
+	lead := event(cluster.EvLead)
+	if lead.Fence == 0 {
+		t.Errorf("lead event %+v", lead)
 	}
-	if ev := event(evRun); ev.Firing.IsZero() || ev.Job == "" {
+	if ev := event(cluster.EvRun); ev.Firing.IsZero() || ev.Job == "" {
 		t.Errorf("run event %+v", ev)
 	}
 	stdin.Close()
-	event(evUnlead)
-	if ev := event(evStopped); ev.Msg != errStdinClosed.Error() {
+	if ev := event(cluster.EvUnlead); ev.Fence != lead.Fence || ev.Lost {
+		t.Errorf("unlead event %+v; want fence %d, not lost", ev, lead.Fence)
+	}
+	if ev := event(cluster.EvStopped); ev.Msg != errStdinClosed.Error() {
 		t.Errorf("stopped because %q", ev.Msg)
 	}
 	for range lines {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,16 +51,15 @@ func benchFailover(b *testing.B, kill bool) {
 		for range *failoverTrials {
 			// Not synchronisation: lands anywhere in the renewal cycle.
 			sleep(ri + time.Duration(rand.Int64N(int64(ri))))
-			from := c.rec.mark()
-			p := c.proc(leader.Keeper)
+			from := c.Mark()
 			at := wallNow()
 			if kill {
-				p.kill(b)
+				c.kill(leader.Instance)
 			} else {
-				p.terminate(b, instanceStopTimeout)
+				c.terminate(c.proc(leader.Instance), instanceStopTimeout)
 			}
 			next := c.awaitLeader(from, benchTTL+slack+10*time.Second)
-			samples = append(samples, next.At.Sub(at))
+			samples = append(samples, next.T.Sub(at))
 			c.spawnN(1)
 			leader = next
 		}
@@ -168,4 +168,15 @@ func pairsIn(b *testing.B, d time.Duration, workers int, pair func(context.Conte
 		total += n
 	}
 	return total
+}
+
+// percentile returns the p-th percentile (0..100) of ds, nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
 }

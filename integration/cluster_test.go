@@ -3,23 +3,23 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 )
@@ -35,32 +35,32 @@ const (
 	logTail = 40
 )
 
-// cluster is a test's set of instances on one fresh database: child processes
-// (spawn) and in-process ones (startLocal), all reporting to one recorder.
-type cluster struct {
+// testCluster is a test's set of instances on one fresh database: child
+// processes (spawn) and in-process ones (startLocal), all reporting to one
+// cluster.Cluster. An instance's name is its keeper id.
+type testCluster struct {
+	*cluster.Cluster
 	tb   testing.TB
 	be   backend
 	db   *mongo.Database // the test's own client, for checks
-	rec  *recorder
 	base instanceConfig
 
-	mu    sync.Mutex
-	seq   int
-	procs []*proc
+	mu  sync.Mutex
+	seq int
 }
 
 // newCluster returns an empty cluster whose instances use a lease of ttl and
 // the jobs given (each "@every 1s"). Everything it starts is stopped at the
 // end of the test.
-func newCluster(tb testing.TB, ttl time.Duration, jobs ...string) *cluster {
+func newCluster(tb testing.TB, ttl time.Duration, jobs ...string) *testCluster {
 	tb.Helper()
 	be := useBackend(tb)
 	db := mongotest.NewDatabase(tb)
-	c := &cluster{
-		tb:  tb,
-		be:  be,
-		db:  db,
-		rec: newRecorder(),
+	c := &testCluster{
+		Cluster: cluster.New(clockwork.NewRealClock()),
+		tb:      tb,
+		be:      be,
+		db:      db,
 		base: instanceConfig{
 			URI:      be.URI,
 			Database: db.Name(),
@@ -75,7 +75,7 @@ func newCluster(tb testing.TB, ttl time.Duration, jobs ...string) *cluster {
 }
 
 // config returns the configuration of the next instance.
-func (c *cluster) config(mods ...func(*instanceConfig)) instanceConfig {
+func (c *testCluster) config(mods ...func(*instanceConfig)) instanceConfig {
 	c.mu.Lock()
 	c.seq++
 	cfg := c.base
@@ -87,22 +87,9 @@ func (c *cluster) config(mods ...func(*instanceConfig)) instanceConfig {
 	return cfg
 }
 
-// proc is an instance running as a child process.
-type proc struct {
-	keeper string
-	cmd    *exec.Cmd
-	log    *tail
-	done   chan struct{} // closed once the process exited
-
-	mu       sync.Mutex
-	exitedAt time.Time
-	err      error
-	expected bool // we killed or stopped it
-}
-
 // spawn starts an instance as a child process: this test binary, which
 // TestMain turns into the instance.
-func (c *cluster) spawn(mods ...func(*instanceConfig)) *proc {
+func (c *testCluster) spawn(mods ...func(*instanceConfig)) *cluster.Proc {
 	c.tb.Helper()
 	cfg := c.config(mods...)
 	raw, err := json.Marshal(cfg)
@@ -113,184 +100,130 @@ func (c *cluster) spawn(mods ...func(*instanceConfig)) *proc {
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	p := &proc{keeper: cfg.Keeper, log: newTail(logTail), done: make(chan struct{})}
-	p.cmd = exec.Command(exe)
-	p.cmd.Env = append(os.Environ(), envInstance+"="+string(raw))
-	p.cmd.Stdout = &lineWriter{line: func(l []byte) {
-		var e event
-		if err := json.Unmarshal(l, &e); err != nil {
-			p.log.add("stdout: " + string(l))
-			return
-		}
-		c.rec.add(e)
-	}}
-	p.cmd.Stderr = &lineWriter{line: func(l []byte) { p.log.add(string(l)) }}
-	dieWithParent(p.cmd)
-	if err := p.cmd.Start(); err != nil {
+	p, err := c.Start(cluster.Spec{
+		Name: cfg.Keeper,
+		Path: exe,
+		Env:  append(os.Environ(), envInstance+"="+string(raw)),
+		// SIGKILL, not SIGTERM: a paused instance ignores SIGTERM.
+		ParentDeathSignal: syscall.SIGKILL,
+	})
+	if err != nil {
 		c.tb.Fatalf("start instance %s: %v", cfg.Keeper, err)
 	}
-	go func() {
-		err := p.cmd.Wait()
-		p.mu.Lock()
-		p.exitedAt, p.err = wallNow(), err
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
 	return p
 }
 
 // spawnN starts n instances at once and waits until all are up.
-func (c *cluster) spawnN(n int, mods ...func(*instanceConfig)) []*proc {
+func (c *testCluster) spawnN(n int, mods ...func(*instanceConfig)) []*cluster.Proc {
 	c.tb.Helper()
-	from := c.rec.mark()
-	ps := make([]*proc, n)
+	from := c.Mark()
+	ps := make([]*cluster.Proc, n)
 	for i := range ps {
 		ps[i] = c.spawn(mods...)
 	}
 	for _, p := range ps {
-		c.awaitUp(from, p.keeper)
+		c.awaitUp(from, p.Name())
 	}
 	return ps
 }
 
-// awaitUp waits until keeper reported it is up, at or after index from.
-func (c *cluster) awaitUp(from int, keeper string) event {
+// await waits up to d for n events at or after index from that match, and
+// returns them. It fails the test, with the events seen, if they do not
+// come.
+func (c *testCluster) await(from, n int, d time.Duration, what string, match func(cluster.Event) bool) []cluster.Event {
 	c.tb.Helper()
-	return c.rec.awaitOne(c.tb, from, startTimeout, keeper+" up", func(e event) bool {
-		if e.Keeper == keeper && e.Kind == evError {
-			c.tb.Fatalf("instance %s failed: %s\n%s", keeper, e.Err, c.logsOf(keeper))
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	got, err := c.Await(ctx, from, n, match)
+	if err != nil {
+		c.tb.Fatalf("waited %v for %d× %s, saw %d; events since:\n%s", d, n, what, len(got), format(c.Since(from)))
+	}
+	return got
+}
+
+// awaitOne is await for a single event.
+func (c *testCluster) awaitOne(from int, d time.Duration, what string, match func(cluster.Event) bool) cluster.Event {
+	c.tb.Helper()
+	return c.await(from, 1, d, what, match)[0]
+}
+
+// awaitUp waits until the instance reported it is up, at or after index
+// from.
+func (c *testCluster) awaitUp(from int, name string) cluster.Event {
+	c.tb.Helper()
+	return c.awaitOne(from, startTimeout, name+" up", func(e cluster.Event) bool {
+		if e.Instance == name && (e.Kind == cluster.EvError || e.Kind == cluster.EvExited) {
+			c.tb.Fatalf("instance %s failed: %s\n%s", name, e.Msg, c.logsOf(name))
 		}
-		return e.Keeper == keeper && e.Kind == evUp
+		return e.Instance == name && e.Kind == cluster.EvReady
 	})
 }
 
 // awaitLeader waits up to d for a leader task to start at or after index
 // from.
-func (c *cluster) awaitLeader(from int, d time.Duration) event {
+func (c *testCluster) awaitLeader(from int, d time.Duration) cluster.Event {
 	c.tb.Helper()
-	return c.rec.awaitOne(c.tb, from, d, "a leader", isKind(evLeadStart))
+	return c.awaitOne(from, d, "a leader", cluster.IsKind(cluster.EvLead))
 }
 
-func (c *cluster) proc(keeper string) *proc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.keeper == keeper {
-			return p
-		}
+// proc returns the instance process called name.
+func (c *testCluster) proc(name string) *cluster.Proc {
+	c.tb.Helper()
+	p := c.Proc(name)
+	if p == nil {
+		c.tb.Fatalf("no process %s", name)
 	}
-	c.tb.Fatalf("no process %s", keeper)
-	return nil
+	return p
 }
 
-// kill sends SIGKILL and returns when the process is gone, and the time it
-// was killed: nothing it does is later than that.
-func (p *proc) kill(tb testing.TB) time.Time {
-	tb.Helper()
-	p.mu.Lock()
-	p.expected = true
-	p.mu.Unlock()
-	if err := p.cmd.Process.Kill(); err != nil {
-		tb.Fatalf("kill %s: %v", p.keeper, err)
-	}
-	<-p.done
-	return p.exitedAt
+// kill sends SIGKILL to the instance and returns when it is gone, and the
+// time it exited: nothing it does is later than that.
+func (c *testCluster) kill(name string) time.Time {
+	c.tb.Helper()
+	p := c.proc(name)
+	must(c.tb, p.Kill())
+	<-p.Done()
+	at, _ := p.Exit()
+	return at
 }
 
-// signal sends sig to the process.
-func (p *proc) signal(tb testing.TB, sig syscall.Signal) {
-	tb.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		tb.Fatalf("%v to %s: %v", sig, p.keeper, err)
-	}
-}
-
-// terminate asks the process to stop (SIGTERM) and waits for it; it must
+// terminate asks the instance to stop (SIGTERM) and waits for it; it must
 // stop cleanly within d.
-func (p *proc) terminate(tb testing.TB, d time.Duration) {
+func (c *testCluster) terminate(p *cluster.Proc, d time.Duration) {
+	c.tb.Helper()
+	if err := p.Shutdown(d); err != nil {
+		c.tb.Errorf("%v\n%s", err, c.logsOf(p.Name()))
+	}
+}
+
+// must fails tb if err is not nil.
+func must(tb testing.TB, err error) {
 	tb.Helper()
-	if err := p.stop(d); err != nil {
-		tb.Errorf("%v\n%s", err, p.log)
+	if err != nil {
+		tb.Fatal(err)
 	}
 }
 
-func (p *proc) stop(d time.Duration) error {
-	select {
-	case <-p.done:
-	default:
-		p.mu.Lock()
-		p.expected = true
-		p.mu.Unlock()
-		_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case it is stopped
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-p.done:
-		case <-t.C:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			return fmt.Errorf("instance %s did not stop within %v", p.keeper, d)
+// logsOf returns the last lines of what the instance logged.
+func (c *testCluster) logsOf(name string) string {
+	var lines []string
+	for _, e := range c.Events() {
+		if e.Kind == cluster.EvLog && e.Instance == name {
+			lines = append(lines, e.Msg)
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil && !p.killedBySignal() {
-		return fmt.Errorf("instance %s: %v", p.keeper, p.err)
-	}
-	return nil
-}
-
-// killedBySignal reports an exit by SIGKILL that we sent. p.mu is held.
-func (p *proc) killedBySignal() bool {
-	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) {
-		return false
-	}
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && p.expected
-}
-
-// deaths returns when each killed process died.
-func (c *cluster) deaths() map[string]time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]time.Time{}
-	for _, p := range c.procs {
-		select {
-		case <-p.done:
-			p.mu.Lock()
-			out[p.keeper] = p.exitedAt
-			p.mu.Unlock()
-		default:
-		}
-	}
-	return out
-}
-
-func (c *cluster) logsOf(keeper string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.keeper == keeper {
-			return p.log.String()
-		}
-	}
-	return ""
+	return "  " + strings.Join(lines[max(0, len(lines)-logTail):], "\n  ")
 }
 
 // startLocal starts an instance in this process on client, and stops it at
 // the end of the test, before client is disconnected.
-func (c *cluster) startLocal(client *mongo.Client, mods ...func(*instanceConfig)) *instance {
+func (c *testCluster) startLocal(client *mongo.Client, mods ...func(*instanceConfig)) *instance {
 	c.tb.Helper()
 	cfg := c.config(mods...)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	log := zerolog.New(zerolog.NewTestWriter(c.tb)).Level(zerolog.WarnLevel)
-	in, err := startInstance(ctx, cfg, client, c.rec.add, log)
+	in, err := startInstance(ctx, cfg, client, func(e cluster.Event) { c.Add(e) }, log)
 	if err != nil {
 		c.tb.Fatalf("start instance %s: %v", cfg.Keeper, err)
 	}
@@ -306,55 +239,52 @@ func (c *cluster) startLocal(client *mongo.Client, mods ...func(*instanceConfig)
 
 // close stops every instance process, checks they stopped cleanly, and shows
 // their logs if the test failed.
-func (c *cluster) close() {
-	c.mu.Lock()
-	procs := c.procs
-	c.mu.Unlock()
+func (c *testCluster) close() {
+	procs := c.Procs()
 	var wg sync.WaitGroup
 	errs := make([]error, len(procs))
 	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.stop(instanceStopTimeout) })
+		wg.Go(func() { errs[i] = p.Shutdown(instanceStopTimeout) })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			c.tb.Error(err)
-		}
+	c.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.tb.Error(err)
 	}
 	if c.tb.Failed() {
 		for _, p := range procs {
-			c.tb.Logf("log of %s:\n%s", p.keeper, p.log)
+			c.tb.Logf("log of %s:\n%s", p.Name(), c.logsOf(p.Name()))
 		}
-		c.tb.Logf("events:\n%s", format(c.rec.all()))
+		c.tb.Logf("events:\n%s", format(c.Events()))
 	}
 }
 
 // checkExclusion checks what every scenario promises: no two leader terms
 // overlapped (a killed leader's term ends when it died), and no firing ran
 // twice, by the instances' reports and by the database.
-func (c *cluster) checkExclusion() {
+func (c *testCluster) checkExclusion() {
 	c.tb.Helper()
-	evs := c.rec.all()
-	assertNoOverlap(c.tb, "leader terms", leaderTerms(evs, c.deaths(), wallNow()))
+	assertNoOverlap(c.tb, "leader terms", cluster.LeaderTerms(c.Events(), wallNow()))
 	c.checkFirings(time.Time{}, time.Time{})
 }
 
 // checkFirings checks that no firing ran twice, and returns the firings that
 // ran, from the database. When from is set, it also checks that every
 // firing of every job in [from, to] ran.
-func (c *cluster) checkFirings(from, to time.Time) map[firingKey]int {
+func (c *testCluster) checkFirings(from, to time.Time) map[cluster.Firing]int {
 	c.tb.Helper()
 	ran := c.firings()
-	for k, n := range jobRuns(c.rec.all()) {
-		if n > 1 || n > ran[k] {
-			c.tb.Errorf("firing %s@%s: %d runs reported, %d in the database", k.Job, k.Scheduled.Format(time.TimeOnly), n, ran[k])
+	reported := cluster.Runs(c.Events())
+	for _, k := range cluster.SortedFirings(reported) {
+		if n := len(reported[k]); n > 1 || n > ran[k] {
+			c.tb.Errorf("firing %s: %d runs reported (by %s), %d in the database", k, n, strings.Join(reported[k], ", "), ran[k])
 		}
 	}
 	twice := 0
-	for _, k := range sortedFirings(ran) {
+	for _, k := range cluster.SortedFirings(ran) {
 		if ran[k] > 1 {
 			twice++
-			c.tb.Errorf("firing %s@%s ran %d times", k.Job, k.Scheduled.Format(time.TimeOnly), ran[k])
+			c.tb.Errorf("firing %s ran %d times", k, ran[k])
 		}
 	}
 	if from.IsZero() {
@@ -363,19 +293,16 @@ func (c *cluster) checkFirings(from, to time.Time) map[firingKey]int {
 	}
 	var missed []string
 	expected := 0
-	for f := from.Truncate(c.base.Every); !f.After(to); f = f.Add(c.base.Every) {
-		if f.Before(from) {
-			continue
-		}
+	for _, f := range cluster.Scheduled(from, to, c.base.Every) {
 		for _, job := range c.base.Jobs {
 			expected++
-			if ran[firingKey{job, f.UTC()}] == 0 {
-				missed = append(missed, job+"@"+f.Format("15:04:05"))
+			if k := cluster.NewFiring(job, f); ran[k] == 0 {
+				missed = append(missed, k.String())
 			}
 		}
 	}
 	if len(missed) > 0 {
-		c.tb.Errorf("firings in [%s, %s] that did not run: %s", from.Format(time.TimeOnly), to.Format(time.TimeOnly), strings.Join(missed, " "))
+		c.tb.Errorf("firings in [%s, %s] that did not run: %s", from.Format(time.TimeOnly), to.Format(time.TimeOnly), strings.Join(missed, ", "))
 	}
 	c.tb.Logf("firings in [%s, %s]: %d expected, %d ran exactly once, %d missed, %d ran more than once",
 		from.Format(time.TimeOnly), to.Format(time.TimeOnly), expected, expected-len(missed), len(missed), twice)
@@ -383,7 +310,7 @@ func (c *cluster) checkFirings(from, to time.Time) map[firingKey]int {
 }
 
 // firings reads how often each firing ran from the database.
-func (c *cluster) firings() map[firingKey]int {
+func (c *testCluster) firings() map[cluster.Firing]int {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -399,15 +326,15 @@ func (c *cluster) firings() map[firingKey]int {
 	if err := cur.All(ctx, &docs); err != nil {
 		c.tb.Fatal(err)
 	}
-	out := map[firingKey]int{}
+	out := map[cluster.Firing]int{}
 	for _, d := range docs {
-		out[firingKey{d.Job, d.Scheduled.UTC()}] = d.N
+		out[cluster.NewFiring(d.Job, d.Scheduled)] = d.N
 	}
 	return out
 }
 
 // holder reads the leader lock's holder from the database.
-func (c *cluster) holder() lock.Holder {
+func (c *testCluster) holder() lock.Holder {
 	c.tb.Helper()
 	l, err := lock.New(c.db, lock.WithTTL(c.base.TTL))
 	if err != nil {
@@ -422,6 +349,46 @@ func (c *cluster) holder() lock.Holder {
 	return h
 }
 
+// openTerms returns the leader terms that have not ended.
+func (c *testCluster) openTerms() []cluster.Span {
+	var open []cluster.Span
+	for _, s := range cluster.LeaderTerms(c.Events(), wallNow()) {
+		if s.Open {
+			open = append(open, s)
+		}
+	}
+	return open
+}
+
+// assertNoOverlap fails tb if two spans overlap, and logs them.
+func assertNoOverlap(tb testing.TB, what string, spans []cluster.Span) {
+	tb.Helper()
+	if bad := cluster.Overlaps(spans); len(bad) > 0 {
+		tb.Errorf("%s: two holders at once:\n  %s", what, strings.Join(bad, "\n  "))
+	}
+	tb.Logf("%s: %d terms, none overlapping", what, len(spans))
+	if len(spans) <= 4 {
+		for _, s := range spans {
+			tb.Logf("  %v", s)
+		}
+	}
+}
+
+// format lists events for a failure message, less the frequent ones.
+func format(evs []cluster.Event) string {
+	var b strings.Builder
+	for _, e := range cluster.Filter(evs, func(e cluster.Event) bool { return e.Kind != cluster.EvWork && e.Kind != cluster.EvLog }) {
+		b.WriteString("  ")
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// wallNow is the real clock without its monotonic reading, so that it
+// compares with the times other processes report.
+func wallNow() time.Time { return time.Now().Round(0) }
+
 // sleep lets the cluster run for d: not synchronisation, a stretch of time
 // the scenario observes.
 func sleep(d time.Duration) { time.Sleep(d) }
@@ -435,49 +402,4 @@ func untilMidPeriod(periods int) {
 		next = next.Add(every)
 	}
 	sleep(next.Sub(now) + time.Duration(periods)*every)
-}
-
-// lineWriter calls line for every complete line written to it.
-type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	line func([]byte)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		w.line(w.buf[:i])
-		w.buf = w.buf[i+1:]
-	}
-}
-
-// tail keeps the last lines of a log.
-type tail struct {
-	mu    sync.Mutex
-	max   int
-	lines []string
-}
-
-func newTail(n int) *tail { return &tail{max: n} }
-
-func (t *tail) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	if len(t.lines) > t.max {
-		t.lines = t.lines[len(t.lines)-t.max:]
-	}
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return "  " + strings.Join(t.lines, "\n  ")
 }

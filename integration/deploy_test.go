@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/migrations"
 )
 
@@ -36,13 +37,13 @@ func TestTenInstancesDeploy(t *testing.T) {
 	}
 	var ran, applied int
 	var maxWait time.Duration
-	for _, e := range c.rec.all() {
+	for _, e := range c.Events() {
 		switch e.Kind {
-		case evMigration:
+		case cluster.EvMigration:
 			ran++
-		case evMigrated:
+		case cluster.EvMigrated:
 			maxWait = max(maxWait, e.Waited)
-			if e.Applied > 0 {
+			if len(e.Applied) > 0 {
 				applied++
 			}
 		}
@@ -64,11 +65,11 @@ func TestTenInstancesDeploy(t *testing.T) {
 	}
 
 	t.Logf("%d instances deployed at once: all up in %v; the migration (%v long) ran %d time(s) by the database, %d by the reports; %d instance(s) applied migrations, the others waited up to %v; %s leads",
-		n, allUp.Sub(start).Round(time.Millisecond), testTTL, deploys.N, ran, applied, maxWait.Round(time.Millisecond), leader.Keeper)
+		n, allUp.Sub(start).Round(time.Millisecond), testTTL, deploys.N, ran, applied, maxWait.Round(time.Millisecond), leader.Instance)
 	if deploys.N != 1 || ran != 1 {
 		t.Errorf("the migration ran %d times (reported %d), want exactly once", deploys.N, ran)
 	}
-	if starts := filter(c.rec.all(), isKind(evLeadStart)); len(starts) != 1 {
+	if starts := cluster.Filter(c.Events(), cluster.IsKind(cluster.EvLead)); len(starts) != 1 {
 		t.Errorf("%d terms started among %d instances, want 1:\n%s", len(starts), n, format(starts))
 	}
 	c.checkExclusion()

@@ -11,6 +11,8 @@
 // leaders' terms overlap, every cron firing runs at most once (exactly once
 // while instances are up), migrations run once however many instances
 // deploy, and a leader that loses its lease stops before anyone else starts.
+// Package internal/cluster runs the processes, records their reports and
+// holds the checks; the CLI's demo uses it too.
 //
 // # Backends
 //

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
@@ -78,7 +78,7 @@ type instanceConfig struct {
 // through emit.
 type instance struct {
 	cfg     instanceConfig
-	emit    func(event)
+	emit    func(cluster.Event)
 	db      *mongo.Database
 	locker  *lock.Locker
 	session *lock.Session        // the instance's one keeper
@@ -93,10 +93,10 @@ type instance struct {
 // startInstance applies the migrations (waiting for another instance doing
 // it) and starts the scheduler and the runner. ctx bounds the migrations
 // only; stop ends the rest.
-func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client, emit func(event), log zerolog.Logger) (*instance, error) {
+func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client, emit func(cluster.Event), log zerolog.Logger) (*instance, error) {
 	in := &instance{cfg: cfg, db: client.Database(cfg.Database)}
-	in.emit = func(e event) {
-		e.Keeper, e.At = cfg.Keeper, wallNow()
+	in.emit = func(e cluster.Event) {
+		e.Instance, e.T = cfg.Keeper, wallNow()
 		emit(e)
 	}
 	log = log.With().Str("instance", cfg.Keeper).Logger()
@@ -122,7 +122,11 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	if err != nil {
 		return fail(fmt.Errorf("migrations: %w", err))
 	}
-	in.emit(event{Kind: evMigrated, Waited: res.Waited, Applied: len(res.Applied)})
+	migrated := cluster.Event{Kind: cluster.EvMigrated, Waited: res.Waited}
+	for _, a := range res.Applied {
+		migrated.Applied = append(migrated.Applied, a.Version)
+	}
+	in.emit(migrated)
 
 	if len(cfg.Jobs) > 0 {
 		if in.sched, err = scheduler.New(in.db, in.session); err != nil {
@@ -151,7 +155,7 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 			in.runErr = in.runner.Run(runCtx, in.lead)
 		}()
 	}
-	in.emit(event{Kind: evUp})
+	in.emit(cluster.Event{Kind: cluster.EvReady})
 	return in, nil
 }
 
@@ -173,7 +177,7 @@ func (in *instance) testMigration() migrations.Migration {
 			_, err := db.Collection(deploysColl).UpdateOne(ctx, bson.D{{Key: "_id", Value: "migration"}},
 				bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
 			if err == nil {
-				in.emit(event{Kind: evMigration})
+				in.emit(cluster.Event{Kind: cluster.EvMigration})
 			}
 			return err
 		},
@@ -184,7 +188,7 @@ func (in *instance) testMigration() migrations.Migration {
 // as the runner says this instance leads.
 func (in *instance) lead(ctx context.Context) error {
 	fence, _ := runner.FenceFrom(ctx)
-	in.emit(event{Kind: evLeadStart, Fence: fence})
+	in.emit(cluster.Event{Kind: cluster.EvLead, Fence: fence})
 	tick := time.NewTicker(in.cfg.Work)
 	defer tick.Stop()
 	for {
@@ -193,7 +197,7 @@ func (in *instance) lead(ctx context.Context) error {
 			break
 		}
 		accepted, err := in.write(ctx, fence)
-		in.emit(event{Kind: evWork, Fence: fence, Checked: checked, Accepted: accepted, Err: errText(err)})
+		in.emit(cluster.Event{Kind: cluster.EvWork, Fence: fence, Checked: checked, Accepted: accepted, Msg: errText(err)})
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
@@ -204,7 +208,7 @@ func (in *instance) lead(ctx context.Context) error {
 	<-ctx.Done()
 	cause := context.Cause(ctx)
 	lost := errors.Is(cause, lock.ErrLeaseLost)
-	in.emit(event{Kind: evLeadStop, Fence: fence, Cause: errText(cause), Lost: lost})
+	in.emit(cluster.Event{Kind: cluster.EvUnlead, Fence: fence, Msg: errText(cause), Lost: lost})
 	if lost && in.cfg.Probe {
 		in.probe(fence)
 	}
@@ -234,8 +238,8 @@ func (in *instance) probe(fence uint64) {
 	defer cancel()
 	r, renewErr := in.locker.Renew(ctx, in.cfg.Keeper, leaderLock)
 	n, relErr := in.locker.ReleaseLocks(ctx, in.cfg.Keeper, leaderLock)
-	in.emit(event{Kind: evProbe, Fence: fence, Held: len(r.Held), NotHeld: relErr == nil && n == 0,
-		Err: errText(errors.Join(renewErr, relErr))})
+	in.emit(cluster.Event{Kind: cluster.EvProbe, Fence: fence, Held: len(r.Held), NotHeld: relErr == nil && n == 0,
+		Msg: errText(errors.Join(renewErr, relErr))})
 }
 
 // job is every cron job: it counts its run in the database and reports it.
@@ -248,7 +252,7 @@ func (in *instance) job(ctx context.Context) error {
 			{Key: "$set", Value: bson.D{{Key: "job", Value: run.Job}, {Key: "scheduled", Value: run.Scheduled}, {Key: "keeper", Value: in.cfg.Keeper}}},
 		},
 		options.UpdateOne().SetUpsert(true))
-	in.emit(event{Kind: evJob, Job: run.Job, Scheduled: run.Scheduled, Fence: run.Fence, Err: errText(err)})
+	in.emit(cluster.Event{Kind: cluster.EvRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence, Msg: errText(err)})
 	return err
 }
 
@@ -271,7 +275,7 @@ func (in *instance) stop(ctx context.Context) error {
 	}
 	err = errors.Join(err, in.session.Close())
 	if err == nil {
-		in.emit(event{Kind: evDown})
+		in.emit(cluster.Event{Kind: cluster.EvStopped})
 	}
 	return err
 }
@@ -301,15 +305,10 @@ func instanceMain(raw string) int {
 		fmt.Fprintf(os.Stderr, "instance: bad %s: %v\n", envInstance, err)
 		return 2
 	}
-	var mu sync.Mutex
-	enc := json.NewEncoder(os.Stdout) // one write per event: lines never interleave
-	emit := func(e event) {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(e)
-	}
+	enc := cluster.NewEncoder(os.Stdout)
+	emit := func(e cluster.Event) { _ = enc.Encode(e) }
 	fail := func(err error) int {
-		emit(event{Kind: evError, Keeper: cfg.Keeper, At: wallNow(), Err: err.Error()})
+		emit(cluster.Event{Kind: cluster.EvError, Instance: cfg.Keeper, T: wallNow(), Msg: err.Error()})
 		fmt.Fprintf(os.Stderr, "instance %s: %v\n", cfg.Keeper, err)
 		return 1
 	}

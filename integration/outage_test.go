@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 )
@@ -29,45 +29,45 @@ func TestDatabaseOutage(t *testing.T) {
 	c := newCluster(t, testTTL, "tick-a")
 	procs := c.spawnN(3)
 	first := c.awaitLeader(0, startTimeout)
-	c.rec.await(t, 0, 2, 10*time.Second, "writes by the first leader", acceptedBy(first.Keeper))
+	c.await(0, 2, 10*time.Second, "writes by the first leader", acceptedBy(first.Instance))
 
-	from := c.rec.mark()
+	from := c.Mark()
 	stoppedAt := wallNow()
 	mongotest.StopServer(t)
 	rd := lock.DefaultTimings(testTTL).RenewDeadline
-	stop := c.rec.awaitOne(t, from, rd+slack, "the leader's stop", isKindBy(evLeadStop, first.Keeper))
+	stop := c.awaitOne(from, rd+slack, "the leader's stop", cluster.IsKindBy(cluster.EvUnlead, first.Instance))
 	if outage := 2 * testTTL; time.Since(stoppedAt) < outage {
 		sleep(outage - time.Since(stoppedAt))
 	}
-	during := c.rec.since(from)
-	restarted := c.rec.mark()
+	during := c.Since(from)
+	restarted := c.Mark()
 	restartedAt := wallNow()
 	mongotest.RestartServer(t)
 
 	next := c.awaitLeader(restarted, testTTL+slack+20*time.Second)
-	c.rec.awaitOne(t, restarted, 10*time.Second, "a write by the new leader", acceptedBy(next.Keeper))
-	c.rec.awaitOne(t, restarted, testTTL+10*time.Second, "a firing after the outage", func(e event) bool {
-		return e.Kind == evJob && e.Scheduled.After(restartedAt)
+	c.awaitOne(restarted, 10*time.Second, "a write by the new leader", acceptedBy(next.Instance))
+	c.awaitOne(restarted, testTTL+10*time.Second, "a firing after the outage", func(e cluster.Event) bool {
+		return e.Kind == cluster.EvRun && e.Firing.After(restartedAt)
 	})
 	sleep(testTTL) // watch the cluster settle: one leader, no second
-	after := c.rec.since(restarted)
+	after := c.Since(restarted)
 
 	t.Logf("outage of %v: the leader %s stopped %v after it began (renew deadline %v, cause %q); after the restart %s led %v later",
-		restartedAt.Sub(stoppedAt).Round(time.Millisecond), first.Keeper, stop.At.Sub(stoppedAt).Round(time.Millisecond), rd, stop.Cause,
-		next.Keeper, next.At.Sub(restartedAt).Round(time.Millisecond))
+		restartedAt.Sub(stoppedAt).Round(time.Millisecond), first.Instance, stop.T.Sub(stoppedAt).Round(time.Millisecond), rd, stop.Msg,
+		next.Instance, next.T.Sub(restartedAt).Round(time.Millisecond))
 	if !stop.Lost {
-		t.Errorf("leader's task ended with cause %q, want lock.ErrLeaseLost", stop.Cause)
+		t.Errorf("leader's task ended with cause %q, want lock.ErrLeaseLost", stop.Msg)
 	}
-	if took := stop.At.Sub(stoppedAt); took > rd+slack {
+	if took := stop.T.Sub(stoppedAt); took > rd+slack {
 		t.Errorf("leader trusted its lease %v into the outage, want at most the renew deadline %v (+%v)", took, rd, slack)
 	}
 	for _, e := range during {
 		switch {
-		case e.Kind == evLeadStart:
+		case e.Kind == cluster.EvLead:
 			t.Errorf("a leader started during the outage: %v", e)
-		case e.Kind == evWork && e.Accepted && e.Checked.After(stoppedAt):
+		case e.Kind == cluster.EvWork && e.Accepted && e.Checked.After(stoppedAt):
 			t.Errorf("a write was accepted during the outage: %v", e)
-		case e.Kind == evJob && e.Scheduled.After(stoppedAt):
+		case e.Kind == cluster.EvRun && e.Firing.After(stoppedAt):
 			t.Errorf("a job ran during the outage: %v", e)
 		}
 	}
@@ -75,23 +75,17 @@ func TestDatabaseOutage(t *testing.T) {
 	// too late to be trusted (its deadline counts from the sending): that
 	// term ends at once and the instance campaigns again. So count the
 	// terms open at the end, not those started.
-	var open []span
-	for _, s := range leaderTerms(c.rec.all(), c.deaths(), wallNow()) {
-		if s.Open {
-			open = append(open, s)
-		}
-	}
-	t.Logf("after the outage %d term(s) started:\n%s", len(filter(after, isKind(evLeadStart))), format(filter(after, func(e event) bool {
-		return e.Kind == evLeadStart || e.Kind == evLeadStop
+	open := c.openTerms()
+	t.Logf("after the outage %d term(s) started:\n%s", len(cluster.Filter(after, cluster.IsKind(cluster.EvLead))), format(cluster.Filter(after, func(e cluster.Event) bool {
+		return e.Kind == cluster.EvLead || e.Kind == cluster.EvUnlead
 	})))
 	if len(open) != 1 {
 		t.Errorf("after the outage %d leaders, want 1: %v", len(open), open)
 	}
 	for _, p := range procs {
-		select {
-		case <-p.done:
-			t.Errorf("instance %s exited: %v", p.keeper, p.err)
-		default:
+		if p.Exited() {
+			_, err := p.Exit()
+			t.Errorf("instance %s exited: %v", p.Name(), err)
 		}
 	}
 	c.checkExclusion()
@@ -107,7 +101,7 @@ func TestPrimaryStepDown(t *testing.T) {
 	c := newCluster(t, testTTL, "tick-a")
 	c.spawnN(3)
 	first := c.awaitLeader(0, startTimeout)
-	c.rec.await(t, 0, 2, 10*time.Second, "writes by the first leader", acceptedBy(first.Keeper))
+	c.await(0, 2, 10*time.Second, "writes by the first leader", acceptedBy(first.Instance))
 
 	rounds := 1
 	if *longRun {
@@ -115,25 +109,25 @@ func TestPrimaryStepDown(t *testing.T) {
 	}
 	for round := range rounds {
 		// While the leader renews.
-		from := c.rec.mark()
+		from := c.Mark()
 		took := stepDown(t, c.db)
 		next := c.awaitLeader(from, time.Minute)
-		c.rec.awaitOne(t, from, 10*time.Second, "a write by the leader", acceptedBy(next.Keeper))
-		t.Logf("round %d, step-down while renewing: no primary for %v; %s leads", round, took.Round(time.Millisecond), next.Keeper)
+		c.awaitOne(from, 10*time.Second, "a write by the leader", acceptedBy(next.Instance))
+		t.Logf("round %d, step-down while renewing: no primary for %v; %s leads", round, took.Round(time.Millisecond), next.Instance)
 
 		// While the others campaign: the leader leaves (releasing the
 		// lock) and the primary steps down at once.
-		from = c.rec.mark()
+		from = c.Mark()
 		leader := c.currentLeader()
-		c.proc(leader).signal(t, syscall.SIGTERM)
+		must(t, c.proc(leader).Stop())
 		took = stepDown(t, c.db)
 		next = c.awaitLeader(from, time.Minute)
-		c.rec.awaitOne(t, from, 10*time.Second, "a write by the leader", acceptedBy(next.Keeper))
-		t.Logf("round %d, step-down while campaigning (%s left): no primary for %v; %s leads", round, leader, took.Round(time.Millisecond), next.Keeper)
+		c.awaitOne(from, 10*time.Second, "a write by the leader", acceptedBy(next.Instance))
+		t.Logf("round %d, step-down while campaigning (%s left): no primary for %v; %s leads", round, leader, took.Round(time.Millisecond), next.Instance)
 		c.spawnN(1)
 	}
-	terms := leaderTerms(c.rec.all(), c.deaths(), wallNow())
-	for i, g := range gaps(terms) {
+	terms := cluster.LeaderTerms(c.Events(), wallNow())
+	for i, g := range cluster.Gaps(terms) {
 		t.Logf("leaderless gap %d: %v (%.2f× TTL)", i+1, g.Round(time.Millisecond), g.Seconds()/testTTL.Seconds())
 	}
 	c.checkExclusion()
@@ -184,16 +178,11 @@ func stepDown(tb testing.TB, db *mongo.Database) time.Duration {
 }
 
 // currentLeader returns the keeper whose term is open.
-func (c *cluster) currentLeader() string {
+func (c *testCluster) currentLeader() string {
 	c.tb.Helper()
-	var open []span
-	for _, s := range leaderTerms(c.rec.all(), c.deaths(), wallNow()) {
-		if s.Open {
-			open = append(open, s)
-		}
-	}
+	open := c.openTerms()
 	if len(open) != 1 {
 		c.tb.Fatalf("want one open term, have %v", open)
 	}
-	return open[0].Keeper
+	return open[0].Instance
 }

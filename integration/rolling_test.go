@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mongolock/mongolock/internal/cluster"
 )
 
 // Scenario 5: all three instances are restarted one after the other
@@ -25,17 +27,17 @@ func TestRollingRestart(t *testing.T) {
 	windowStart := wallNow()
 	for _, p := range procs {
 		untilMidPeriod(1)
-		from := c.rec.mark()
-		p.terminate(t, instanceStopTimeout)
-		c.awaitUp(from, c.spawn().keeper)
+		from := c.Mark()
+		c.terminate(p, instanceStopTimeout)
+		c.awaitUp(from, c.spawn().Name())
 	}
 	untilMidPeriod(1)
 	windowEnd := wallNow()
 	sleep(every / 4) // the last firing's run reports
 
 	c.checkFirings(windowStart, windowEnd)
-	terms := leaderTerms(c.rec.all(), c.deaths(), wallNow())
-	for i, g := range gaps(terms) {
+	terms := cluster.LeaderTerms(c.Events(), wallNow())
+	for i, g := range cluster.Gaps(terms) {
 		t.Logf("handover %d: %v without a leader", i+1, g.Round(time.Millisecond))
 	}
 	c.checkExclusion()
@@ -55,12 +57,12 @@ func TestRollingRestartRandom(t *testing.T) {
 	var stops []time.Time
 	for round := range 12 {
 		sleep(every + time.Duration(rand.Int64N(int64(2*every))))
-		from := c.rec.mark()
+		from := c.Mark()
 		i := round % len(procs)
 		stops = append(stops, wallNow())
-		procs[i].terminate(t, instanceStopTimeout)
+		c.terminate(procs[i], instanceStopTimeout)
 		procs[i] = c.spawn()
-		c.awaitUp(from, procs[i].keeper)
+		c.awaitUp(from, procs[i].Name())
 	}
 	sleep(every)
 	windowEnd := wallNow()
@@ -68,22 +70,21 @@ func TestRollingRestartRandom(t *testing.T) {
 
 	ran := c.firings()
 	var unexplained, explained []string
-	for f := windowStart.Truncate(every).Add(every); !f.After(windowEnd); f = f.Add(every) {
+	for _, f := range cluster.Scheduled(windowStart, windowEnd, every) {
 		for _, job := range c.base.Jobs {
-			if ran[firingKey{job, f.UTC()}] > 0 {
-				continue
-			}
-			name := job + "@" + f.Format("15:04:05")
-			if nearStop(f, stops) {
-				explained = append(explained, name)
-			} else {
-				unexplained = append(unexplained, name)
+			k := cluster.NewFiring(job, f)
+			switch {
+			case ran[k] > 0:
+			case nearStop(f, stops):
+				explained = append(explained, k.String())
+			default:
+				unexplained = append(unexplained, k.String())
 			}
 		}
 	}
-	t.Logf("%d stops; firings missed right before a stop: %d (%s)", len(stops), len(explained), strings.Join(explained, " "))
+	t.Logf("%d stops; firings missed right before a stop: %d (%s)", len(stops), len(explained), strings.Join(explained, ", "))
 	if len(unexplained) > 0 {
-		t.Errorf("firings missed with no stop within a period after them: %s", strings.Join(unexplained, " "))
+		t.Errorf("firings missed with no stop within a period after them: %s", strings.Join(unexplained, ", "))
 	}
 	if len(explained) > len(stops)*len(c.base.Jobs) {
 		t.Errorf("%d firings missed around %d stops: more than one per job per stop", len(explained), len(stops))

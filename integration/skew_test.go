@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -18,10 +19,10 @@ import (
 func TestSkewedClocks(t *testing.T) {
 	c := newCluster(t, testTTL, "tick-a", "tick-b")
 	skews := map[string]time.Duration{}
-	from := c.rec.mark()
+	from := c.Mark()
 	for _, s := range []time.Duration{-testTTL, 0, testTTL} {
 		p := c.spawn(func(cfg *instanceConfig) { cfg.Skew = s })
-		skews[p.keeper] = s
+		skews[p.Name()] = s
 	}
 	for k := range skews {
 		c.awaitUp(from, k)
@@ -30,20 +31,20 @@ func TestSkewedClocks(t *testing.T) {
 	sleep(3 * every)
 
 	// Kill the leader: the others take over by the server's clock.
-	mark := c.rec.mark()
-	killedAt := c.proc(first.Keeper).kill(t)
+	mark := c.Mark()
+	killedAt := c.kill(first.Instance)
 	next := c.awaitLeader(mark, testTTL+slack+10*time.Second)
-	failover := next.At.Sub(killedAt)
-	t.Logf("leader %s (skew %v) killed; %s (skew %v) led %v later", first.Keeper, skews[first.Keeper],
-		next.Keeper, skews[next.Keeper], failover.Round(time.Millisecond))
+	failover := next.T.Sub(killedAt)
+	t.Logf("leader %s (skew %v) killed; %s (skew %v) led %v later", first.Instance, skews[first.Instance],
+		next.Instance, skews[next.Instance], failover.Round(time.Millisecond))
 	if rp := lock.DefaultTimings(testTTL).RetryPeriod; failover > testTTL+rp+slack {
 		t.Errorf("failover under skew took %v, want at most TTL+retry period+%v", failover, slack)
 	}
 	// Then the instance whose clock is ahead, which claims the firings, if it
 	// is still there.
 	for k, s := range skews {
-		if s > 0 && k != first.Keeper {
-			c.proc(k).kill(t)
+		if s > 0 && k != first.Instance {
+			c.kill(k)
 		}
 	}
 	// The instance behind claims F only when its clock reads F, TTL late:
@@ -53,9 +54,9 @@ func TestSkewedClocks(t *testing.T) {
 	sleep(testTTL + 4*every)
 
 	byKeeper := map[string]int{}
-	for _, e := range c.rec.all() {
-		if e.Kind == evJob {
-			byKeeper[e.Keeper]++
+	for _, e := range c.Events() {
+		if e.Kind == cluster.EvRun {
+			byKeeper[e.Instance]++
 		}
 	}
 	for k, n := range byKeeper {
