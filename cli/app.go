@@ -74,14 +74,18 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "log level: debug, info, warn, error")
 }
 
-// command is one entry of the command table. A command has either run or
-// subcommands.
+// command is one entry of the command table. A command has run,
+// subcommands, or both: then run gets every argument and decides (jobs
+// NAME, jobs pause NAME: subcommand).
 type command struct {
 	name    string
 	args    string
 	summary string
 	run     func(a *app, ctx context.Context, args []string) error
 	sub     []command
+	// help is printed after the flags of the command's -h, and by
+	// "COMMAND help" for a command with subcommands.
+	help string
 }
 
 // commands is the command table. Adding a command, such as the demo, is
@@ -106,7 +110,8 @@ func (a *app) commands() []command {
 			{name: "show", args: "ID [--json]", summary: "one lock", run: (*app).locksShow},
 			{name: "release", args: "ID (--keeper K | --force [--yes])", summary: "release a lock as its keeper, or force it", run: (*app).locksRelease},
 		}},
-		{name: "jobs", args: "[JOB...] [--json] [--history N] [flags]", summary: "the scheduler's jobs and their last runs", run: (*app).jobs},
+		{name: "jobs", args: "[JOB...] [--json] [--history N] [--tz ZONE] [flags]", summary: "the scheduler's jobs: next firing, pause state, last runs",
+			run: (*app).jobs, sub: jobVerbs(), help: jobsHelp},
 		{name: "demo", args: "[--duration D] [--instances N] [flags]", summary: demoSummary, run: (*app).demo},
 		{name: "demo-instance", args: "[--name N] [--for D] [flags]", summary: "one instance of the demo, as docker-compose runs it", run: (*app).demoInstance},
 	}
@@ -208,7 +213,7 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return usagef("unknown command %q", args[0])
 	}
 	args = args[1:]
-	if cmd.sub != nil {
+	if cmd.sub != nil && cmd.run == nil {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 			if len(args) == 0 {
 				return usagef("%s needs a subcommand: %s", cmd.name, names(cmd.sub))
@@ -223,6 +228,16 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return sub.run(a, ctx, args[1:])
 	}
 	return cmd.run(a, ctx, args)
+}
+
+// command returns the command called path ("jobs", "jobs pause").
+func (a *app) command(path string) (command, bool) {
+	name, subName, isSub := strings.Cut(path, " ")
+	c, ok := find(a.commands(), name)
+	if !ok || !isSub {
+		return c, ok
+	}
+	return find(c.sub, subName)
 }
 
 func find(cmds []command, name string) (command, bool) {
@@ -250,7 +265,7 @@ func (a *app) usage(w io.Writer, only *command) {
 		if only != nil && c.name != only.name {
 			continue
 		}
-		if c.sub == nil {
+		if c.run != nil {
 			fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.summary)
 		}
 		for _, s := range c.sub {
@@ -258,6 +273,9 @@ func (a *app) usage(w io.Writer, only *command) {
 		}
 	}
 	_ = tw.Flush()
+	if only != nil && only.help != "" {
+		fmt.Fprintf(w, "\n%s", only.help)
+	}
 	fmt.Fprintf(w, "\n%s COMMAND -h lists the flags of a command.\n", a.name())
 	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
 	fs := flag.NewFlagSet(a.name(), flag.ContinueOnError)
@@ -284,10 +302,40 @@ func (a *app) flagErr(err error, fs *flag.FlagSet) error {
 			fmt.Fprintf(a.stdout, "Usage of %s %s:\n", a.name(), fs.Name())
 			fs.SetOutput(a.stdout)
 			fs.PrintDefaults()
+			if c, ok := a.command(fs.Name()); ok && c.help != "" {
+				fmt.Fprintf(a.stdout, "\n%s", c.help)
+			}
 		}
 		return err
 	}
 	return usageError{err.Error()}
+}
+
+// subcommand finds the subcommand of cmd, if any, that args name by their
+// first argument that is not a flag (fs has the flags of cmd's own run),
+// unless "--" comes before it, and returns it with the other arguments.
+// "help" there is the subcommand that prints cmd's usage. A bad flag is
+// left for parse to report.
+func (a *app) subcommand(cmd command, fs *flag.FlagSet, args []string) (command, []string, bool) {
+	if err := fs.Parse(args); err != nil {
+		return command{}, nil, false
+	}
+	rest := fs.Args()
+	n := len(args) - len(rest)
+	if len(rest) == 0 || n > 0 && args[n-1] == "--" {
+		return command{}, nil, false
+	}
+	sub, ok := find(cmd.sub, rest[0])
+	if !ok && rest[0] == "help" {
+		sub, ok = command{name: "help", run: func(a *app, _ context.Context, _ []string) error {
+			a.usage(a.stdout, &cmd)
+			return nil
+		}}, true
+	}
+	if !ok {
+		return command{}, nil, false
+	}
+	return sub, append(args[:n:n], rest[1:]...), true
 }
 
 // parse parses flags anywhere among args and returns the other arguments.

@@ -22,7 +22,9 @@
 //	NAME [global flags] locks show ID [--json]
 //	NAME [global flags] locks release ID --keeper K
 //	NAME [global flags] locks release ID --force [--yes]
-//	NAME [global flags] jobs [JOB...] [--json] [--history N]
+//	NAME [global flags] jobs [JOB...] [--json] [--history N] [--tz ZONE]
+//	NAME [global flags] jobs pause JOB [--note TEXT] [--until TIME]
+//	NAME [global flags] jobs resume|trigger|remove JOB
 //	NAME [global flags] demo [--duration D] [--instances N] [--keep]
 //	NAME [global flags] demo-instance [--name N] [--for D]
 //	NAME dev [--dir D]                (with WithDevServer)
@@ -30,7 +32,12 @@
 // migrate applies mongolock's built-in migrations and those of
 // WithMigrations, in version order, once however many invocations run at
 // the same time; status and plan list them all. jobs lists the scheduler's
-// jobs as recorded in MongoDB, and those of WithJobs even before they ran.
+// jobs as recorded in MongoDB, and those of WithJobs even before they ran,
+// with their next firing and pause state; a JOB in neither is an error.
+// jobs pause, resume, trigger and remove steer a job on every instance
+// (scheduler.PauseJob and the others); they are recognised as the first
+// argument after jobs that is not a flag, so a job called "pause" is listed
+// with "jobs -- pause".
 //
 // The server comes from --uri or MONGODB_URI. Global flags may also follow
 // the command. Output goes to stdout; logs go to stderr, human-readable on a

@@ -547,7 +547,7 @@ func TestJobs(t *testing.T) {
 	wantOK(t, r)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "nightly") || !strings.Contains(lines[1], "@every 2s (claimed as @every 1s)") ||
-		!regexp.MustCompile(`^weekly\s+@weekly\s+-\s+-\s+-\s+-\s+-\s+-$`).MatchString(lines[2]) {
+		!regexp.MustCompile(`^weekly\s+@weekly\s+\d{4}-\d\d-\d\dT00:00:00.000Z\s+active\s+-\s+-\s+-\s+-\s+-\s+-$`).MatchString(lines[2]) {
 		t.Errorf("jobs with registered ones:\n%s", r.stdout)
 	}
 	r = registered(args(g, "jobs", "weekly", "--json")...)
@@ -628,6 +628,13 @@ func TestErrors(t *testing.T) {
 		{"forced without tty", invocation{stdin: "yes\n"}, []string{"--uri", dead, "locks", "release", "x", "--force"}, ExitUsage, []string{"stdin is not a terminal"}},
 		{"status argument", invocation{}, []string{"--uri", dead, "migrate", "status", "extra"}, ExitUsage, []string{"takes no arguments"}},
 		{"jobs negative history", invocation{}, []string{"--uri", dead, "jobs", "--history", "-1"}, ExitUsage, []string{"--history"}},
+		{"jobs bad zone", invocation{}, []string{"--uri", dead, "jobs", "--tz", "Nowhere/Land"}, ExitUsage, []string{`--tz "Nowhere/Land"`}},
+		{"pause without a job", invocation{}, []string{"--uri", dead, "jobs", "pause"}, ExitUsage, []string{"jobs pause needs one job name"}},
+		{"pause of two jobs", invocation{}, []string{"--uri", dead, "jobs", "pause", "a", "b"}, ExitUsage, []string{"needs one job name"}},
+		{"pause until garbage", invocation{}, []string{"--uri", dead, "jobs", "pause", "a", "--until", "soon"}, ExitUsage, []string{`--until "soon"`, "RFC 3339"}},
+		{"pause until a negative duration", invocation{}, []string{"--uri", dead, "jobs", "pause", "a", "--until", "-2h"}, ExitUsage, []string{"must be positive"}},
+		{"trigger without a job", invocation{}, []string{"--uri", dead, "jobs", "trigger"}, ExitUsage, []string{"jobs trigger needs one job name"}},
+		{"resume with a bad flag", invocation{}, []string{"--uri", dead, "jobs", "resume", "a", "--note", "x"}, ExitUsage, []string{"-note"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

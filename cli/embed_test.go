@@ -189,7 +189,7 @@ func TestEmbedded(t *testing.T) {
 		_, g := on(t)
 		r := myapp(ctx, t, exe, args(g, "jobs")...)
 		wantOK(t, r)
-		if !regexp.MustCompile(`(?m)^nightly-report\s+0 3 \* \* \*\s+-\s+-\s+-\s+-`).MatchString(r.stdout) {
+		if !regexp.MustCompile(`(?m)^nightly-report\s+0 3 \* \* \*\s+\S+T03:00:00.000Z\s+active\s+-\s+-\s+-\s+-`).MatchString(r.stdout) {
 			t.Errorf("jobs:\n%s", r.stdout)
 		}
 		r = myapp(ctx, t, exe, args(g, "jobs", "--json")...)

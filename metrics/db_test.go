@@ -432,10 +432,18 @@ func TestDBFiringSkippedLockHeld(t *testing.T) {
 	if refused != e.Attempt {
 		t.Errorf("%d refusals seen, the skip says %d attempts", refused, e.Attempt)
 	}
+	// The scheduler's own locks (its presence lease) are acquired; the
+	// job's is not.
+	jobLock := func(k lock.EventKind) func(lock.Event) bool {
+		return func(e lock.Event) bool { return e.Kind == k && e.LockID == sched.LockID("j") }
+	}
+	if n := rec.count(jobLock(lock.Acquired)); n != 0 {
+		t.Errorf("job's lock acquired %d times", n)
+	}
 	snap.want(t, map[string]float64{
 		firing("j", "skipped", "lock_held"):          1,
 		series(acqTotal, "result", "held_elsewhere"): float64(refused),
-		series(acqTotal, "result", "acquired"):       0,
+		series(acqTotal, "result", "acquired"):       float64(rec.count(kind(lock.Acquired))),
 		series(lateness+"_count", "job_name", "j"):   0,
 		series(lastOK, "job_name", "j"):              0})
 }
@@ -482,6 +490,13 @@ func TestDBFailedRun(t *testing.T) {
 	if n := jobFirings(snap, "j"); n != 2 {
 		t.Errorf("%v firings, want 2", n)
 	}
+	// Twice the job's lock, and the scheduler's own (its presence lease).
+	jobLock := func(k lock.EventKind) func(lock.Event) bool {
+		return func(e lock.Event) bool { return e.Kind == k && e.LockID == sched.LockID("j") }
+	}
+	if a, r := rec.count(jobLock(lock.Acquired)), rec.count(jobLock(lock.Released)); a != 2 || r != 2 {
+		t.Errorf("job's lock acquired %d times, released %d, want 2 and 2", a, r)
+	}
 	var late time.Duration
 	rec.mu.Lock()
 	for _, e := range rec.events {
@@ -499,8 +514,8 @@ func TestDBFailedRun(t *testing.T) {
 		series(lateness+"_count", "job_name", "j"): 2,
 		series(lateness+"_sum", "job_name", "j"):   late.Seconds(),
 		series(retries, "job_name", "j"):           0,
-		series(acqTotal, "result", "acquired"):     2,
-		series(relTotal, "result", "released"):     2,
+		series(acqTotal, "result", "acquired"):     float64(rec.count(kind(lock.Acquired))),
+		series(relTotal, "result", "released"):     float64(rec.count(kind(lock.Released))),
 		series(held):                               0})
 }
 

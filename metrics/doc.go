@@ -51,7 +51,9 @@
 //	mongolock_job_start_lateness_seconds          histogram  job_name                  start of runs minus their scheduled time; its _count is the runs started
 //	mongolock_job_last_success_timestamp_seconds  gauge      job_name                  Unix time of the end of the last successful run here; 0 if none since the process started
 //	mongolock_job_consecutive_failures            gauge      job_name                  runs here that failed since the last success
-//	mongolock_job_retries_total                   counter    job_name                  runs that retried a failed run of the same firing: the scheduler does not retry yet, so 0
+//	mongolock_job_retries_total                   counter    job_name                  failed attempts of firings here that were retried under the same lease (lock.RunRetrying)
+//	mongolock_job_takeovers_total                 counter    job_name                  claims this process took over from a claimant that did not start their work before its lease lapsed (lock.FiringTakenOver)
+//	mongolock_job_control_total                   counter    job_name, action          pause (also JobPauseAfter's), resume, trigger (a request made) and remove through this process's scheduler (lock.JobPaused...); the CLI's are not seen
 //	mongolock_migrations_applied_total            counter    direction                 migrations applied (up) or rolled back (down)
 //	mongolock_migrations_failed_total             counter    direction                 migrations that failed
 //	mongolock_migrations_lock_wait_seconds        histogram                            time a migrator waited for the lock another migrator held
@@ -60,10 +62,15 @@
 // The reason of a skipped firing is one of busy (the previous run is
 // still going here), lock_held (still going elsewhere: the job's lock was
 // held past the wait), untrusted, no_lock (acquiring the lock failed),
-// later (a later firing ran), no_start (the start was not recorded),
-// no_claim (the claim failed), stopping, behind (this instance fell behind
-// and did not try some firings) and other: the scheduler.Reason* constants
-// in that order.
+// no_start (the start was not recorded), no_claim (the claim failed),
+// stopping, behind (this instance fell behind and did not try some
+// firings), missed (no instance claimed it in time, and the catch-up
+// policy does not run it), catchup_window (older than the catch-up
+// window), paused, removed, taken_over (this instance's claim was taken
+// over by another, which runs it), absent (this instance's presence lease
+// could not be held): the scheduler.Reason* constants in that order; and
+// other. An event may stand for several firings (a record of firings not
+// run); it counts one.
 //
 // Histograms of round trips use DefaultLatencyBuckets, the others
 // DefaultDurationBuckets (WithLatencyBuckets, WithDurationBuckets).

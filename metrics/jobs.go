@@ -25,11 +25,27 @@ var skipReasons = [...]struct{ prefix, label string }{
 	{scheduler.ReasonLockHeld, "lock_held"},
 	{scheduler.ReasonUntrusted, "untrusted"},
 	{scheduler.ReasonNoLock, "no_lock"},
-	{scheduler.ReasonLater, "later"},
 	{scheduler.ReasonNoStart, "no_start"},
 	{scheduler.ReasonNoClaim, "no_claim"},
 	{scheduler.ReasonStopping, "stopping"},
 	{scheduler.ReasonBehind, "behind"},
+	{scheduler.ReasonMissed, "missed"},
+	{scheduler.ReasonWindow, "catchup_window"},
+	{scheduler.ReasonPaused, "paused"},
+	{scheduler.ReasonRemoved, "removed"},
+	{scheduler.ReasonTakenOver, "taken_over"},
+	{scheduler.ReasonAbsent, "absent"},
+}
+
+// Actions of job_control_total, by event.
+var controlActions = [...]struct {
+	kind  lock.EventKind
+	label string
+}{
+	{lock.JobPaused, "pause"},
+	{lock.JobResumed, "resume"},
+	{lock.JobTriggered, "trigger"},
+	{lock.JobRemoved, "remove"},
 }
 
 const skipOther = len(skipReasons) // index of "other"
@@ -65,6 +81,8 @@ type jobMetrics struct {
 	lastSuccess *prometheus.GaugeVec
 	failures    *prometheus.GaugeVec
 	retries     *prometheus.CounterVec
+	takeovers   *prometheus.CounterVec
+	control     *prometheus.CounterVec
 
 	all sync.Map // job name → *job
 
@@ -78,7 +96,8 @@ type job struct {
 	skipped                             [len(skipReasons) + 1]prometheus.Counter
 	duration, lateness                  prometheus.Observer
 	lastSuccess, failures               prometheus.Gauge
-	retries                             prometheus.Counter
+	retries, takeovers                  prometheus.Counter
+	control                             [len(controlActions)]prometheus.Counter
 }
 
 func (j *jobMetrics) init(m *Metrics, cfg config) {
@@ -94,7 +113,12 @@ func (j *jobMetrics) init(m *Metrics, cfg config) {
 	j.failures = m.gauge("job_consecutive_failures",
 		"Runs of the job on this instance that failed since its last successful run.", "job_name")
 	j.retries = m.counter("job_retries_total",
-		"Runs of the job on this instance that retried a failed run of the same firing; the scheduler does not retry yet, so 0.", "job_name")
+		"Failed attempts of the job's firings on this instance that were retried under the same lease.", "job_name")
+	j.takeovers = m.counter("job_takeovers_total",
+		"Claims of the job this instance took over from a claimant that did not start their work before its lease lapsed.", "job_name")
+	j.control = m.counter("job_control_total",
+		"Control actions on the job through this instance's scheduler, by action: pause (also after too many failures), resume, trigger (a request made), remove.",
+		"job_name", "action")
 }
 
 // get returns the series of job name, creating them at zero.
@@ -111,9 +135,13 @@ func (j *jobMetrics) get(name string) *job {
 		lastSuccess:      j.lastSuccess.WithLabelValues(name),
 		failures:         j.failures.WithLabelValues(name),
 		retries:          j.retries.WithLabelValues(name),
+		takeovers:        j.takeovers.WithLabelValues(name),
 	}
 	for i := range x.skipped {
 		x.skipped[i] = j.firings.WithLabelValues(name, outcomeSkipped, skipLabel(i))
+	}
+	for i, a := range controlActions {
+		x.control[i] = j.control.WithLabelValues(name, a.label)
 	}
 	// Two callers may build the same children; they are the same series.
 	got, _ := j.all.LoadOrStore(name, x)
@@ -131,10 +159,19 @@ func (j *jobMetrics) observe(e lock.Event) {
 	case lock.FiringSkipped:
 		x.skipped[skipIndex(e.Reason)].Inc()
 	case lock.RunStarted:
-		// Not a retry when Attempt > 1: RunStarted's Attempt counts the
-		// tries taking the job's lock, not runs of the firing. The
-		// scheduler does not retry runs, so retries stays 0 until it does.
+		// Retries are counted from RunRetrying, not from RunStarted's
+		// Attempt.
 		x.lateness.Observe(e.Lateness.Seconds())
+	case lock.RunRetrying:
+		x.retries.Inc()
+	case lock.FiringTakenOver:
+		x.takeovers.Inc()
+	case lock.JobPaused, lock.JobResumed, lock.JobTriggered, lock.JobRemoved:
+		for i, a := range controlActions {
+			if a.kind == e.Kind {
+				x.control[i].Inc()
+			}
+		}
 	case lock.RunEnded:
 		x.duration.Observe(e.Took.Seconds())
 		if e.Outcome == string(scheduler.OutcomeSucceeded) {

@@ -35,6 +35,8 @@ const (
 	lastOK    = "mongolock_job_last_success_timestamp_seconds"
 	failures  = "mongolock_job_consecutive_failures"
 	retries   = "mongolock_job_retries_total"
+	takeovers = "mongolock_job_takeovers_total"
+	control   = "mongolock_job_control_total"
 	applied   = "mongolock_migrations_applied_total"
 	migFailed = "mongolock_migrations_failed_total"
 	migWait   = "mongolock_migrations_lock_wait_seconds"
@@ -164,12 +166,26 @@ func TestObserveMapping(t *testing.T) {
 		skipCase(scheduler.ReasonUntrusted, "untrusted"),
 		skipCase(scheduler.ReasonUntrusted+"; run not recorded in the history: boom", "untrusted"),
 		skipCase(scheduler.ReasonNoLock+"boom", "no_lock"),
-		skipCase(scheduler.ReasonLater, "later"),
 		skipCase(scheduler.ReasonNoStart+"; end not recorded: boom", "no_start"),
 		skipCase(scheduler.ReasonNoClaim+"boom", "no_claim"),
 		skipCase(scheduler.ReasonStopping, "stopping"),
 		skipCase(scheduler.ReasonBehind+": 3 firings from this one on not tried here", "behind"),
+		skipCase(scheduler.ReasonMissed, "missed"),
+		skipCase(scheduler.ReasonWindow, "catchup_window"),
+		skipCase(scheduler.ReasonPaused, "paused"),
+		skipCase(scheduler.ReasonRemoved, "removed"),
+		skipCase(scheduler.ReasonTakenOver, "taken_over"),
+		skipCase(scheduler.ReasonAbsent+": boom", "absent"),
 		skipCase("something new", "other"),
+		{"firing taken over", nil, job(lock.FiringTakenOver, func(e *lock.Event) { e.Leader = "dead" }),
+			map[string]float64{series(takeovers, "job_name", "j"): 1}},
+		{"run retrying", nil, job(lock.RunRetrying, func(e *lock.Event) { e.Attempt, e.Err, e.Took = 1, errors.New("boom"), time.Second }),
+			map[string]float64{series(retries, "job_name", "j"): 1}},
+		{"job paused", nil, job(lock.JobPaused, func(e *lock.Event) { e.Reason = "deploy" }),
+			map[string]float64{series(control, "job_name", "j", "action", "pause"): 1}},
+		{"job resumed", nil, job(lock.JobResumed, nil), map[string]float64{series(control, "job_name", "j", "action", "resume"): 1}},
+		{"job triggered", nil, job(lock.JobTriggered, nil), map[string]float64{series(control, "job_name", "j", "action", "trigger"): 1}},
+		{"job removed", nil, job(lock.JobRemoved, nil), map[string]float64{series(control, "job_name", "j", "action", "remove"): 1}},
 		{"run started", nil, job(lock.RunStarted, func(e *lock.Event) { e.Lateness, e.Attempt = 1500*time.Millisecond, 1 }),
 			map[string]float64{series(lateness+"_count", "job_name", "j"): 1, series(lateness+"_sum", "job_name", "j"): 1.5}},
 		{"run started at the lock's second try: not a retry", nil, job(lock.RunStarted, func(e *lock.Event) { e.Lateness, e.Attempt = 2*time.Second, 2 }),
@@ -291,8 +307,11 @@ func TestSeriesPresentFromTheStart(t *testing.T) {
 		for i := range skipOther + 1 {
 			jobWant[firing(j, "skipped", skipLabel(i))] = 0
 		}
-		for _, g := range []string{lastOK, failures, retries} {
+		for _, g := range []string{lastOK, failures, retries, takeovers} {
 			jobWant[series(g, "job_name", j)] = 0
+		}
+		for _, a := range []string{"pause", "resume", "trigger", "remove"} {
+			jobWant[series(control, "job_name", j, "action", a)] = 0
 		}
 		for _, h := range []string{runDur, lateness} {
 			jobWant[series(h+"_count", "job_name", j)] = 0
@@ -308,8 +327,8 @@ func TestSeriesPresentFromTheStart(t *testing.T) {
 		t.Errorf("AddJobs and AddElections added %d series, want %d", got, len(jobWant))
 	}
 	s.want(t, jobWant)
-	if n := testutil.CollectAndCount(m, firings); n != 2*13 {
-		t.Errorf("%d firing series for two jobs, want 26", n)
+	if n := testutil.CollectAndCount(m, firings); n != 2*18 {
+		t.Errorf("%d firing series for two jobs, want 36", n)
 	}
 }
 

@@ -32,7 +32,7 @@ func parseSpec(p cron.Parser, spec string) (sched cron.Schedule, err error) {
 	}()
 	s, err := p.Parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %v", ErrInvalidSpec, spec, err)
+		return nil, fmt.Errorf("%w %q: %v%s", ErrInvalidSpec, spec, err, secondsHint(spec))
 	}
 	if _, ok := s.(cron.ConstantDelaySchedule); ok {
 		// robfig silently rounds the interval to whole seconds (at least
@@ -45,6 +45,41 @@ func parseSpec(p cron.Parser, spec string) (sched cron.Schedule, err error) {
 		return everySchedule{d}, nil
 	}
 	return s, nil
+}
+
+// secondsHint is what to add to the error of a spec with a seconds field
+// that a parser without WithSeconds refused.
+func secondsHint(spec string) string {
+	f := strings.Fields(spec)
+	if len(f) > 0 && (strings.HasPrefix(f[0], "TZ=") || strings.HasPrefix(f[0], "CRON_TZ=")) {
+		f = f[1:]
+	}
+	if len(f) != 6 {
+		return ""
+	}
+	if _, err := newParser(true).Parse(spec); err != nil {
+		return ""
+	}
+	return " (a leading seconds field needs scheduler.WithSeconds)"
+}
+
+// NextFiring returns the first firing of spec after t, as every Scheduler
+// computes it, for tools that show schedules. spec is read as AddJob reads
+// it, with or without WithSeconds: five fields, or six with a leading
+// seconds field, descriptors such as @daily and "@every 10m", and a
+// CRON_TZ= prefix; in loc unless it names its zone (UTC if loc is nil, as
+// without WithLocation). It returns the zero time if spec has no firing in
+// the five years after t, and an error wrapping ErrInvalidSpec if it does
+// not parse.
+func NextFiring(spec string, t time.Time, loc *time.Location) (time.Time, error) {
+	sched, err := parseSpec(newParser(true), spec)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	return nextAfter(sched, loc, t), nil
 }
 
 // everyInterval returns the duration of an "@every D" spec, which may carry

@@ -63,7 +63,7 @@
 //	mongolock.term     lock.id, fence, reason               ended, lost, failed
 //	mongolock.task     lock.id, fence                       succeeded, failed
 //	mongolock.run      job, firing.scheduled, lock.id,      succeeded, failed, skipped,
-//	                   fence, attempt, reason               unknown (the job called runtime.Goexit)
+//	                   fence, attempt, retries, reason      unknown (the job called runtime.Goexit)
 //
 // The attributes (all prefixed mongolock.):
 //
@@ -79,13 +79,23 @@
 //	firing.scheduled   string    the firing's scheduled time, RFC 3339, UTC
 //	outcome            string    how it ended (above; a run's is scheduler.Outcome, or "skipped")
 //	reason             string    why: "held elsewhere", a scheduler.Reason…, "task returned", "resigned", ...
+//	retries            int       run: failed attempts of the firing that were retried (absent if none)
+//	retry.delay        double    event "run retrying": seconds until the next attempt
+//	firing.claimant    string    event "firing taken over": the keeper whose claim was taken over
 //
 // Operations on several locks (AcquireLocks, ReleaseLocks, the keep-alive's
 // renewal of every lease) add an event to their span for each lock that
 // did not end as wanted: named refused, failed or lost, with
 // mongolock.lock.id, mongolock.fence, mongolock.reason and mongolock.error.
 // A run's span has an event "run started" when the job begins, with
-// mongolock.firing.lateness (seconds after the scheduled time).
+// mongolock.firing.lateness (seconds after the scheduled time); "run
+// retrying" for each failed attempt retried, with mongolock.attempt (the
+// attempt that failed), mongolock.error and mongolock.retry.delay; "firing
+// taken over" when the claim it runs was taken over, with
+// mongolock.firing.claimant; "job paused" when its failure paused the job
+// (scheduler.JobPauseAfter), with mongolock.reason the pause's note. The
+// control events of Scheduler.Pause, Resume, Trigger and Remove reach no
+// span: no operation is traced around them.
 //
 // # Metrics
 //

@@ -30,6 +30,9 @@ const (
 	KeyOutcome   = attribute.Key("mongolock.outcome")
 	KeyReason    = attribute.Key("mongolock.reason")
 	KeyError     = attribute.Key("mongolock.error")
+	KeyRetries   = attribute.Key("mongolock.retries")
+	KeyDelay     = attribute.Key("mongolock.retry.delay")
+	KeyClaimant  = attribute.Key("mongolock.firing.claimant")
 )
 
 // MaxLockIDs bounds the ids listed in mongolock.lock.ids; mongolock.lock.count
@@ -155,12 +158,14 @@ type span struct {
 	reason  string
 	fence   uint64
 	attempt int
+	retries int // RunRetrying events
 }
 
 // Event records e: on an operation on several locks, an event of the span
 // for each lock that did not end as it should (refused, failed, lost); on
 // the others, the outcome, reason, fence and attempt the span ends with,
-// and RunStarted as an event of the span.
+// and as events of the span RunStarted, RunRetrying, FiringTakenOver and
+// the control events (JobPaused...).
 func (s *span) Event(e lock.Event) {
 	out := outcomeOf(e)
 	if s.many {
@@ -176,9 +181,28 @@ func (s *span) Event(e lock.Event) {
 		}
 		return
 	}
-	if e.Kind == lock.RunStarted {
+	switch e.Kind {
+	case lock.RunStarted:
 		s.sp.AddEvent("run started", trace.WithTimestamp(e.At),
 			trace.WithAttributes(KeyLateness.Float64(e.Lateness.Seconds())))
+	case lock.RunRetrying:
+		// Not the span's attempt, which counts the tries taking the lock.
+		s.retries++
+		a := []attribute.KeyValue{KeyAttempt.Int(e.Attempt), KeyDelay.Float64(e.Took.Seconds())}
+		if e.Err != nil {
+			a = append(a, KeyError.String(e.Err.Error()))
+		}
+		s.sp.AddEvent(e.Kind.String(), trace.WithTimestamp(e.At), trace.WithAttributes(a...))
+		return
+	case lock.FiringTakenOver:
+		s.sp.AddEvent(e.Kind.String(), trace.WithTimestamp(e.At), trace.WithAttributes(KeyClaimant.String(e.Leader)))
+	case lock.JobPaused, lock.JobResumed, lock.JobTriggered, lock.JobRemoved:
+		var a []attribute.KeyValue
+		if e.Reason != "" {
+			a = append(a, KeyReason.String(e.Reason))
+		}
+		s.sp.AddEvent(e.Kind.String(), trace.WithTimestamp(e.At), trace.WithAttributes(a...))
+		return
 	}
 	if out != "" {
 		s.outcome = out
@@ -223,6 +247,9 @@ func (s *span) End(err error) {
 	}
 	if s.attempt > 0 {
 		attrs = append(attrs, KeyAttempt.Int(s.attempt))
+	}
+	if s.retries > 0 {
+		attrs = append(attrs, KeyRetries.Int(s.retries))
 	}
 	s.sp.SetAttributes(attrs...)
 	if err != nil {

@@ -1,0 +1,292 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
+)
+
+// MaxPauseNote is the longest note a pause may carry, in bytes: it is shown
+// in every listing of the job, so it is a note, not a log.
+const MaxPauseNote = 1024
+
+// PauseJob pauses job name in jobs (the jobs collection,
+// DefaultJobsCollection unless WithJobsCollection), cluster-wide: no
+// instance starts a firing of it from the next one on until ResumeJob, or
+// until p.Until if it is set; a run in progress is not stopped. Firings
+// not run are recorded as skipped (ReasonPaused); a TriggerJob still runs
+// it once. Pausing again replaces the note and the end. p.At is ignored
+// (LoadRecords reports it: the server's time of the pause).
+//
+// p.Until must be after the server's time, which PauseJob reads first
+// (hello's localTime), and p.Note at most MaxPauseNote bytes of UTF-8;
+// otherwise PauseJob writes nothing and returns an error wrapping
+// ErrInvalidOption. A job without a document (no Scheduler registering it
+// ever started) is ErrUnknownJob. It needs no Scheduler, for tools such as
+// the CLI; the write has write concern majority, whatever jobs's.
+func PauseJob(ctx context.Context, jobs *mongo.Collection, name string, p Pause) error {
+	if err := checkControl("pause", name); err != nil {
+		return err
+	}
+	switch {
+	case len(p.Note) > MaxPauseNote:
+		return fmt.Errorf("%w: pause %q: note of %d bytes, longer than %d", ErrInvalidOption, name, len(p.Note), MaxPauseNote)
+	case !utf8.ValidString(p.Note):
+		return fmt.Errorf("%w: pause %q: note is not valid UTF-8", ErrInvalidOption, name)
+	}
+	coll := controlColl(jobs)
+	if !p.Until.IsZero() {
+		// hello, not the write's own $currentDate: a bad Until must leave
+		// nothing written, and an update cannot compare with the time it
+		// stamps on FerretDB ($$NOW). Behind mongos this is mongos's clock;
+		// it only has to rule out ends already past.
+		now, err := mongoutil.ServerTime(ctx, coll.Database())
+		if err != nil {
+			return wrapErr(ctx, "read the server's time to pause", name, err)
+		}
+		if !p.Until.After(now) {
+			return fmt.Errorf("%w: pause %q until %s: not after the server's time, %s", ErrInvalidOption, name,
+				p.Until.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	set := bson.D{{Key: fieldPaused, Value: true}}
+	var unset bson.D
+	if p.Note != "" {
+		set = append(set, bson.E{Key: fieldPauseNote, Value: p.Note})
+	} else {
+		unset = append(unset, bson.E{Key: fieldPauseNote, Value: ""})
+	}
+	if !p.Until.IsZero() {
+		set = append(set, bson.E{Key: fieldPauseTill, Value: p.Until})
+	} else {
+		unset = append(unset, bson.E{Key: fieldPauseTill, Value: ""})
+	}
+	update := bson.D{
+		{Key: "$set", Value: set},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
+	}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	return updateJob(ctx, coll, "pause", name, update)
+}
+
+// ResumeJob undoes PauseJob and RemoveJob of job name in jobs,
+// cluster-wide: the job runs again from its next firing on, with its count
+// of failed firings in a row reset (a job paused by JobPauseAfter starts
+// afresh). Firings skipped meanwhile are not run again. Resuming a
+// job that is neither paused nor removed only resets that count. Errors
+// are those of PauseJob.
+func ResumeJob(ctx context.Context, jobs *mongo.Collection, name string) error {
+	if err := checkControl("resume", name); err != nil {
+		return err
+	}
+	return updateJob(ctx, controlColl(jobs), "resume", name, bson.D{
+		{Key: "$unset", Value: bson.D{
+			{Key: fieldPaused, Value: ""},
+			{Key: fieldPauseNote, Value: ""},
+			{Key: fieldPauseTill, Value: ""},
+			{Key: fieldPausedAt, Value: ""},
+			{Key: fieldRemoved, Value: ""},
+		}},
+		{Key: "$set", Value: bson.D{{Key: fieldFails, Value: 0}}},
+	})
+}
+
+// TriggerJob asks for one run of job name now, outside its schedule, from
+// any instance: the first instance to see the request claims it, and runs
+// it through the same claim, lock and fence as a firing, after the
+// previous run if one still goes. It runs even while the job is paused (an
+// explicit request), not once it is removed (ErrJobRemoved). TriggerJob
+// reports whether it made the request: false if one was already waiting,
+// which then stands for both, so two operators triggering at once cause
+// one run. A request survives restarts until an instance claims it.
+// Errors are those of PauseJob; if a write error leaves the outcome
+// unknown, TriggerJob returns the error, and the request may have been
+// made.
+func TriggerJob(ctx context.Context, jobs *mongo.Collection, name string) (bool, error) {
+	if err := checkControl("trigger", name); err != nil {
+		return false, err
+	}
+	coll := controlColl(jobs)
+	filter := bson.D{
+		{Key: fieldID, Value: name},
+		{Key: fieldTrigger, Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: fieldRemoved, Value: bson.D{{Key: "$ne", Value: true}}},
+	}
+	res, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldTrigger, Value: true}}}})
+	if err != nil {
+		return false, wrapErr(ctx, "trigger", name, err)
+	}
+	if res.MatchedCount == 1 {
+		return true, nil
+	}
+	// Not matched: no such job, removed, or a request was waiting (and may
+	// have been claimed since: it still covers this one).
+	var d struct {
+		Removed bool `bson:"removed"`
+	}
+	err = coll.FindOne(ctx, bson.D{{Key: fieldID, Value: name}},
+		options.FindOne().SetProjection(bson.D{{Key: fieldRemoved, Value: 1}})).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return false, unknownJob(coll, "trigger", name)
+	case err != nil:
+		return false, wrapErr(ctx, "trigger", name, err)
+	case d.Removed:
+		return false, fmt.Errorf("trigger %q: %w (Resume brings it back)", name, ErrJobRemoved)
+	}
+	return false, nil
+}
+
+// RemoveJob removes job name in jobs, cluster-wide: no instance runs it any
+// more, whatever it registers, and a waiting TriggerJob is dropped. The
+// document stays, as a tombstone that keeps instances still registering
+// the job from running it, and keeps its last claim and run; ResumeJob
+// brings the job back. Removing a removed job does nothing. Errors are
+// those of PauseJob.
+func RemoveJob(ctx context.Context, jobs *mongo.Collection, name string) error {
+	if err := checkControl("remove", name); err != nil {
+		return err
+	}
+	return updateJob(ctx, controlColl(jobs), "remove", name, bson.D{
+		{Key: "$set", Value: bson.D{{Key: fieldRemoved, Value: true}}},
+		{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
+	})
+}
+
+// checkControl checks the name given to a control function.
+func checkControl(op, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: %s: name is empty", ErrInvalidJob, op)
+	}
+	return nil
+}
+
+// controlColl is jobs with the store's write concern and read preference
+// (newMongoStore): a control write must survive a failover as a claim
+// does, and the read after a trigger decides what TriggerJob reports.
+func controlColl(jobs *mongo.Collection) *mongo.Collection {
+	return jobs.Clone(options.Collection().SetWriteConcern(lock.DefaultWriteConcern()).SetReadPreference(readpref.Primary()))
+}
+
+// updateJob applies update to the document of job name, and returns
+// ErrUnknownJob if there is none.
+func updateJob(ctx context.Context, coll *mongo.Collection, op, name string, update bson.D) error {
+	res, err := coll.UpdateOne(ctx, bson.D{{Key: fieldID, Value: name}}, update)
+	if err != nil {
+		return wrapErr(ctx, op, name, err)
+	}
+	if res.MatchedCount == 0 {
+		return unknownJob(coll, op, name)
+	}
+	return nil
+}
+
+func unknownJob(coll *mongo.Collection, op, name string) error {
+	return fmt.Errorf("%s %q: %w: no document in %s", op, name, ErrUnknownJob, mongoutil.Namespace(coll))
+}
+
+// Pause pauses the job called name, cluster-wide (PauseJob, on
+// this Scheduler's jobs collection): it takes effect on every instance by
+// the job's next firing, and survives restarts. The job must be registered
+// here (else ErrUnknownJob). This Scheduler reports it (lock.JobPaused,
+// Reason the note).
+func (s *Scheduler) Pause(ctx context.Context, name string, p Pause) error {
+	j, err := s.controlled("pause", name)
+	if err != nil {
+		return err
+	}
+	if err := PauseJob(ctx, s.mst.jobs, name, p); err != nil {
+		return err
+	}
+	s.controlDone(j, lock.JobPaused, p.Note)
+	return nil
+}
+
+// Resume resumes the job called name, cluster-wide (ResumeJob):
+// it takes effect on every instance by the job's next firing, and survives
+// restarts. The job must be registered here (else ErrUnknownJob). This
+// Scheduler reports it (lock.JobResumed).
+func (s *Scheduler) Resume(ctx context.Context, name string) error {
+	j, err := s.controlled("resume", name)
+	if err != nil {
+		return err
+	}
+	if err := ResumeJob(ctx, s.mst.jobs, name); err != nil {
+		return err
+	}
+	s.controlDone(j, lock.JobResumed, "")
+	return nil
+}
+
+// Trigger asks for one run of the job called name now (TriggerJob): one
+// instance runs it, through the usual claim, lock and fence,
+// this one at once if it claims it, every instance within the scheduler's
+// poll interval (WithPollInterval) otherwise, even one that restarted
+// meanwhile. It reports whether it made the request (false: one was
+// already waiting, and covers this one). The job must be registered here
+// (else ErrUnknownJob). This Scheduler reports a request it made
+// (lock.JobTriggered).
+func (s *Scheduler) Trigger(ctx context.Context, name string) (bool, error) {
+	j, err := s.controlled("trigger", name)
+	if err != nil {
+		return false, err
+	}
+	made, err := TriggerJob(ctx, s.mst.jobs, name)
+	if err != nil || !made {
+		return made, err
+	}
+	s.controlDone(j, lock.JobTriggered, "")
+	return true, nil
+}
+
+// Remove removes the job called name, cluster-wide (RemoveJob): it takes effect on every instance by the job's next firing, and
+// survives restarts. It does not unregister the job here, nor stop a run
+// in progress. The job must be registered here (else ErrUnknownJob). This
+// Scheduler reports it (lock.JobRemoved).
+func (s *Scheduler) Remove(ctx context.Context, name string) error {
+	j, err := s.controlled("remove", name)
+	if err != nil {
+		return err
+	}
+	if err := RemoveJob(ctx, s.mst.jobs, name); err != nil {
+		return err
+	}
+	s.controlDone(j, lock.JobRemoved, "")
+	return nil
+}
+
+// controlled returns the registered job name for control operation op.
+func (s *Scheduler) controlled(op, name string) (*job, error) {
+	if err := checkControl(op, name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	j := s.jobs[name]
+	s.mu.Unlock()
+	switch {
+	case j == nil:
+		return nil, fmt.Errorf("%s %q: %w: not registered with this scheduler", op, name, ErrUnknownJob)
+	case s.mst == nil:
+		return nil, fmt.Errorf("%s %q: scheduler has no database", op, name)
+	}
+	return j, nil
+}
+
+// controlDone reports a control operation on j that succeeded, and wakes
+// the loop so that this instance acts on it at once.
+func (s *Scheduler) controlDone(j *job, kind lock.EventKind, reason string) {
+	s.session.Emit(lock.Event{Kind: kind, Job: j.name, LockID: j.lockID, Reason: reason})
+	s.poke()
+}
