@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -183,8 +184,10 @@ func (os observers) Observe(e Event) {
 }
 
 // LogObserver logs events to log as structured lines: failures, lost
-// leases and deployment warnings at warning level, terms and migrations at
-// info, the rest at debug. A Session given a logger (WithSessionLogger)
+// leases, retries and deployment warnings at warning level; terms,
+// migrations, firings not run (but those of paused or removed jobs),
+// takeovers and control actions at info; the rest, runs included, at
+// debug. A Session given a logger (WithSessionLogger)
 // logs through it.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
@@ -207,7 +210,14 @@ func logEvent(log zerolog.Logger, e Event) {
 		} else {
 			ev = log.Debug()
 		}
-	case TermStarted, TermEnded, LeaderSeen, FiringSkipped, MigrationApplied, MigrationWaited,
+	case FiringSkipped:
+		// A paused or removed job skips every firing, on purpose: not news.
+		if strings.HasPrefix(e.Reason, "paused") || strings.HasPrefix(e.Reason, "removed") {
+			ev = log.Debug()
+		} else {
+			ev = log.Info()
+		}
+	case TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
 		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved:
 		ev = log.Info()
 	default:

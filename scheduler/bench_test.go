@@ -164,9 +164,14 @@ func benchCluster(b *testing.B, jobs, instances int) {
 	}
 	b.Logf("%d runs; %d of the %d firings in the window ran exactly once", len(runs), once, expected)
 	total := 0
+	byName := map[string]int{}
 	for _, c := range counters {
 		total += c.Total()
+		for k, v := range c.Counts() {
+			byName[k] += v
+		}
 	}
+	b.Logf("commands: %v", byName)
 	slices.Sort(lags)
 	pct := func(p float64) float64 {
 		if len(lags) == 0 {

@@ -49,9 +49,10 @@ const (
 	// ReasonWindow: the firing was older than the catch-up window when an
 	// instance could run it.
 	ReasonWindow = "catch-up window passed"
-	// ReasonPaused: the job was paused (Pause) at the firing.
+	// ReasonPaused: the job was paused (PauseJob, Scheduler.Pause) at the
+	// firing.
 	ReasonPaused = "paused"
-	// ReasonRemoved: the job was removed (Remove).
+	// ReasonRemoved: the job was removed (RemoveJob, Scheduler.Remove).
 	ReasonRemoved = "removed"
 	// ReasonTakenOver: this instance's claim was taken over by another
 	// instance, which found this one's lease lapsed; it runs the firing.

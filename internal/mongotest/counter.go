@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 
@@ -66,4 +67,11 @@ func (c *Counter) Total() int {
 		n += v
 	}
 	return n
+}
+
+// Counts returns the counts by command name.
+func (c *Counter) Counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.counts)
 }
