@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,11 @@ type work struct {
 }
 
 func (w *work) triggered() bool { return !w.trig.IsZero() }
+
+// is reports whether d's pending claim is w.
+func (w *work) is(d *jobDoc) bool {
+	return w != nil && d.By == w.keeper && d.Last.Equal(w.last) && d.PTrig.Equal(w.trig)
+}
 
 // workOf is the work d's pending claim leaves to its keeper.
 func workOf(d *jobDoc) *work {
@@ -85,56 +91,46 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		return []step{{at: w.trig}} // an operator asked for it: paused or not
 	}
 	cu := s.catchUp(j)
-	var firings []time.Time
-	var older *step // missed firings not enumerated
+	// The firings of the work, newest first, looked for backwards from
+	// last: only the newest can run, and there may be very many.
+	firings := []time.Time{w.last}
+	var older *step // firings not looked at one by one
 	if !w.done.IsZero() {
-		from := w.done
-		for n := 0; ; n++ {
-			f := nextAfter(j.sched, s.cfg.location, from)
-			if f.IsZero() || !f.Before(w.last) {
+		for x := w.last; ; {
+			f := s.prevFiring(j, x.Add(-time.Nanosecond), x.Sub(w.done))
+			if f.IsZero() || !f.After(w.done) {
 				break
 			}
-			if n == maxEnumerated {
-				// Far too many to look at: the ones from here to the
-				// window's start are not run, whatever the policy.
-				start := now.Add(-cu.Window)
-				older = &step{at: f, reason: ReasonWindow}
-				for f.Before(start) && f.Before(w.last) {
-					older.through = f
-					f = nextAfter(j.sched, s.cfg.location, maxTime(f, start.Add(-time.Nanosecond)))
+			if len(firings) == maxEnumerated {
+				// Far too many: the older ones are one record, their
+				// count not known (0), for the reason of the newest.
+				reason := ReasonMissed
+				if now.Sub(f) > cu.Window {
+					reason = ReasonWindow
 				}
-				firings = firings[:0]
-				if older.through.IsZero() {
-					older = nil
-				}
-				for ; !f.IsZero() && f.Before(w.last) && len(firings) < maxEnumerated; f = nextAfter(j.sched, s.cfg.location, f) {
-					firings = append(firings, f)
-				}
+				older = &step{at: nextAfter(j.sched, s.cfg.location, w.done), through: f, reason: reason}
 				break
 			}
 			firings = append(firings, f)
-			from = f
+			x = f
 		}
 	}
-	firings = append(firings, w.last)
+	slices.Reverse(firings)
 	runs := max(cu.Max, 1)
 	var steps []step
 	if older != nil {
 		steps = append(steps, *older)
 	}
 	for i, f := range firings {
-		reason := ""
+		reason := w.control.suspendedAt(f)
 		switch {
-		case w.control.Removed:
-			reason = ReasonRemoved
-		case w.control.pausedAt(f):
-			reason = ReasonPaused
+		case reason != "":
 		case now.Sub(f) > cu.Window:
 			reason = ReasonWindow
 		case i < len(firings)-runs:
 			reason = ReasonMissed
 		}
-		if n := len(steps); reason != "" && n > 0 && steps[n-1].reason == reason {
+		if n := len(steps); reason != "" && n > 0 && steps[n-1].reason == reason && steps[n-1].count > 0 {
 			steps[n-1].through = f
 			steps[n-1].count++
 			continue
@@ -229,6 +225,10 @@ func (s *Scheduler) presenceID(keeper string) string {
 // may take over its claims. A claim made without it could be taken over
 // at once.
 func (s *Scheduler) present(ctx context.Context) bool {
+	if s.cfg.leader != nil {
+		// Leader-only: leading is presence (WithLeaderOnly).
+		return s.cfg.leader.IsLeader()
+	}
 	s.presenceMu.Lock()
 	defer s.presenceMu.Unlock()
 	if s.presence != nil && s.presence.Err() == nil {
@@ -335,6 +335,10 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			continue
 		}
 		removed[j.name] = d.Control.Removed
+		if d.Pending && j.cancel != nil && j.cfg.overlap == OverlapCancel && !j.runWork.is(d) {
+			// A later claim waits for the run here: end it.
+			j.cancel(ErrOverlapCancelled)
+		}
 		switch {
 		case d.Pending && d.By == s.keeper:
 			// Left undone here (a write that settled it failed): resumed
@@ -345,9 +349,6 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 				s.dispatchWork(j, workOf(d), nil)
 			}
 		case d.Pending:
-			if j.cancel != nil && j.cfg.overlap == OverlapCancel {
-				j.cancel(ErrOverlapCancelled)
-			}
 			// Its keeper's lease is checked only once the claim is older
 			// than a poll interval, by this instance's clock (the claim
 			// time is the server's: skew only makes the check early or
@@ -364,6 +365,20 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	for _, j := range s.order {
 		j.removed = removed[j.name]
 	}
+	if s.cfg.leader != nil {
+		// Leader-only: what Start does for missed firings, a new leader
+		// does when it starts leading.
+		leads := s.cfg.leader.IsLeader()
+		if leads && !s.leading && s.state == stateStarted {
+			now := s.clock.Now()
+			for _, j := range s.order {
+				if f, ok := s.missedAtStart(j, now); ok {
+					s.dispatch(j, f, true)
+				}
+			}
+		}
+		s.leading = leads
+	}
 	s.mu.Unlock()
 	for _, e := range events {
 		s.session.Emit(e)
@@ -378,17 +393,23 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 // lock proves that, and while it is held here keeper cannot take it back
 // and claim more. The work is reassigned in one conditional write, which
 // any start keeper might still attempt loses to, or wins against.
+//
+// In leader-only mode (WithLeaderOnly) leading is enough: claims are made
+// only by leaders, and this instance leads only once the lease of the
+// leader before it lapsed or was released.
 func (s *Scheduler) takeOverFrom(ctx context.Context, keeper string, jobs []string) {
 	if !s.present(ctx) {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
-	t, err := s.session.AcquireLocks(actx, s.presenceID(keeper))
-	if err != nil || len(t.Leases) != 1 {
-		return // alive, or unknown: the next poll looks again
+	if s.cfg.leader == nil {
+		t, err := s.session.AcquireLocks(actx, s.presenceID(keeper))
+		if err != nil || len(t.Leases) != 1 {
+			return // alive, or unknown: the next poll looks again
+		}
+		defer func() { _ = s.session.ReleaseLocks(context.WithoutCancel(ctx), t.Leases...) }()
 	}
-	defer func() { _ = s.session.ReleaseLocks(context.WithoutCancel(ctx), t.Leases...) }()
 	ws, err := s.st.takeOver(actx, jobs, keeper, s.keeper)
 	if err != nil {
 		return

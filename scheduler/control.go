@@ -59,7 +59,7 @@ func PauseJob(ctx context.Context, jobs *mongo.Collection, name string, p Pause)
 				p.Until.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	set := bson.D{{Key: fieldPaused, Value: true}}
+	set := bson.D{{Key: fieldPaused, Value: true}, {Key: fieldSuspended, Value: ReasonPaused}}
 	var unset bson.D
 	if p.Note != "" {
 		set = append(set, bson.E{Key: fieldPauseNote, Value: p.Note})
@@ -96,9 +96,11 @@ func ResumeJob(ctx context.Context, jobs *mongo.Collection, name string) error {
 			{Key: fieldPaused, Value: ""},
 			{Key: fieldPauseNote, Value: ""},
 			{Key: fieldPauseTill, Value: ""},
-			{Key: fieldPausedAt, Value: ""},
 			{Key: fieldRemoved, Value: ""},
 		}},
+		// The pause's start stays: with the resume's time it tells the
+		// claim after it which firings fell while the job was paused.
+		{Key: "$currentDate", Value: bson.D{{Key: fieldResumedAt, Value: true}}},
 		{Key: "$set", Value: bson.D{{Key: fieldFails, Value: 0}}},
 	})
 }
@@ -160,8 +162,9 @@ func RemoveJob(ctx context.Context, jobs *mongo.Collection, name string) error {
 		return err
 	}
 	return updateJob(ctx, controlColl(jobs), "remove", name, bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldRemoved, Value: true}}},
+		{Key: "$set", Value: bson.D{{Key: fieldRemoved, Value: true}, {Key: fieldSuspended, Value: ReasonRemoved}}},
 		{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
 	})
 }
 

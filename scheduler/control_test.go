@@ -117,10 +117,21 @@ func TestControlJob(t *testing.T) {
 		t.Fatalf("after ResumeJob: %+v", r)
 	}
 	d := rawDoc(t, ctx, coll, "j")
-	for _, f := range []string{fieldPaused, fieldPauseNote, fieldPauseTill, fieldPausedAt, fieldRemoved} {
+	for _, f := range []string{fieldPaused, fieldPauseNote, fieldPauseTill, fieldRemoved} {
 		if _, ok := d[f]; ok {
 			t.Errorf("field %s left after ResumeJob: %v", f, d)
 		}
+	}
+	// What the job was, and from when to when, stays: the claim after
+	// the resume records the firings of that time as not run.
+	var doc jobDoc
+	if err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: "j"}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	c := doc.Control
+	if c.Suspended != ReasonRemoved || c.PausedAt.IsZero() || !c.ResumedAt.After(c.PausedAt) ||
+		c.suspendedAt(c.PausedAt) != ReasonRemoved || c.suspendedAt(c.ResumedAt) != "" {
+		t.Errorf("after ResumeJob: control %+v", c)
 	}
 	if made, err := TriggerJob(ctx, coll, "j"); err != nil || !made {
 		t.Fatalf("trigger after ResumeJob: %v, %v", made, err)

@@ -213,6 +213,7 @@ func (s *fakeStore) pauseAfter(_ context.Context, job string, n int) (bool, erro
 		return false, nil
 	}
 	d.Control.Paused, d.Control.PauseNote, d.Control.PauseTill, d.Control.PausedAt = true, pauseNote(n), time.Time{}, s.clock.Now()
+	d.Control.Suspended = ReasonPaused
 	return true, nil
 }
 

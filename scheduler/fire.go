@@ -348,11 +348,11 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		s.mu.Unlock()
 		return ran{end: skip(ReasonStopping, ErrStopped)}
 	}
-	j.cancel = cancelJob
+	j.cancel, j.runWork = cancelJob, w
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		j.cancel = nil
+		j.cancel, j.runWork = nil, nil
 		s.mu.Unlock()
 	}()
 

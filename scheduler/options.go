@@ -141,6 +141,7 @@ type config struct {
 	opTimeout  time.Duration
 	catchUp    CatchUp
 	poll       time.Duration // 0: the Session's renew interval
+	leader     Leader        // nil: per-job locks only
 }
 
 func defaultConfig() config {
@@ -164,6 +165,35 @@ func WithCatchUp(c CatchUp) Option {
 			return err
 		}
 		cfg.catchUp = c
+		return nil
+	}
+}
+
+// Leader tells whether this instance leads an election.
+// *runner.LeaderAwareRunner is one.
+type Leader interface {
+	// IsLeader reports whether this instance leads, with a lease it can
+	// still trust. It must be quick: the Scheduler asks before every claim.
+	IsLeader() bool
+}
+
+// WithLeaderOnly runs every job of the Scheduler on the instance that
+// leads leader's election (a runner.LeaderAwareRunner on the same Session,
+// whose Run the application runs alongside), as gocron's elector mode or
+// River's periodic jobs do. Followers claim nothing. Each firing still
+// goes through its claim, its job's lock and fence, so every guarantee of
+// the package holds across a change of leader: a new leader takes over the
+// claims the previous one left pending (its lease lapsed or was released,
+// or it would not lead), runs the firings missed meanwhile as the catch-up
+// policy says, and a run the previous leader still has going keeps its
+// job's lock until it ends (the overlap policy applies). Default: none
+// (each firing runs on whichever instance claims it).
+func WithLeaderOnly(leader Leader) Option {
+	return func(c *config) error {
+		if leader == nil {
+			return fmt.Errorf("%w: WithLeaderOnly: nil leader", ErrInvalidOption)
+		}
+		c.leader = leader
 		return nil
 	}
 }

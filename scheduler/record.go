@@ -38,7 +38,8 @@ type Run struct {
 	// Triggered: the run was asked for by Trigger; Scheduled is when.
 	Triggered bool
 	// Of a record of firings not run (OutcomeSkipped): the last firing it
-	// covers, how many, and why (one of the Reason constants, and more).
+	// covers, how many (0 when too many to count), and why (one of the
+	// Reason constants).
 	Through time.Time
 	Count   int
 	Reason  string

@@ -50,6 +50,7 @@ type Scheduler struct {
 	// presenceMu, which also serializes taking it.
 	presenceMu sync.Mutex
 	presence   *lock.Lease
+	leading    bool // leader-only: led at the last poll; guarded by mu
 }
 
 type state int
@@ -71,6 +72,7 @@ type job struct {
 	index      int                     // in the queue; -1 when not queued
 	inflight   int                     // firings in progress on this instance
 	cancel     context.CancelCauseFunc // the running job's, nil if none
+	runWork    *work                   // the work of the running job, nil if none
 	removed    bool                    // removed, as the last poll read
 	registered bool                    // its document is known to exist
 }
@@ -261,8 +263,9 @@ func (s *Scheduler) Start() error {
 	s.state = stateStarted
 	// Firings missed while no instance was up, as the catch-up policy
 	// says (a claim of one of them loses if another instance claimed it).
+	// In leader-only mode the poll does it once this instance leads.
 	for _, j := range s.order {
-		if f, ok := s.missedAtStart(j, now); ok {
+		if f, ok := s.missedAtStart(j, now); ok && s.cfg.leader == nil {
 			s.dispatch(j, f, true)
 		}
 	}
@@ -422,6 +425,8 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		limit = 2
 	}
 	switch {
+	case s.cfg.leader != nil && !s.cfg.leader.IsLeader():
+		return lock.Event{}, true // a follower tries nothing
 	case j.removed:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false
 	case j.inflight >= limit:

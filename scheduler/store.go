@@ -94,7 +94,9 @@ const (
 	fieldPaused    = "paused"  // true while paused
 	fieldPauseNote = "pnote"   // the operator's note
 	fieldPauseTill = "puntil"  // paused until then (server time), if set
-	fieldPausedAt  = "pat"     // server time of the pause
+	fieldPausedAt  = "pat"     // server time of the last pause or removal
+	fieldResumedAt = "rat"     // server time of the last resume
+	fieldSuspended = "pwas"    // what the last of them was: ReasonPaused or ReasonRemoved
 	fieldRemoved   = "removed" // true once removed: no instance runs it
 	fieldTrigger   = "trig"    // server time of a trigger not claimed yet
 	fieldFails     = "fails"   // failed firings in a row
@@ -133,15 +135,26 @@ type controlDoc struct {
 	PauseNote string    `bson:"pnote,omitempty"`
 	PauseTill time.Time `bson:"puntil,omitempty"`
 	PausedAt  time.Time `bson:"pat,omitempty"`
+	ResumedAt time.Time `bson:"rat,omitempty"`
+	Suspended string    `bson:"pwas,omitempty"`
 	Removed   bool      `bson:"removed,omitempty"`
 	Trigger   time.Time `bson:"trig,omitempty"`
 	Fails     int       `bson:"fails,omitempty"`
 }
 
-// pausedAt reports whether a job under c does not run firing f: removed,
-// or paused with no end or an end after f.
-func (c *controlDoc) pausedAt(f time.Time) bool {
-	return c.Removed || c.Paused && (c.PauseTill.IsZero() || c.PauseTill.After(f))
+// suspendedAt says why a job under c does not run firing f, if it does
+// not: it is removed, or paused with no end or an end after f, or f fell
+// while it was, before its last resume. Empty if it runs.
+func (c *controlDoc) suspendedAt(f time.Time) string {
+	switch {
+	case c.Removed:
+		return ReasonRemoved
+	case c.Paused && (c.PauseTill.IsZero() || c.PauseTill.After(f)):
+		return ReasonPaused
+	case !c.PausedAt.IsZero() && c.ResumedAt.After(c.PausedAt) && !f.Before(c.PausedAt) && f.Before(c.ResumedAt):
+		return cmp.Or(c.Suspended, ReasonPaused)
+	}
+	return ""
 }
 
 type runDoc struct {
@@ -795,7 +808,8 @@ func (s *mongoStore) pauseAfter(ctx context.Context, job string, n int) (bool, e
 	res, err := s.jobs.UpdateOne(ctx,
 		bson.D{{Key: fieldID, Value: job}, {Key: fieldFails, Value: bson.D{{Key: "$gte", Value: n}}}, {Key: fieldPaused, Value: bson.D{{Key: "$ne", Value: true}}}},
 		bson.D{
-			{Key: "$set", Value: bson.D{{Key: fieldPaused, Value: true}, {Key: fieldPauseNote, Value: pauseNote(n)}}},
+			{Key: "$set", Value: bson.D{{Key: fieldPaused, Value: true}, {Key: fieldPauseNote, Value: pauseNote(n)},
+				{Key: fieldSuspended, Value: ReasonPaused}}},
 			{Key: "$unset", Value: bson.D{{Key: fieldPauseTill, Value: ""}}},
 			{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
 		})

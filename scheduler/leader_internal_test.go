@@ -1,0 +1,176 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mongolock/mongolock/lock"
+)
+
+// flagLeader leads while set.
+type flagLeader struct{ atomic.Bool }
+
+func (l *flagLeader) IsLeader() bool { return l.Load() }
+
+// peer is a second instance on a rig's stores: its own Session (keeper id)
+// and Scheduler, stopped and closed when the test ends.
+type peer struct {
+	s       *Scheduler
+	session *lock.Session
+	obs     *recorder
+}
+
+func newPeer(t *testing.T, r *rig, keeper string, opts ...Option) *peer {
+	t.Helper()
+	p := &peer{obs: newRecorder()}
+	var err error
+	p.session, err = lock.NewSession(r.locks, lock.WithKeeperID(keeper), lock.WithObserver(p.obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.session.Close() })
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.s, err = newScheduler(r.store, p.session, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = p.s.Stop(ctx)
+	})
+	return p
+}
+
+// runsLog records which keeper ran which firing.
+type runsLog struct {
+	mu   sync.Mutex
+	runs []Run
+}
+
+func (l *runsLog) job(ctx context.Context) error {
+	run, _ := RunFromContext(ctx)
+	l.mu.Lock()
+	l.runs = append(l.runs, run)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *runsLog) all() []Run {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.runs)
+}
+
+// TestLeaderOnly: with WithLeaderOnly, only the leader claims and runs
+// firings; followers try none.
+func TestLeaderOnly(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		var leadA, leadB flagLeader
+		leadA.Store(true)
+		r := newRig(t, time.Second, WithLeaderOnly(&leadA))
+		b := newPeer(t, r, "b", WithLeaderOnly(&leadB))
+		var log runsLog
+		for _, s := range []*Scheduler{r.s, b.s} {
+			_ = s.AddJob("j", "@every 1s", log.job)
+			_ = s.AddJob("k", "@every 2s", log.job)
+		}
+		_ = r.s.Start()
+		_ = b.s.Start()
+		time.Sleep(10*time.Second + 500*time.Millisecond)
+		r.stop()
+		runs := log.all()
+		if len(runs) != 10+5 {
+			t.Errorf("%d runs in 10s, want 15", len(runs))
+		}
+		for _, run := range runs {
+			if run.Keeper != "me" {
+				t.Errorf("a follower ran %s@%v", run.Job, run.Scheduled.Sub(epoch))
+			}
+		}
+		if evs := b.obs.all(lock.FiringClaimed, lock.FiringLost, lock.FiringSkipped, lock.RunStarted); len(evs) != 0 {
+			t.Errorf("the follower tried firings: %+v", evs)
+		}
+	})
+}
+
+// TestLeaderOnlyHandover: the leader claims a firing and stalls before its
+// start; leadership passes to another instance, which takes the claim over
+// at its next poll and runs the firing, once: the old leader, when it goes
+// on, does not start it. Firings missed while no instance led run as the
+// catch-up policy says when one starts leading.
+func TestLeaderOnlyHandover(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		var leadA, leadB flagLeader
+		leadA.Store(true)
+		r := newRig(t, time.Second, WithLeaderOnly(&leadA))
+		b := newPeer(t, r, "b", WithLeaderOnly(&leadB))
+		var log runsLog
+		for _, s := range []*Scheduler{r.s, b.s} {
+			_ = s.AddJob("j", "@every 10s", log.job)
+		}
+		stalled, resume := make(chan time.Time, 1), make(chan struct{})
+		r.store.onClaim = func(_ string, f time.Time) {
+			if f.Equal(epoch.Add(10 * time.Second)) {
+				stalled <- f
+				<-resume
+			}
+		}
+		_ = r.s.Start()
+		_ = b.s.Start()
+		f := recv(t, stalled, "the leader's claim")
+		// A loses leadership (its lease lapsed); B leads.
+		leadA.Store(false)
+		leadB.Store(true)
+		taken := b.s.pollInterval()*2 + time.Second
+		time.Sleep(taken)
+		runs := log.all()
+		if len(runs) != 1 || runs[0].Keeper != "b" || !runs[0].Scheduled.Equal(f) {
+			t.Fatalf("runs %+v within %v of the handover, want %v by b", runs, taken, f.Sub(epoch))
+		}
+		if evs := b.obs.all(lock.FiringTakenOver); len(evs) != 1 || evs[0].Leader != "me" || !evs[0].Scheduled.Equal(f) {
+			t.Errorf("takeover events %+v", evs)
+		}
+		close(resume)
+		e := r.next(lock.FiringSkipped)
+		if e.Reason != ReasonTakenOver || !e.Scheduled.Equal(f) {
+			t.Errorf("the old leader's firing ended with %+v, want %q", e, ReasonTakenOver)
+		}
+
+		// No one leads through two firings; then A leads again: the latest
+		// missed one runs (CatchUpLatest, the default), the other is
+		// recorded as missed.
+		time.Sleep(time.Until(epoch.Add(15 * time.Second)))
+		leadB.Store(false)
+		time.Sleep(time.Until(epoch.Add(35 * time.Second)))
+		leadA.Store(true)
+		time.Sleep(2 * time.Second)
+		runs = log.all()
+		if len(runs) != 2 || runs[1].Keeper != "me" || !runs[1].Scheduled.Equal(epoch.Add(30*time.Second)) {
+			t.Fatalf("runs %+v, want the firing at 30s caught up by the new leader", runs)
+		}
+		var missed []time.Duration
+		for _, h := range r.store.runs() {
+			if h.Outcome == OutcomeSkipped && h.Reason == ReasonMissed {
+				for f := h.Scheduled; !f.After(h.Through); f = f.Add(10 * time.Second) {
+					missed = append(missed, f.Sub(epoch))
+				}
+			}
+		}
+		if !slices.Equal(missed, []time.Duration{20 * time.Second}) {
+			t.Errorf("recorded as missed: %v, want [20s]; history %+v", missed, r.store.runs())
+		}
+		r.stop()
+	})
+}
