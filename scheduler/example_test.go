@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
@@ -88,6 +89,60 @@ func ExampleScheduler_Jobs() {
 		fmt.Println()
 	}
 }
+
+// All jobs on the one instance that leads the runner's election, instead
+// of each firing on whichever instance claims it. Every firing still goes
+// through its claim and its job's lock: a new leader takes over what the
+// previous one claimed and did not start.
+func ExampleWithLeaderOnly() {
+	var db *mongo.Database      // as in the package example
+	var session *lock.Session   // as in the package example
+	ctx := context.Background() // the application's
+	leader, err := runner.New(session, "myapp/leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The election runs alongside; its task only waits.
+	go func() {
+		_ = leader.Run(ctx, func(leaderCtx context.Context) error {
+			<-leaderCtx.Done()
+			return nil
+		})
+	}()
+	s, err := scheduler.New(db, session, scheduler.WithLeaderOnly(leader),
+		// Firings missed while no instance led run, up to ten, within the hour.
+		scheduler.WithCatchUp(scheduler.CatchUpAll(time.Hour, 10)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = s.AddJob("sweep", "@every 1m", sweep,
+		scheduler.JobRetries(3, lock.Backoff{First: time.Second, Max: 10 * time.Second}),
+		scheduler.JobOverlap(scheduler.OverlapWait))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = s.Start()
+}
+
+// Operators pause, resume, trigger and remove jobs from any instance or
+// tool (and `mongolock jobs pause NAME`): every instance obeys by the job's
+// next firing, and the state survives restarts.
+func ExamplePauseJob() {
+	var db *mongo.Database // as in the package example
+	jobs := db.Collection(scheduler.DefaultJobsCollection)
+	ctx := context.Background()
+	err := scheduler.PauseJob(ctx, jobs, "nightly-report",
+		scheduler.Pause{Note: "warehouse migration", Until: time.Now().Add(6 * time.Hour)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// One run now, through the same claim and lock as a firing, paused or not.
+	if _, err := scheduler.TriggerJob(ctx, jobs, "nightly-report"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+var _ scheduler.Leader = (*runner.LeaderAwareRunner)(nil)
 
 func buildReport(context.Context, time.Time, uint64) error { return nil }
 
