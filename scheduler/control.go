@@ -95,10 +95,9 @@ func ResumeJob(ctx context.Context, jobs *mongo.Collection, name string) error {
 		{Key: "$unset", Value: bson.D{
 			{Key: fieldPaused, Value: ""},
 			{Key: fieldPauseNote, Value: ""},
-			{Key: fieldPauseTill, Value: ""},
 			{Key: fieldRemoved, Value: ""},
 		}},
-		// The pause's start stays: with the resume's time it tells the
+		// The pause's start and end stay: with the resume's time it tells the
 		// claim after it which firings fell while the job was paused.
 		{Key: "$currentDate", Value: bson.D{{Key: fieldResumedAt, Value: true}}},
 		{Key: "$set", Value: bson.D{{Key: fieldFails, Value: 0}}},

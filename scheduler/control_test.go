@@ -117,7 +117,7 @@ func TestControlJob(t *testing.T) {
 		t.Fatalf("after ResumeJob: %+v", r)
 	}
 	d := rawDoc(t, ctx, coll, "j")
-	for _, f := range []string{fieldPaused, fieldPauseNote, fieldPauseTill, fieldRemoved} {
+	for _, f := range []string{fieldPaused, fieldPauseNote, fieldRemoved} {
 		if _, ok := d[f]; ok {
 			t.Errorf("field %s left after ResumeJob: %v", f, d)
 		}

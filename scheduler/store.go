@@ -151,7 +151,8 @@ func (c *controlDoc) suspendedAt(f time.Time) string {
 		return ReasonRemoved
 	case c.Paused && (c.PauseTill.IsZero() || c.PauseTill.After(f)):
 		return ReasonPaused
-	case !c.PausedAt.IsZero() && c.ResumedAt.After(c.PausedAt) && !f.Before(c.PausedAt) && f.Before(c.ResumedAt):
+	case !c.PausedAt.IsZero() && c.ResumedAt.After(c.PausedAt) && !f.Before(c.PausedAt) && f.Before(c.ResumedAt) &&
+		(c.Suspended == ReasonRemoved || c.PauseTill.IsZero() || c.PauseTill.After(f)):
 		return cmp.Or(c.Suspended, ReasonPaused)
 	}
 	return ""

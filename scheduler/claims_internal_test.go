@@ -1,0 +1,1427 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
+)
+
+// The tests of claims.go: catch-up, pause, remove, trigger, retries,
+// overlap and takeover, on the fake store in a synctest bubble. Clocks
+// are shared in the bubble, so there is no skew here: the tests against
+// a server (integration) cover it.
+
+// twin is one instance of a cluster of Schedulers that share a fake store
+// and a lock store, each with its own Session and keeper id.
+type twin struct {
+	keeper  string
+	s       *Scheduler
+	session *lock.Session
+	obs     *recorder
+	st      *twinStore
+}
+
+// twinStore is a twin's view of the shared fakeStore, with hooks of its
+// own around claims.
+type twinStore struct {
+	*fakeStore
+	hooks sync.Mutex
+	// beforeClaim, if set, is called before each claim (it may sleep: a
+	// slower instance); afterClaim after each claim won (it may block: an
+	// instance stalled between its claim and its start).
+	beforeClaim func(job string, f time.Time)
+	afterClaim  func(job string, f time.Time)
+}
+
+func (s *twinStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string, catchUp bool) (*work, error) {
+	s.hooks.Lock()
+	before, after := s.beforeClaim, s.afterClaim
+	s.hooks.Unlock()
+	if before != nil {
+		before(job, f)
+	}
+	w, err := s.fakeStore.claim(ctx, job, spec, f, keeper, catchUp)
+	if w != nil && after != nil {
+		after(job, f)
+	}
+	return w, err
+}
+
+// claimTrigger has claim's hooks, f the trigger's time.
+func (s *twinStore) claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error) {
+	s.hooks.Lock()
+	before, after := s.beforeClaim, s.afterClaim
+	s.hooks.Unlock()
+	if before != nil {
+		before(job, t)
+	}
+	w, err := s.fakeStore.claimTrigger(ctx, job, t, keeper)
+	if w != nil && after != nil {
+		after(job, t)
+	}
+	return w, err
+}
+
+// newTwin makes an instance on locks and store, keeper id keeper, at the
+// start of the current synctest bubble. It is stopped, and its Session
+// closed, when the test ends.
+func newTwin(t *testing.T, locks *locktest.Store, store *fakeStore, keeper string, opts ...Option) *twin {
+	t.Helper()
+	tw := &twin{keeper: keeper, obs: newRecorder(), st: &twinStore{fakeStore: store}}
+	var err error
+	tw.session, err = lock.NewSession(locks, lock.WithKeeperID(keeper), lock.WithObserver(tw.obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tw.session.Close() })
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tw.s, err = newScheduler(tw.st, tw.session, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = tw.s.Stop(ctx)
+	})
+	return tw
+}
+
+// slowClaims makes tw claim a moment (1ms) after the others when lose
+// says so: those claims lose to the other instances'.
+func (tw *twin) slowClaims(lose func(f time.Time) bool) {
+	tw.st.hooks.Lock()
+	defer tw.st.hooks.Unlock()
+	tw.st.beforeClaim = func(_ string, f time.Time) {
+		if lose(f) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// next waits, letting time pass, for tw's next event of one of kinds.
+func (tw *twin) next(t *testing.T, kinds ...lock.EventKind) lock.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Minute)
+	for {
+		select {
+		case e := <-tw.obs.c:
+			if slices.Contains(kinds, e.Kind) {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("%s: no %v event within 10 minutes", tw.keeper, kinds)
+		}
+	}
+}
+
+// events returns tw's events of kind for job j's firing f.
+func (tw *twin) events(kind lock.EventKind, f time.Time) []lock.Event {
+	var out []lock.Event
+	for _, e := range tw.obs.all(kind) {
+		if e.Scheduled.Equal(f) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ranRun is a call of a job, as the job saw it.
+type ranRun struct {
+	Run
+	began, ended time.Time
+	cause        error // of the job's context, if it ended so
+}
+
+// runLog records every call of the jobs it wraps, whichever instance
+// makes it, and whether two ever overlapped.
+type runLog struct {
+	mu      sync.Mutex
+	runs    []ranRun
+	active  int
+	overlap []string
+	c       chan Run // each call's Run, as it begins
+}
+
+func newRunLog() *runLog { return &runLog{c: make(chan Run, 1000)} }
+
+// job returns a job that runs body, and records the call.
+func (l *runLog) job(body func(ctx context.Context, r Run) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		r, _ := RunFromContext(ctx)
+		l.mu.Lock()
+		l.active++
+		if l.active > 1 {
+			l.overlap = append(l.overlap, fmt.Sprintf("%s's run of %v began while another ran", r.Keeper, r.Scheduled.Sub(epoch)))
+		}
+		i := len(l.runs)
+		l.runs = append(l.runs, ranRun{Run: r, began: time.Now()})
+		l.mu.Unlock()
+		l.c <- r
+		var err error
+		if body != nil {
+			err = body(ctx, r)
+		}
+		l.mu.Lock()
+		l.active--
+		l.runs[i].ended = time.Now()
+		l.runs[i].cause = context.Cause(ctx)
+		l.mu.Unlock()
+		return err
+	}
+}
+
+func (l *runLog) all() []ranRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.runs)
+}
+
+// scheduled returns the firings of the calls so far, as offsets from the
+// epoch, "T" marking a triggered run.
+func (l *runLog) scheduled() []string {
+	var out []string
+	for _, r := range l.all() {
+		s := r.Scheduled.Sub(epoch).String()
+		if r.Triggered {
+			s = "T" + s
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkNoOverlap fails t if two calls ever ran at once.
+func (l *runLog) checkNoOverlap(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.overlap) > 0 {
+		t.Errorf("runs overlapped: %v", l.overlap)
+	}
+}
+
+// hist describes a history record for comparisons: "ran 10s", "ran 10s
+// #2 failed", "skipped 10s..30s x3: <reason>".
+func hist(r Run) string {
+	off := func(t time.Time) string { return t.Sub(epoch).String() }
+	if r.Outcome == OutcomeSkipped {
+		return fmt.Sprintf("skipped %s..%s x%d: %s", off(r.Scheduled), off(r.Through), r.Count, r.Reason)
+	}
+	s := "ran " + off(r.Scheduled)
+	if r.Triggered {
+		s = "ran T" + off(r.Scheduled)
+	}
+	if r.Attempt > 1 {
+		s += fmt.Sprintf(" #%d", r.Attempt)
+	}
+	if r.Outcome != OutcomeSucceeded {
+		s += " " + string(r.Outcome)
+	}
+	return s
+}
+
+func hists(runs []Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = hist(r)
+	}
+	return out
+}
+
+// sleepUntil lets the bubble's time pass until at.
+func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
+
+// docOf returns a copy of job's document in s.
+func (s *fakeStore) docOf(job string) jobDoc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.docs[job]; d != nil {
+		return *d
+	}
+	return jobDoc{}
+}
+
+// TestCatchUpAfterOutage: the job last ran at F0; every instance was down
+// for the five firings after it; then one instance starts, 3s after the
+// last of them. Each catch-up policy runs exactly the missed firings it
+// promises, each once, oldest first, and records the others as not run,
+// merged, with why; the next firing runs as usual. A job never claimed
+// before has missed nothing.
+func TestCatchUpAfterOutage(t *testing.T) {
+	const period = 10 * time.Second
+	// f(0) ran; f(1)..f(5) were missed, f(5) at the epoch; f(6) is the
+	// first firing after the start.
+	f := func(i int) time.Time { return epoch.Add(time.Duration(i-5) * period) }
+	off := func(i int) string { return f(i).Sub(epoch).String() }
+	ran := func(i int) string { return "ran " + off(i) }
+	skipped := func(from, through int, reason string) string {
+		return fmt.Sprintf("skipped %s..%s x%d: %s", off(from), off(through), through-from+1, reason)
+	}
+	startAt := epoch.Add(3 * time.Second)
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		jopts   []JobOption
+		seed    string // "ran": claimed and ran at F0; "registered": a document, never claimed; "": none
+		atStart []int  // the firings run at Start, in order
+		hist    []string
+	}{
+		{"skip", []Option{WithCatchUp(CatchUpSkip(time.Hour))}, nil, "ran", nil,
+			[]string{skipped(1, 5, ReasonMissed), ran(6)}},
+		{"latest, the default", nil, nil, "ran", []int{5},
+			[]string{skipped(1, 4, ReasonMissed), ran(5), ran(6)}},
+		{"all", []Option{WithCatchUp(CatchUpAll(time.Hour, 10))}, nil, "ran", []int{1, 2, 3, 4, 5},
+			[]string{ran(1), ran(2), ran(3), ran(4), ran(5), ran(6)}},
+		{"all, exactly as many as missed", []Option{WithCatchUp(CatchUpAll(time.Hour, 5))}, nil, "ran", []int{1, 2, 3, 4, 5},
+			[]string{ran(1), ran(2), ran(3), ran(4), ran(5), ran(6)}},
+		{"the newest two", []Option{WithCatchUp(CatchUpAll(time.Hour, 2))}, nil, "ran", []int{4, 5},
+			[]string{skipped(1, 3, ReasonMissed), ran(4), ran(5), ran(6)}},
+		{"the job's policy over the scheduler's", []Option{WithCatchUp(CatchUpSkip(time.Hour))},
+			[]JobOption{JobCatchUp(CatchUpAll(time.Hour, 2))}, "ran", []int{4, 5},
+			[]string{skipped(1, 3, ReasonMissed), ran(4), ran(5), ran(6)}},
+		// At the start (3s), f(1) is 43s old and f(2) 33s: out of a 25s
+		// window; f(3), 23s old, is in it.
+		{"window", []Option{WithCatchUp(CatchUpAll(25*time.Second, 10))}, nil, "ran", []int{3, 4, 5},
+			[]string{skipped(1, 2, ReasonWindow), ran(3), ran(4), ran(5), ran(6)}},
+		// The latest missed firing is 3s old at the start: out of a 2s
+		// window, so Start claims nothing, and the next claim records
+		// them all.
+		{"window passed for the latest", []Option{WithCatchUp(CatchUpLatest(2 * time.Second))}, nil, "ran", nil,
+			[]string{skipped(1, 5, ReasonWindow), ran(6)}},
+		{"never claimed: registered", []Option{WithCatchUp(CatchUpAll(time.Hour, 10))}, nil, "registered", nil,
+			[]string{ran(6)}},
+		{"never claimed: no document", nil, nil, "", nil, []string{ran(6)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second, tc.opts...)
+				switch tc.seed {
+				case "ran":
+					d := r.store.doc("j")
+					d.Last, d.Done, d.By, d.At = f(0), f(0), "gone", f(0)
+					d.Run = runDoc{Keeper: "gone", Scheduled: f(0), Start: f(0), End: f(0), Outcome: string(OutcomeSucceeded)}
+				case "registered":
+					r.store.doc("j")
+				}
+				log := newRunLog()
+				if err := r.s.AddJob("j", "@every 10s", log.job(nil), tc.jopts...); err != nil {
+					t.Fatal(err)
+				}
+				sleepUntil(startAt)
+				if err := r.s.Start(); err != nil {
+					t.Fatal(err)
+				}
+				r.idle()
+				var want []string
+				for _, i := range tc.atStart {
+					want = append(want, off(i))
+				}
+				if got := log.scheduled(); !slices.Equal(got, want) {
+					t.Fatalf("ran %v at the start, want %v", got, want)
+				}
+				for _, run := range log.all() {
+					if !run.began.Equal(startAt) {
+						t.Errorf("missed firing %v ran at %v, want at the start", run.Scheduled.Sub(epoch), run.began.Sub(epoch))
+					}
+				}
+				if lost := r.obs.all(lock.FiringLost); len(lost) > 0 {
+					t.Errorf("catch-up claims reported lost: %+v", lost)
+				}
+				sleepUntil(f(6).Add(time.Second))
+				r.idle()
+				if got, want := log.scheduled(), append(want, off(6)); !slices.Equal(got, want) {
+					t.Fatalf("ran %v, want %v", got, want)
+				}
+				if runs := log.all(); !runs[len(runs)-1].began.Equal(f(6)) {
+					t.Errorf("the next firing ran at %v, want on time", runs[len(runs)-1].began.Sub(epoch))
+				}
+				runs := r.store.runs()
+				if got := hists(runs); !slices.Equal(got, tc.hist) {
+					t.Fatalf("history\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.hist, "\n"))
+				}
+				// Each record of firings not run has its event, and only
+				// those firings are reported skipped.
+				var wantSkips []string
+				for _, run := range runs {
+					if run.Outcome == OutcomeSkipped {
+						wantSkips = append(wantSkips, run.Scheduled.Sub(epoch).String()+" "+run.Reason)
+					}
+				}
+				var gotSkips []string
+				for _, e := range r.obs.all(lock.FiringSkipped) {
+					reason, _, _ := strings.Cut(e.Reason, ":")
+					gotSkips = append(gotSkips, e.Scheduled.Sub(epoch).String()+" "+reason)
+				}
+				for i := range wantSkips {
+					wantSkips[i], _, _ = strings.Cut(wantSkips[i], ":")
+				}
+				if !slices.Equal(gotSkips, wantSkips) {
+					t.Errorf("skipped events %v, want %v", gotSkips, wantSkips)
+				}
+				if d := r.store.docOf("j"); !d.Last.Equal(f(6)) || !d.Done.Equal(f(6)) || d.Pending {
+					t.Errorf("document: last %v done %v pending %v, want all settled at %v",
+						d.Last.Sub(epoch), d.Done.Sub(epoch), d.Pending, f(6).Sub(epoch))
+				}
+				r.stop()
+			})
+		})
+	}
+}
+
+// TestCatchUpAfterLongOutage: after an outage of more firings than plan
+// looks at one by one (maxEnumerated), every missed firing is still in a
+// record of firings not run, from the first after the last settled one
+// to the one before the firing that runs, without gaps or overlaps, with
+// the right reason: older than the window, or missed.
+func TestCatchUpAfterLongOutage(t *testing.T) {
+	for _, window := range []time.Duration{DefaultCatchUpWindow, 3 * DefaultCatchUpWindow} {
+		t.Run(window.String(), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second, WithCatchUp(CatchUpLatest(window)))
+				const period = time.Second
+				f0 := epoch.Add(-2 * DefaultCatchUpWindow) // 172 800 firings ago
+				d := r.store.doc("j")
+				d.Last, d.Done, d.By, d.At = f0, f0, "gone", f0
+				log := newRunLog()
+				_ = r.s.AddJob("j", "@every 1s", log.job(nil))
+				time.Sleep(500 * time.Millisecond)
+				now := time.Now()
+				_ = r.s.Start()
+				r.idle()
+				if got := log.scheduled(); !slices.Equal(got, []string{"0s"}) {
+					t.Fatalf("ran %v at the start, want the latest missed firing", got)
+				}
+				var skipped []Run
+				for _, run := range r.store.runs() {
+					if run.Outcome == OutcomeSkipped {
+						skipped = append(skipped, run)
+					}
+				}
+				next := f0.Add(period) // the first firing no record covers yet
+				for _, run := range skipped {
+					if !run.Scheduled.Equal(next) || run.Through.Before(run.Scheduled) {
+						t.Errorf("record %s: want one from %v", hist(run), next.Sub(epoch))
+					}
+					old := now.Sub(run.Through) > window
+					if old != (run.Reason == ReasonWindow) || !old && run.Reason != ReasonMissed {
+						t.Errorf("record %s: reason for firings %v old", hist(run), now.Sub(run.Through))
+					}
+					if run.Count != 0 && run.Count != int(run.Through.Sub(run.Scheduled)/period)+1 {
+						t.Errorf("record %s: count %d", hist(run), run.Count)
+					}
+					next = run.Through.Add(period)
+				}
+				if !next.Equal(epoch) {
+					t.Errorf("records cover the firings up to %v, want up to the latest (0s)", next.Sub(epoch))
+				}
+				r.stop()
+			})
+		})
+	}
+}
+
+// TestPauseSkipsFirings: while paused, each firing is claimed and recorded
+// as not run (ReasonPaused) and the job is not called; once resumed it
+// runs again from its next firing, without catching up the paused ones.
+// A pause with an end runs again from the first firing at or after it; a
+// pause whose end has passed pauses nothing.
+func TestPauseSkipsFirings(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
+		fakePause(r.store, "j", time.Time{}, "maintenance")
+		_ = r.s.Start()
+
+		sleepUntil(at(25))
+		r.idle()
+		if got := log.scheduled(); len(got) != 0 {
+			t.Fatalf("ran %v while paused", got)
+		}
+		if c := r.store.lastClaim("j"); !c.Equal(at(20)) {
+			t.Errorf("last claim %v, want the paused firings claimed", c.Sub(epoch))
+		}
+		if n := len(r.obs.all(lock.FiringClaimed)); n != 2 {
+			t.Errorf("%d claims, want 2", n)
+		}
+		for _, s := range []int{10, 20} {
+			if e := (&twin{obs: r.obs}).events(lock.FiringSkipped, at(s)); len(e) != 1 || e[0].Reason != ReasonPaused {
+				t.Errorf("firing %ds: skipped events %+v, want one: %s", s, e, ReasonPaused)
+			}
+		}
+
+		fakeResume(r.store, "j")
+		sleepUntil(at(35))
+		r.idle()
+		// Paused until 50s: 40s is not run, 50s is.
+		fakePause(r.store, "j", at(50), "")
+		sleepUntil(at(55))
+		r.idle()
+		// Paused until 52s, which has passed: 60s runs.
+		fakePause(r.store, "j", at(52), "")
+		sleepUntil(at(65))
+		r.idle()
+
+		if got, want := log.scheduled(), []string{"30s", "50s", "1m0s"}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v", got, want)
+		}
+		want := []string{
+			"skipped 10s..10s x1: " + ReasonPaused,
+			"skipped 20s..20s x1: " + ReasonPaused,
+			"ran 30s",
+			"skipped 40s..40s x1: " + ReasonPaused,
+			"ran 50s",
+			"ran 1m0s",
+		}
+		if got := hists(r.store.runs()); !slices.Equal(got, want) {
+			t.Fatalf("history\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		r.stop()
+	})
+}
+
+// TestRemovedJob: a firing of a removed job claimed before any poll saw
+// the removal is recorded as not run (ReasonRemoved); once a poll saw it,
+// firings are skipped here without a claim; once the removal is undone
+// and a poll saw it, the job runs again.
+func TestRemovedJob(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		// Polls only when the test asks for one (and at the start).
+		r := newRig(t, time.Second, WithPollInterval(time.Hour))
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		poll := func() {
+			r.s.pollSoon()
+			synctest.Wait()
+		}
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
+		_ = r.s.Start()
+		synctest.Wait()
+		sleepUntil(at(5))
+		fakeRemove(r.store, "j")
+
+		sleepUntil(at(15))
+		r.idle()
+		if c := r.store.lastClaim("j"); !c.Equal(at(10)) {
+			t.Fatalf("last claim %v, want 10s: no poll saw the removal", c.Sub(epoch))
+		}
+		if got, want := hists(r.store.runs()), []string{"skipped 10s..10s x1: " + ReasonRemoved}; !slices.Equal(got, want) {
+			t.Fatalf("history %q, want %q", got, want)
+		}
+
+		poll()
+		sleepUntil(at(25))
+		r.idle()
+		if c := r.store.lastClaim("j"); !c.Equal(at(10)) {
+			t.Errorf("last claim %v: a firing of a job known removed was claimed", c.Sub(epoch))
+		}
+		tw := &twin{obs: r.obs}
+		if e := tw.events(lock.FiringSkipped, at(20)); len(e) != 1 || e[0].Reason != ReasonRemoved {
+			t.Errorf("firing 20s: skipped events %+v, want one: %s", e, ReasonRemoved)
+		}
+		if e := tw.events(lock.FiringClaimed, at(20)); len(e) != 0 {
+			t.Errorf("firing 20s claimed: %+v", e)
+		}
+
+		fakeResume(r.store, "j")
+		poll()
+		sleepUntil(at(35))
+		r.idle()
+		if got, want := log.scheduled(), []string{"30s"}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v", got, want)
+		}
+		runs := r.store.runs()
+		if len(runs) != 3 || hist(runs[0]) != "skipped 10s..10s x1: "+ReasonRemoved ||
+			runs[1].Outcome != OutcomeSkipped || !runs[1].Scheduled.Equal(at(20)) || runs[1].Count != 1 ||
+			hist(runs[2]) != "ran 30s" {
+			t.Fatalf("history %q", hists(runs))
+		}
+		r.stop()
+	})
+}
+
+// TestResumeAfterRemoveRunsNoFiringOfTheRemoval: firings that fell while
+// the job was removed (skipped here without a claim) are not run once it
+// is resumed (ResumeJob: "Firings skipped meanwhile are not run again"),
+// whatever the catch-up policy, and are recorded as not run because the
+// job was removed.
+func TestResumeAfterRemoveRunsNoFiringOfTheRemoval(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second, WithPollInterval(time.Hour), WithCatchUp(CatchUpAll(time.Hour, 10)))
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		poll := func() {
+			r.s.pollSoon()
+			synctest.Wait()
+		}
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
+		_ = r.s.Start()
+		sleepUntil(at(15))
+		r.idle()
+		fakeRemove(r.store, "j")
+		poll()
+		sleepUntil(at(45)) // 20s, 30s and 40s fall while removed
+		r.idle()
+		fakeResume(r.store, "j")
+		poll()
+		sleepUntil(at(55))
+		r.idle()
+		if got, want := log.scheduled(), []string{"10s", "50s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v: firings of the removal ran after the resume", got, want)
+		}
+		// 20s, 30s and 40s are recorded as not run because the job was
+		// removed: in one record or several.
+		removed := notRunAs(r.store.runs(), ReasonRemoved, 10*time.Second)
+		if want := []string{"20s", "30s", "40s"}; !slices.Equal(removed, want) {
+			t.Errorf("recorded as removed %v, want %v; history %q", removed, want, hists(r.store.runs()))
+		}
+		r.stop()
+	})
+}
+
+// notRunAs returns the firings (offsets from the epoch) that runs record
+// as not run for reason, one by one, for a job firing every period.
+func notRunAs(runs []Run, reason string, period time.Duration) []string {
+	var out []string
+	for _, run := range runs {
+		if run.Outcome == OutcomeSkipped && run.Reason == reason {
+			for f := run.Scheduled; !f.After(run.Through); f = f.Add(period) {
+				out = append(out, f.Sub(epoch).String())
+			}
+		}
+	}
+	return out
+}
+
+// TestResumeAfterPauseRunsNoFiringOfThePause: firings that fell while the
+// job was paused are not run once it is resumed, whatever the catch-up
+// policy, even those no instance claimed during the pause (here the only
+// instance was busy with a long run, and skipped them without a claim);
+// they are recorded as not run because the job was paused.
+func TestResumeAfterPauseRunsNoFiringOfThePause(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10)))
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 10s", log.job(func(_ context.Context, run Run) error {
+			if run.Scheduled.Equal(at(10)) {
+				time.Sleep(25 * time.Second) // until 35s: 20s and 30s find it busy
+			}
+			return nil
+		}))
+		_ = r.s.Start()
+		sleepUntil(at(15))
+		fakePause(r.store, "j", time.Time{}, "")
+		sleepUntil(at(37))
+		fakeResume(r.store, "j")
+		sleepUntil(at(45))
+		r.idle()
+		if got, want := log.scheduled(), []string{"10s", "40s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v: firings of the pause ran after the resume", got, want)
+		}
+		if got, want := notRunAs(r.store.runs(), ReasonPaused, 10*time.Second), []string{"20s", "30s"}; !slices.Equal(got, want) {
+			t.Errorf("recorded as paused %v, want %v; history %q", got, want, hists(r.store.runs()))
+		}
+		r.stop()
+	})
+}
+
+// TestResumeAfterPauseEnded: a pause with an end pauses the firings
+// before the end only, whether or not the job is resumed after the end:
+// here the firings after the end fell while the only instance was busy
+// (not claimed), and the catch-up policy runs them once it is free.
+func TestResumeAfterPauseEnded(t *testing.T) {
+	for _, resumed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resumed %v", resumed), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10)))
+				at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+				log := newRunLog()
+				_ = r.s.AddJob("j", "@every 10s", log.job(func(_ context.Context, run Run) error {
+					if run.Scheduled.Equal(at(10)) {
+						time.Sleep(25 * time.Second) // until 35s: 20s and 30s find it busy
+					}
+					return nil
+				}))
+				_ = r.s.Start()
+				sleepUntil(at(15))
+				fakePause(r.store, "j", at(18), "")
+				sleepUntil(at(37))
+				if resumed {
+					fakeResume(r.store, "j")
+				}
+				sleepUntil(at(45))
+				r.idle()
+				if got, want := log.scheduled(), []string{"10s", "20s", "30s", "40s"}; !slices.Equal(got, want) {
+					t.Errorf("ran %v, want %v; history %q", got, want, hists(r.store.runs()))
+				}
+				r.stop()
+			})
+		})
+	}
+}
+
+// The writes of PauseJob, ResumeJob and RemoveJob (control.go), on the
+// fake store: the fields they set, as they set them.
+
+func fakePause(s *fakeStore, job string, till time.Time, note string) {
+	now := s.clock.Now()
+	s.control(job, func(c *controlDoc) {
+		c.Paused, c.Suspended, c.PauseTill, c.PauseNote, c.PausedAt = true, ReasonPaused, till, note, now
+	})
+}
+
+func fakeResume(s *fakeStore, job string) {
+	now := s.clock.Now()
+	s.control(job, func(c *controlDoc) {
+		c.Paused, c.PauseNote, c.Removed, c.ResumedAt, c.Fails = false, "", false, now, 0
+	})
+}
+
+func fakeRemove(s *fakeStore, job string) {
+	now := s.clock.Now()
+	s.control(job, func(c *controlDoc) {
+		c.Removed, c.Suspended, c.Trigger, c.PausedAt = true, ReasonRemoved, time.Time{}, now
+	})
+}
+
+// TestTrigger: a trigger runs the job once, within a poll interval,
+// through a claim (the request is cleared), as a triggered run scheduled
+// at the trigger's time; paused or not. Two instances polling the same
+// document run each trigger once between them.
+func TestTrigger(t *testing.T) {
+	t.Run("one instance", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, time.Second) // polls every 333ms
+			log := newRunLog()
+			_ = r.s.AddJob("j", "@every 1h", log.job(nil))
+			_ = r.s.Start()
+			time.Sleep(5 * time.Second)
+			trig := time.Now()
+			r.store.control("j", func(c *controlDoc) { c.Trigger = trig })
+			run := recv(t, log.c, "the triggered run")
+			if !run.Triggered || !run.Scheduled.Equal(trig) || run.Keeper != "me" || run.Fence == 0 {
+				t.Fatalf("ran %+v, want the run triggered at %v", run, trig.Sub(epoch))
+			}
+			if d, poll := time.Since(trig), r.s.pollInterval(); d > poll {
+				t.Errorf("triggered run began %v after the trigger, more than a poll interval (%v)", d, poll)
+			}
+			r.idle()
+			d := r.store.docOf("j")
+			if !d.Control.Trigger.IsZero() || !d.PTrig.IsZero() || d.Pending {
+				t.Errorf("document after the run: trigger %v, pending trigger %v, pending %v", d.Control.Trigger, d.PTrig, d.Pending)
+			}
+			if got, want := hists(r.store.runs()), []string{"ran T5s"}; !slices.Equal(got, want) {
+				t.Errorf("history %q, want %q", got, want)
+			}
+			if e := r.obs.all(lock.FiringClaimed); len(e) != 1 || e[0].Reason != "triggered" || !e[0].Scheduled.Equal(trig) {
+				t.Errorf("claims %+v, want the trigger's", e)
+			}
+			time.Sleep(5 * time.Second)
+			if got := log.scheduled(); len(got) != 1 {
+				t.Errorf("ran %v, want the trigger once", got)
+			}
+			r.stop()
+		})
+	})
+	t.Run("paused", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, time.Second)
+			log := newRunLog()
+			_ = r.s.AddJob("j", "@every 10s", log.job(nil))
+			fakePause(r.store, "j", time.Time{}, "")
+			_ = r.s.Start()
+			time.Sleep(12 * time.Second)
+			trig := time.Now()
+			r.store.control("j", func(c *controlDoc) { c.Trigger = trig })
+			sleepUntil(epoch.Add(25 * time.Second))
+			r.idle()
+			if got, want := log.scheduled(), []string{"T12s"}; !slices.Equal(got, want) {
+				t.Fatalf("ran %v, want %v", got, want)
+			}
+			want := []string{"skipped 10s..10s x1: " + ReasonPaused, "ran T12s", "skipped 20s..20s x1: " + ReasonPaused}
+			if got := hists(r.store.runs()); !slices.Equal(got, want) {
+				t.Fatalf("history %q, want %q", got, want)
+			}
+			r.stop()
+		})
+	})
+	t.Run("two instances", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			locks := locktest.New(locktest.WithTTL(time.Second))
+			store := newFakeStore(locks.Clock())
+			log := newRunLog()
+			a, b := newTwin(t, locks, store, "a"), newTwin(t, locks, store, "b")
+			for _, tw := range []*twin{a, b} {
+				_ = tw.s.AddJob("j", "@every 1h", log.job(nil))
+				_ = tw.s.Start()
+			}
+			var trigs []time.Time
+			for i := range 6 {
+				time.Sleep(5*time.Second + time.Duration(i)*111*time.Millisecond) // at every phase of the polls
+				trig := time.Now()
+				trigs = append(trigs, trig)
+				store.control("j", func(c *controlDoc) { c.Trigger = trig })
+				run := recv(t, log.c, "a triggered run")
+				if !run.Triggered || !run.Scheduled.Equal(trig) {
+					t.Fatalf("ran %+v, want the run triggered at %v", run, trig.Sub(epoch))
+				}
+			}
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			runs := log.all()
+			if len(runs) != len(trigs) {
+				t.Fatalf("%d runs of %d triggers: %v", len(runs), len(trigs), log.scheduled())
+			}
+			claims := len(a.obs.all(lock.FiringClaimed)) + len(b.obs.all(lock.FiringClaimed))
+			if claims != len(trigs) {
+				t.Errorf("%d trigger claims won, want %d", claims, len(trigs))
+			}
+			log.checkNoOverlap(t)
+		})
+	})
+}
+
+// TestRetries: a failed run is tried again, under the same lease and
+// fence, up to the job's retries, each attempt recorded in the history
+// and reported (RunRetrying); an attempt that could not start before the
+// job's next firing is not made.
+func TestRetries(t *testing.T) {
+	t.Run("fails twice then succeeds", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, time.Second)
+			log := newRunLog()
+			calls := 0
+			_ = r.s.AddJob("j", "@every 10s", log.job(func(context.Context, Run) error {
+				if calls++; calls <= 2 {
+					return errBoom
+				}
+				return nil
+			}), JobRetries(2, lock.Backoff{First: 100 * time.Millisecond, Max: 100 * time.Millisecond}))
+			_ = r.s.Start()
+			f := epoch.Add(10 * time.Second)
+			e := r.end()
+			if e.Kind != lock.RunEnded || e.Outcome != string(OutcomeSucceeded) || e.Attempt != 3 || !e.Scheduled.Equal(f) {
+				t.Fatalf("firing ended with %+v, want succeeded at attempt 3", e)
+			}
+			r.idle()
+			runs := log.all()
+			if len(runs) != 3 {
+				t.Fatalf("%d calls, want 3", len(runs))
+			}
+			for i, run := range runs {
+				if !run.Scheduled.Equal(f) || run.Attempt != i+1 || run.Fence != runs[0].Fence || run.Fence == 0 {
+					t.Errorf("call %d: %+v, want attempt %d of %v under fence %d", i+1, run.Run, i+1, f.Sub(epoch), runs[0].Fence)
+				}
+				if i > 0 {
+					if gap := run.began.Sub(runs[i-1].ended); gap < 80*time.Millisecond || gap > 100*time.Millisecond {
+						t.Errorf("attempt %d began %v after the last, want the backoff (80-100ms)", i+1, gap)
+					}
+				}
+			}
+			want := []string{"ran 10s failed", "ran 10s #2 failed", "ran 10s #3"}
+			h := r.store.runs()
+			if got := hists(h); !slices.Equal(got, want) {
+				t.Fatalf("history %q, want %q", got, want)
+			}
+			for _, run := range h {
+				if run.Fence != runs[0].Fence || run.Keeper != "me" {
+					t.Errorf("history record %+v, want fence %d", run, runs[0].Fence)
+				}
+			}
+			retrying := r.obs.all(lock.RunRetrying)
+			if len(retrying) != 2 {
+				t.Fatalf("retrying events %+v, want 2", retrying)
+			}
+			for i, e := range retrying {
+				if e.Attempt != i+1 || !errors.Is(e.Err, errBoom) || e.Fence != runs[0].Fence || e.Took < 80*time.Millisecond || e.Took > 100*time.Millisecond {
+					t.Errorf("retrying event %d: %+v", i+1, e)
+				}
+			}
+			if d := r.store.docOf("j"); d.Run.Outcome != string(OutcomeSucceeded) || d.Run.Attempt != 3 || d.Control.Fails != 0 {
+				t.Errorf("last run %+v, fails %d", d.Run, d.Control.Fails)
+			}
+			r.stop()
+		})
+	})
+	t.Run("backoff past the next firing", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, time.Second)
+			log := newRunLog()
+			_ = r.s.AddJob("j", "@every 10s", log.job(func(context.Context, Run) error { return errBoom }),
+				JobRetries(5, lock.Backoff{First: 20 * time.Second, Max: 20 * time.Second}))
+			_ = r.s.Start()
+			sleepUntil(epoch.Add(15 * time.Second))
+			r.idle()
+			if got := log.scheduled(); !slices.Equal(got, []string{"10s"}) {
+				t.Fatalf("ran %v, want one attempt", got)
+			}
+			if e := r.obs.all(lock.RunRetrying); len(e) != 0 {
+				t.Fatalf("retrying: %+v", e)
+			}
+			if got, want := hists(r.store.runs()), []string{"ran 10s failed"}; !slices.Equal(got, want) {
+				t.Fatalf("history %q, want %q", got, want)
+			}
+			r.stop()
+		})
+	})
+	t.Run("retries stop before the next firing", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, time.Second)
+			log := newRunLog()
+			_ = r.s.AddJob("j", "@every 10s", log.job(func(_ context.Context, run Run) error {
+				if run.Scheduled.Equal(epoch.Add(10 * time.Second)) {
+					return errBoom
+				}
+				return nil
+			}), JobRetries(MaxRetries, lock.Backoff{First: 3 * time.Second, Max: 3 * time.Second}))
+			_ = r.s.Start()
+			sleepUntil(epoch.Add(25 * time.Second))
+			r.idle()
+			f, next := epoch.Add(10*time.Second), epoch.Add(20*time.Second)
+			var last time.Time
+			for _, run := range log.all() {
+				if run.Scheduled.Equal(f) {
+					if !run.began.Before(next) {
+						t.Errorf("attempt %d began at %v, not before the next firing", run.Attempt, run.began.Sub(epoch))
+					}
+					last = run.began
+				}
+			}
+			// Pauses are 2.4-3s: the last attempt was the last that could
+			// start before the next firing.
+			if last.Add(3 * time.Second).Before(next) {
+				t.Errorf("last attempt at %v: retries stopped with time left before the next firing", last.Sub(epoch))
+			}
+			runs := log.all()
+			if n := len(runs); n < 4 || !runs[n-1].Scheduled.Equal(next) || !runs[n-1].began.Equal(next) {
+				t.Fatalf("calls %v: want attempts of 10s, then 20s on time", log.scheduled())
+			}
+			r.stop()
+		})
+	})
+}
+
+// TestPauseAfterFailures: JobPauseAfter(2) pauses the job, cluster-wide,
+// once two firings in a row failed, with a note saying so, and reports
+// it; a success in between starts the count again.
+func TestPauseAfterFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		outcomes []bool // of the firings at 10s, 20s...: true succeeds
+		pausedAt int    // the firing after which the job is paused, 0 if never
+	}{
+		{"two failures", []bool{false, false}, 2},
+		{"a success in between", []bool{false, true, false, true}, 0},
+		{"a success, then two failures", []bool{false, true, false, false}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second)
+				log := newRunLog()
+				_ = r.s.AddJob("j", "@every 10s", log.job(func(_ context.Context, run Run) error {
+					i := int(run.Scheduled.Sub(epoch)/(10*time.Second)) - 1
+					if i < len(tc.outcomes) && !tc.outcomes[i] {
+						return errBoom
+					}
+					return nil
+				}), JobPauseAfter(2))
+				_ = r.s.Start()
+				n := len(tc.outcomes)
+				sleepUntil(epoch.Add(time.Duration(n+1)*10*time.Second + 5*time.Second))
+				r.idle()
+				d := r.store.docOf("j")
+				paused := r.obs.all(lock.JobPaused)
+				runs := r.store.runs()
+				if tc.pausedAt == 0 {
+					if d.Control.Paused || len(paused) > 0 {
+						t.Fatalf("paused (%+v) after %v", paused, hists(runs))
+					}
+					return
+				}
+				if !d.Control.Paused || d.Control.PauseNote != pauseNote(2) || !d.Control.PauseTill.IsZero() {
+					t.Fatalf("control %+v, want paused with the note %q", d.Control, pauseNote(2))
+				}
+				f := epoch.Add(time.Duration(tc.pausedAt) * 10 * time.Second)
+				if len(paused) != 1 || paused[0].Reason != pauseNote(2) || !paused[0].Scheduled.Equal(f) || paused[0].Job != "j" {
+					t.Fatalf("paused events %+v, want one for the firing %v", paused, f.Sub(epoch))
+				}
+				// The firing after it is not run.
+				if got := log.scheduled(); len(got) != n {
+					t.Errorf("ran %v after the pause", got)
+				}
+				if last := runs[len(runs)-1]; last.Outcome != OutcomeSkipped || last.Reason != ReasonPaused {
+					t.Errorf("history %q, want the firing after the pause skipped", hists(runs))
+				}
+				r.stop()
+			})
+		})
+	}
+}
+
+// TestOverlap: the first firing (10s) runs until 27s unless cancelled;
+// the second (20s) falls while it runs, claimed on the same instance or
+// on another. Under every policy runs never overlap; OverlapSkip does not
+// run the second, OverlapWait runs it once the first ended, OverlapCancel
+// cancels the first (ErrOverlapCancelled) within a poll interval and then
+// runs the second.
+func TestOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		policy Overlap
+		other  bool // the second firing is claimed by another instance
+	}{
+		{OverlapSkip, false}, {OverlapSkip, true},
+		{OverlapWait, false}, {OverlapWait, true},
+		{OverlapCancel, false}, {OverlapCancel, true},
+	} {
+		where := "same instance"
+		if tc.other {
+			where = "other instance"
+		}
+		t.Run(tc.policy.String()+"/"+where, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+				f1, f2, f3 := at(10), at(20), at(30)
+				locks := locktest.New(locktest.WithTTL(time.Second))
+				store := newFakeStore(locks.Clock())
+				log := newRunLog()
+				job := log.job(func(ctx context.Context, run Run) error {
+					if !run.Scheduled.Equal(f1) {
+						return nil
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(time.Until(at(27))):
+						return nil
+					}
+				})
+				a, b := newTwin(t, locks, store, "a"), newTwin(t, locks, store, "b")
+				// a wins every claim but the second firing's when b is to.
+				a.slowClaims(func(f time.Time) bool { return tc.other && f.Equal(f2) })
+				b.slowClaims(func(f time.Time) bool { return !tc.other || !f.Equal(f2) })
+				for _, tw := range []*twin{a, b} {
+					if err := tw.s.AddJob("j", "@every 10s", job, JobOverlap(tc.policy)); err != nil {
+						t.Fatal(err)
+					}
+					_ = tw.s.Start()
+				}
+				sleepUntil(at(35))
+				synctest.Wait()
+				log.checkNoOverlap(t)
+				runs := log.all()
+				byFiring := map[time.Time][]ranRun{}
+				for _, run := range runs {
+					byFiring[run.Scheduled] = append(byFiring[run.Scheduled], run)
+				}
+				first := byFiring[f1]
+				if len(first) != 1 || first[0].Keeper != "a" || len(byFiring[f3]) != 1 || !byFiring[f3][0].began.Equal(f3) {
+					t.Fatalf("ran %v, want 10s on a and 30s on time", log.scheduled())
+				}
+				second := byFiring[f2]
+				claimant := "a"
+				if tc.other {
+					claimant = "b"
+				}
+				poll := a.s.pollInterval()
+				switch tc.policy {
+				case OverlapSkip:
+					if len(second) != 0 {
+						t.Errorf("second firing ran: %+v", second)
+					}
+					if first[0].cause != nil || !first[0].ended.Equal(at(27)) {
+						t.Errorf("first run ended at %v (cause %v), want at 27s", first[0].ended.Sub(epoch), first[0].cause)
+					}
+				case OverlapWait:
+					if len(second) != 1 || second[0].Keeper != claimant {
+						t.Fatalf("second firing ran %+v, want once on %s", second, claimant)
+					}
+					if first[0].cause != nil || !first[0].ended.Equal(at(27)) {
+						t.Errorf("first run ended at %v (cause %v), want at 27s", first[0].ended.Sub(epoch), first[0].cause)
+					}
+					if d := second[0].began.Sub(first[0].ended); d < 0 || d > time.Second {
+						t.Errorf("second run began %v after the first ended, want soon after", d)
+					}
+				case OverlapCancel:
+					if !errors.Is(first[0].cause, ErrOverlapCancelled) {
+						t.Errorf("first run ended at %v with cause %v, want %v", first[0].ended.Sub(epoch), first[0].cause, ErrOverlapCancelled)
+					} else if d := first[0].ended.Sub(f2); d > poll {
+						t.Errorf("first run cancelled %v after the second firing, more than a poll interval (%v)", d, poll)
+					}
+					if len(second) != 1 || second[0].Keeper != claimant {
+						t.Fatalf("second firing ran %+v, want once on %s", second, claimant)
+					}
+					if !second[0].began.Before(at(27)) {
+						t.Errorf("second run began at %v, not before the first would have ended", second[0].began.Sub(epoch))
+					}
+				}
+				if tc.policy != OverlapSkip {
+					// Never taken over: its claimant was alive throughout.
+					for _, tw := range []*twin{a, b} {
+						if e := tw.obs.all(lock.FiringTakenOver); len(e) > 0 {
+							t.Errorf("%s took over: %+v", tw.keeper, e)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestOverlapCancelSparesItsOwnClaim: an OverlapCancel job catching up
+// several missed firings of one claim runs them all: the claim pending
+// while they run is theirs, not a later one to make way for.
+func TestOverlapCancelSparesItsOwnClaim(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10))) // polls every 333ms
+		f0 := epoch.Add(-50 * time.Second)
+		d := r.store.doc("j")
+		d.Last, d.Done, d.By, d.At = f0, f0, "gone", f0
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 10s", log.job(func(ctx context.Context, _ Run) error {
+			select { // a second each: three polls
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+				return nil
+			}
+		}), JobOverlap(OverlapCancel))
+		_ = r.s.Start()
+		sleepUntil(epoch.Add(15 * time.Second))
+		r.idle()
+		if got, want := log.scheduled(), []string{"-40s", "-30s", "-20s", "-10s", "0s", "10s"}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v", got, want)
+		}
+		for _, run := range log.all() {
+			if run.cause != nil {
+				t.Errorf("run of %v cancelled: %v", run.Scheduled.Sub(epoch), run.cause)
+			}
+		}
+		r.stop()
+	})
+}
+
+// TestTakeOver: instance a claims a firing and stalls before starting it.
+// If its presence lease lapses (a is dead, or frozen past its lease),
+// instance b takes the claim over within a TTL and a poll interval and
+// runs the firing, once: a, when it wakes up, does not start it. If a
+// stops, b runs it within about a poll interval. While a is alive, its
+// slow claim is never taken over.
+func TestTakeOver(t *testing.T) {
+	const ttl = time.Second
+	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
+	f1 := at(10000)
+
+	// setup makes a and b, both with job j, a winning every claim, and a
+	// stalling after its claim of f1 until the returned gate is opened.
+	setup := func(t *testing.T, opts ...Option) (locks *locktest.Store, a, b *twin, log *runLog, gate *closer) {
+		locks = locktest.New(locktest.WithTTL(ttl))
+		store := newFakeStore(locks.Clock())
+		log = newRunLog()
+		a, b = newTwin(t, locks, store, "a", opts...), newTwin(t, locks, store, "b", opts...)
+		b.slowClaims(func(time.Time) bool { return true })
+		gate = newCloser()
+		t.Cleanup(gate.close)
+		a.st.afterClaim = func(_ string, f time.Time) {
+			if f.Equal(f1) {
+				<-gate.c
+			}
+		}
+		return locks, a, b, log, gate
+	}
+	// kill makes a's renewals fail from its claim of the firing stall
+	// on (f1 unless set), and a stall there until gate opens; revive
+	// lets them succeed again.
+	kill := func(locks *locktest.Store, a *twin, gate *closer, stall *time.Time) (revive func()) {
+		var dead atomic.Bool
+		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if dead.Load() && c.KeeperID == "a" && c.Op == locktest.OpRenew {
+				return errBoom
+			}
+			return nil
+		})
+		a.st.afterClaim = func(_ string, f time.Time) {
+			if stall == nil && f.Equal(f1) || stall != nil && f.Equal(*stall) {
+				dead.Store(true)
+				<-gate.c
+			}
+		}
+		return func() { dead.Store(false) }
+	}
+	start := func(t *testing.T, log *runLog, body func(context.Context, Run) error, opts []JobOption, tws ...*twin) {
+		for _, tw := range tws {
+			if err := tw.s.AddJob("j", "@every 10s", log.job(body), opts...); err != nil {
+				t.Fatal(err)
+			}
+			_ = tw.s.Start()
+		}
+	}
+
+	t.Run("claimant dead", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			locks, a, b, log, gate := setup(t)
+			// From its claim of f1 on, a's renewals fail: its leases lapse
+			// on the store's clock.
+			revive := kill(locks, a, gate, nil)
+			start(t, log, nil, nil, a, b)
+			run := recv(t, log.c, "the run taken over")
+			if run.Keeper != "b" || !run.Scheduled.Equal(f1) {
+				t.Fatalf("ran %+v, want f1 on b", run)
+			}
+			began := time.Now()
+			poll := b.s.pollInterval()
+			if late := began.Sub(f1); late > ttl+poll {
+				t.Errorf("taken over run began %v late, more than a TTL and a poll interval (%v)", late, ttl+poll)
+			}
+			// Not before a stopped trusting its presence lease.
+			var lastRenewed time.Time
+			for _, c := range locks.Calls(locktest.OpRenew) {
+				if c.KeeperID == "a" && c.Err == nil && slices.Contains(c.LockIDs, a.s.presenceID("a")) {
+					lastRenewed = c.Start
+				}
+			}
+			if trusted := lastRenewed.Add(a.session.Timings().RenewDeadline); began.Before(trusted) {
+				t.Errorf("taken over at %v, while a still trusted its presence lease (until %v)", began.Sub(epoch), trusted.Sub(epoch))
+			}
+			e := b.events(lock.FiringTakenOver, f1)
+			if len(e) != 1 || e[0].Leader != "a" || e[0].Job != "j" {
+				t.Errorf("taken over events %+v, want one naming a", e)
+			}
+			synctest.Wait()
+			// a wakes up, its connection back: it must not start f1.
+			revive()
+			gate.close()
+			synctest.Wait()
+			if e := a.events(lock.FiringSkipped, f1); len(e) != 1 || e[0].Reason != ReasonTakenOver {
+				t.Errorf("a's skipped events for f1 %+v, want one: %s", e, ReasonTakenOver)
+			}
+			if e := a.events(lock.RunStarted, f1); len(e) != 0 {
+				t.Errorf("a started f1: %+v", e)
+			}
+			sleepUntil(at(25000))
+			synctest.Wait()
+			n := 0
+			for _, r := range log.all() {
+				if r.Scheduled.Equal(f1) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("f1 ran %d times: %v", n, log.scheduled())
+			}
+			if got := log.scheduled(); !slices.Equal(got, []string{"10s", "20s"}) {
+				t.Errorf("ran %v, want 10s then 20s", got)
+			}
+			var f1hist []string
+			for _, r := range a.st.runs() {
+				if r.Scheduled.Equal(f1) {
+					f1hist = append(f1hist, hist(r)+" by "+r.Keeper)
+				}
+			}
+			if want := []string{"ran 10s by b"}; !slices.Equal(f1hist, want) {
+				t.Errorf("history of f1 %q, want %q", f1hist, want)
+			}
+			log.checkNoOverlap(t)
+		})
+	})
+
+	t.Run("claimant dead, window passed", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			locks, a, b, log, gate := setup(t, WithCatchUp(CatchUpLatest(time.Second)))
+			revive := kill(locks, a, gate, nil)
+			start(t, log, nil, nil, a, b)
+			b.next(t, lock.FiringTakenOver)
+			synctest.Wait()
+			revive()
+			gate.close()
+			sleepUntil(at(15000))
+			synctest.Wait()
+			if got := log.scheduled(); len(got) != 0 {
+				t.Fatalf("ran %v, want f1, more than the window late, not run", got)
+			}
+			want := []string{"skipped 10s..10s x1: " + ReasonWindow}
+			if got := hists(a.st.runs()); !slices.Equal(got, want) {
+				t.Fatalf("history %q, want %q", got, want)
+			}
+			if d := a.st.docOf("j"); d.Pending || !d.Done.Equal(f1) || d.By != "b" {
+				t.Errorf("document %+v, want settled by b", d)
+			}
+			if e := b.events(lock.FiringSkipped, f1); len(e) != 1 || e[0].Reason != ReasonWindow {
+				t.Errorf("b's skipped events %+v, want one: %s", e, ReasonWindow)
+			}
+		})
+	})
+
+	t.Run("claimant of a trigger dead", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			locks, a, b, log, gate := setup(t)
+			trig := at(5000)
+			revive := kill(locks, a, gate, &trig)
+			start(t, log, nil, nil, a, b)
+			sleepUntil(trig)
+			a.st.control("j", func(c *controlDoc) { c.Trigger = trig })
+			run := recv(t, log.c, "the triggered run taken over")
+			if run.Keeper != "b" || !run.Triggered || !run.Scheduled.Equal(trig) {
+				t.Fatalf("ran %+v, want the trigger on b", run)
+			}
+			if late := time.Since(trig); late > ttl+2*b.s.pollInterval() {
+				t.Errorf("taken over run began %v after the trigger", late)
+			}
+			synctest.Wait()
+			revive()
+			gate.close()
+			sleepUntil(at(9000))
+			synctest.Wait()
+			if e := a.events(lock.FiringSkipped, trig); len(e) != 1 || e[0].Reason != ReasonTakenOver {
+				t.Errorf("a's skipped events %+v, want one: %s", e, ReasonTakenOver)
+			}
+			if got := log.scheduled(); !slices.Equal(got, []string{"T5s"}) {
+				t.Errorf("ran %v, want the trigger once", got)
+			}
+			if d := a.st.docOf("j"); d.Pending || !d.PTrig.IsZero() || !d.Control.Trigger.IsZero() {
+				t.Errorf("document %+v, want the trigger settled", d)
+			}
+		})
+	})
+
+	t.Run("claimant stopped", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			_, a, b, log, gate := setup(t)
+			start(t, log, nil, nil, a, b)
+			sleepUntil(f1.Add(50 * time.Millisecond))
+			synctest.Wait()
+			stopped := make(chan error, 1)
+			go func() { stopped <- a.s.Stop(context.Background()) }()
+			synctest.Wait()
+			gate.close()
+			if err := recv(t, stopped, "a's Stop"); err != nil {
+				t.Fatal(err)
+			}
+			stoppedAt := time.Now()
+			if e := a.events(lock.RunStarted, f1); len(e) != 0 {
+				t.Fatalf("a started f1 while stopping: %+v", e)
+			}
+			run := recv(t, log.c, "the run taken over")
+			if run.Keeper != "b" || !run.Scheduled.Equal(f1) {
+				t.Fatalf("ran %+v, want f1 on b", run)
+			}
+			poll := b.s.pollInterval()
+			// A claim is looked at once it is a poll old; then within a
+			// poll interval.
+			if d := time.Since(maxTime(stoppedAt, f1.Add(poll))); d > poll {
+				t.Errorf("taken over %v after a stopped (and f1 was a poll old), more than a poll interval (%v)", d, poll)
+			}
+			if e := b.events(lock.FiringTakenOver, f1); len(e) != 1 || e[0].Leader != "a" {
+				t.Errorf("taken over events %+v", e)
+			}
+			synctest.Wait()
+			if got := log.scheduled(); !slices.Equal(got, []string{"10s"}) {
+				t.Errorf("ran %v", got)
+			}
+		})
+	})
+
+	t.Run("claimant alive, stalled", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			locks, a, b, log, gate := setup(t)
+			start(t, log, nil, nil, a, b)
+			sleepUntil(f1.Add(3 * ttl)) // three TTLs, a's presence renewed
+			synctest.Wait()
+			if len(log.all()) != 0 {
+				t.Fatalf("ran %v while a stalled", log.scheduled())
+			}
+			looked := false
+			for _, c := range locks.Calls(locktest.OpAcquire) {
+				if c.KeeperID == "b" && slices.Contains(c.LockIDs, a.s.presenceID("a")) {
+					looked = true
+					if len(c.Acquisition.Granted) > 0 {
+						t.Fatalf("b took a's presence lock while a renewed it: %+v", c)
+					}
+				}
+			}
+			if !looked {
+				t.Errorf("b never tried to take a's pending claim over")
+			}
+			gate.close()
+			run := recv(t, log.c, "a's run")
+			if run.Keeper != "a" || !run.Scheduled.Equal(f1) {
+				t.Fatalf("ran %+v, want f1 on a", run)
+			}
+			synctest.Wait()
+			if e := b.obs.all(lock.FiringTakenOver); len(e) > 0 {
+				t.Errorf("b took over: %+v", e)
+			}
+			if got := log.scheduled(); !slices.Equal(got, []string{"10s"}) {
+				t.Errorf("ran %v", got)
+			}
+		})
+	})
+
+	t.Run("claimant alive, waiting for a long run", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		synctest.Test(t, func(t *testing.T) {
+			_, a, b, log, gate := setup(t)
+			gate.close() // no stall: the claim of 20s waits for 10s's lock
+			long := func(_ context.Context, run Run) error {
+				if run.Scheduled.Equal(f1) {
+					time.Sleep(25 * time.Second) // until 35s
+				}
+				return nil
+			}
+			start(t, log, long, []JobOption{JobOverlap(OverlapWait)}, a, b)
+			sleepUntil(at(36000))
+			synctest.Wait()
+			runs := log.all()
+			if len(runs) != 2 || runs[1].Keeper != "a" || !runs[1].Scheduled.Equal(at(20000)) {
+				t.Fatalf("ran %v, want 20s on a", log.scheduled())
+			}
+			// Within a retry period of the lock's release.
+			if d := runs[1].began.Sub(runs[0].ended); d < 0 || d > a.session.Timings().RetryPeriod {
+				t.Errorf("20s began %v after 10s ended, want within the retry period", d)
+			}
+			for _, tw := range []*twin{a, b} {
+				if e := tw.obs.all(lock.FiringTakenOver); len(e) > 0 {
+					t.Errorf("%s took over: %+v", tw.keeper, e)
+				}
+			}
+			log.checkNoOverlap(t)
+		})
+	})
+}
