@@ -35,6 +35,7 @@ var skipReasons = [...]struct{ prefix, label string }{
 	{scheduler.ReasonRemoved, "removed"},
 	{scheduler.ReasonTakenOver, "taken_over"},
 	{scheduler.ReasonAbsent, "absent"},
+	{scheduler.ReasonOverloaded, "overloaded"},
 }
 
 // Actions of job_control_total, by event.

@@ -48,7 +48,7 @@ func BenchmarkCluster(b *testing.B) {
 			benchServer(b)
 		}
 	})
-	for _, jobs := range []int{10, 100, 1000} {
+	for _, jobs := range []int{10, 100, 300, 1000} {
 		for _, instances := range []int{1, 3} {
 			b.Run(fmt.Sprintf("jobs=%d/instances=%d", jobs, instances), func(b *testing.B) {
 				for range b.N {
@@ -180,6 +180,7 @@ func benchCluster(b *testing.B, jobs, instances int) {
 		return float64(lags[int(p*float64(len(lags)-1))].Microseconds()) / 1000
 	}
 	b.ReportMetric(100*float64(once)/float64(expected), "once-%")
+	b.ReportMetric(float64(once)/window.Seconds(), "once/s")
 	b.ReportMetric(float64(doubles), "doubles")
 	if len(runs) > 0 {
 		b.ReportMetric(float64(total)/float64(len(runs)), "rt/run")

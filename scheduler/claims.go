@@ -429,6 +429,7 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, keeper string, jobs []stri
 // with s.mu held.
 func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 	j.inflight++
+	s.inflightAll++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -453,6 +454,7 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 		return lock.Event{}, true
 	}
 	j.inflight++
+	s.inflightAll++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

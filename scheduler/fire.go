@@ -27,6 +27,7 @@ func RunFromContext(ctx context.Context) (Run, bool) {
 func (s *Scheduler) idle(j *job) {
 	s.mu.Lock()
 	j.inflight--
+	s.inflightAll--
 	s.mu.Unlock()
 }
 
@@ -43,6 +44,9 @@ const (
 	ReasonNoClaim   = "claim failed: "
 	ReasonStopping  = "stopping"
 	ReasonBehind    = "this instance fell behind"
+	// ReasonOverloaded: this instance tried no more firings at once, as
+	// the database was not keeping up (admission.go); not claimed here.
+	ReasonOverloaded = "overloaded"
 )
 
 // lockRetryFirst is the first pause between attempts to take a job's lock
@@ -52,11 +56,14 @@ const lockRetryFirst = 20 * time.Millisecond
 // firing is a firing of a job that this instance tries, as its events name
 // it.
 type firing struct {
-	job   *job
-	at    time.Time // scheduled, or triggered
-	trig  bool      // a run asked for by Trigger
-	fence uint64    // once the job's lock is taken
-	tries int       // attempts to take the job's lock
+	job  *job
+	at   time.Time // scheduled, or triggered
+	trig bool      // a run asked for by Trigger
+	// dispatched is when this instance began trying the firing (zero for
+	// work taken over or resumed): admission measures from it.
+	dispatched time.Time
+	fence      uint64 // once the job's lock is taken
+	tries      int    // attempts to take the job's lock
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
 	// once the claim is won and when the Session has a tracer; span is it,
@@ -128,7 +135,7 @@ func note(reason, more string) string {
 func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	defer s.wg.Done()
 	defer s.idle(j)
-	fr := &firing{job: j, at: f, ctx: s.ctx}
+	fr := &firing{job: j, at: f, ctx: s.ctx, dispatched: s.clock.Now()}
 
 	// Step 1 (skip while a firing of j is in progress here) was dispatch's.
 	// 2. Claim the firing: succeeds for one instance only, and only if no
@@ -228,6 +235,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
 			// Session released it again.
+			s.setupTook(time.Duration(1 << 62))
 			s.emit(fr, skip(ReasonUntrusted, lock.ErrNotTrusted))
 			return nil, ReasonUntrusted, false
 		case err != nil:
@@ -388,6 +396,10 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	}
 	r.Start = start
 	out := ran{started: true}
+	if !fr.dispatched.IsZero() && fr.tries == 1 {
+		// Not when it waited for the previous run: that is no load.
+		s.setupTook(s.clock.Since(fr.dispatched))
+	}
 
 	// 5. Run, if the lease can still be trusted. The keep-alive ends the
 	// lease, and so jobCtx, when it cannot, but asynchronously: Err reads

@@ -51,6 +51,12 @@ type Scheduler struct {
 	presenceMu sync.Mutex
 	presence   *lock.Lease
 	leading    bool // leader-only: led at the last poll; guarded by mu
+
+	// Admission (admission.go), guarded by mu: firings in flight here,
+	// and how many may be.
+	inflightAll  int
+	admitLimit   float64
+	lastDecrease time.Time
 }
 
 type state int
@@ -133,6 +139,8 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		jobs:    make(map[string]*job),
 		wake:    make(chan struct{}, 1),
 		pollNow: make(chan struct{}, 1),
+
+		admitLimit: admissionMax,
 	}
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
 	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, leases []*lock.Lease) ([]struct{}, error) {
@@ -431,8 +439,12 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false
 	case j.inflight >= limit:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
+	case !s.admit():
+		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f,
+			Reason: fmt.Sprintf("%s: %d firings in flight", ReasonOverloaded, s.inflightAll)}, false
 	}
 	j.inflight++
+	s.inflightAll++
 	s.wg.Add(1)
 	go s.fire(j, f, catchUp)
 	return lock.Event{}, true

@@ -1,0 +1,53 @@
+package scheduler
+
+import (
+	"time"
+)
+
+// Admission: how many firings an instance tries at once. A server that
+// cannot keep up makes every command slower as more firings share it, until
+// none completes in time (a lease granted too late to trust, a lock wait
+// over before the lock is taken) and nothing runs at all. So each instance
+// limits the firings it has in flight, additive increase, multiplicative
+// decrease, as TCP does with its window: a firing whose claim, lock and
+// start took longer than admissionTarget shrinks the limit by a quarter (at
+// most once per target, so one slow batch counts once), one that took less
+// than half of it grows the limit by one. Firings over the limit are not
+// tried here (ReasonOverloaded); the claim after them covers them, and
+// records them as missed, so the share of firings run falls with the load
+// rather than to nothing.
+const (
+	admissionMax = 100_000 // no limit, in effect
+	admissionMin = 1
+)
+
+// admissionTarget is how long a firing's claim, lock and start may take
+// before it counts as slow: half the Session's renew interval, well within
+// the lease's trust.
+func (s *Scheduler) admissionTarget() time.Duration {
+	return s.session.Timings().RenewInterval / 2
+}
+
+// admit reports whether another firing may be tried now. Called with s.mu
+// held.
+func (s *Scheduler) admit() bool {
+	return s.inflightAll < int(s.admitLimit)
+}
+
+// setupTook adjusts the limit by how long a firing took from its dispatch
+// to its start record (or to a lease too late to trust).
+func (s *Scheduler) setupTook(d time.Duration) {
+	target := s.admissionTarget()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	switch {
+	case d > target:
+		if now.Sub(s.lastDecrease) >= target {
+			s.admitLimit = max(admissionMin, min(s.admitLimit, float64(s.inflightAll))*0.75)
+			s.lastDecrease = now
+		}
+	case d < target/2:
+		s.admitLimit = min(admissionMax, s.admitLimit+1)
+	}
+}
