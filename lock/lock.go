@@ -430,7 +430,7 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 		l.failed(ctx)
 		return 0, err
 	}
-	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
+	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}}, mongoutil.OneBatch(len(ids)))
 	if err != nil {
 		l.failed(ctx)
 		return 0, err
@@ -522,7 +522,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
 		{Key: fieldKeeper, Value: keeperID},
 		{Key: fieldNonce, Value: nonce},
-	}, options.Find().SetProjection(bson.D{{Key: fieldID, Value: 1}}))
+	}, mongoutil.OneBatch(len(ids)).SetProjection(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
 		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}

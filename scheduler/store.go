@@ -480,7 +480,7 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 
 // jobDocs reads the documents of ids, by id.
 func (s *mongoStore) jobDocs(ctx context.Context, ids []string) (map[string]*jobDoc, error) {
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}})
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}}, mongoutil.OneBatch(len(ids)))
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read %d jobs", len(ids)), err)
 	}
@@ -663,7 +663,8 @@ func (s *mongoStore) takeOver(ctx context.Context, jobs []string, from, keeper s
 	if res.ModifiedCount == 0 {
 		return nil, nil
 	}
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldClaimID, Value: cid}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}})
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldClaimID, Value: cid}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}},
+		mongoutil.OneBatch(len(jobs)))
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read the claims taken over from %q", from), err)
 	}
@@ -683,7 +684,7 @@ func (s *mongoStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) 
 		bson.D{{Key: fieldPending, Value: true}},
 		bson.D{{Key: fieldTrigger, Value: bson.D{{Key: "$exists", Value: true}}}},
 		bson.D{{Key: fieldRemoved, Value: true}},
-	}}})
+	}}}, mongoutil.OneBatch(len(jobs)))
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("poll %d jobs", len(jobs)), err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -308,4 +309,16 @@ func OnlyDuplicateKeys(err error) bool {
 		}
 	}
 	return true
+}
+
+// OneBatch is the find options of a read of at most n documents (by their
+// ids, say) in one reply: no getMore round trip, and no cursor left open
+// on the server. That matters beyond the round trip: a cursor whose read
+// was cancelled between batches is not killed (the driver kills it with
+// the cancelled context), and FerretDB 1.x keeps the SQLite connection of
+// an open cursor until then; enough of them exhaust its pool and every
+// write waits for ever.
+func OneBatch(n int) *options.FindOptionsBuilder {
+	// n+1: FerretDB closes the cursor only when a batch comes short.
+	return options.Find().SetBatchSize(int32(min(max(n+1, 1), math.MaxInt32)))
 }
