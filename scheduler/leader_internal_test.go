@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -19,58 +17,6 @@ type flagLeader struct{ atomic.Bool }
 
 func (l *flagLeader) IsLeader() bool { return l.Load() }
 
-// peer is a second instance on a rig's stores: its own Session (keeper id)
-// and Scheduler, stopped and closed when the test ends.
-type peer struct {
-	s       *Scheduler
-	session *lock.Session
-	obs     *recorder
-}
-
-func newPeer(t *testing.T, r *rig, keeper string, opts ...Option) *peer {
-	t.Helper()
-	p := &peer{obs: newRecorder()}
-	var err error
-	p.session, err = lock.NewSession(r.locks, lock.WithKeeperID(keeper), lock.WithObserver(p.obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.session.Close() })
-	cfg, err := buildConfig(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.s, err = newScheduler(r.store, p.session, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = p.s.Stop(ctx)
-	})
-	return p
-}
-
-// runsLog records which keeper ran which firing.
-type runsLog struct {
-	mu   sync.Mutex
-	runs []Run
-}
-
-func (l *runsLog) job(ctx context.Context) error {
-	run, _ := RunFromContext(ctx)
-	l.mu.Lock()
-	l.runs = append(l.runs, run)
-	l.mu.Unlock()
-	return nil
-}
-
-func (l *runsLog) all() []Run {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.runs)
-}
-
 // TestLeaderOnly: with WithLeaderOnly, only the leader claims and runs
 // firings; followers try none.
 func TestLeaderOnly(t *testing.T) {
@@ -79,11 +25,11 @@ func TestLeaderOnly(t *testing.T) {
 		var leadA, leadB flagLeader
 		leadA.Store(true)
 		r := newRig(t, time.Second, WithLeaderOnly(&leadA))
-		b := newPeer(t, r, "b", WithLeaderOnly(&leadB))
-		var log runsLog
+		b := newTwin(t, r.locks, r.store, "b", WithLeaderOnly(&leadB))
+		log := newRunLog()
 		for _, s := range []*Scheduler{r.s, b.s} {
-			_ = s.AddJob("j", "@every 1s", log.job)
-			_ = s.AddJob("k", "@every 2s", log.job)
+			_ = s.AddJob("j", "@every 1s", log.job(nil))
+			_ = s.AddJob("k", "@every 2s", log.job(nil))
 		}
 		_ = r.s.Start()
 		_ = b.s.Start()
@@ -115,10 +61,10 @@ func TestLeaderOnlyHandover(t *testing.T) {
 		var leadA, leadB flagLeader
 		leadA.Store(true)
 		r := newRig(t, time.Second, WithLeaderOnly(&leadA))
-		b := newPeer(t, r, "b", WithLeaderOnly(&leadB))
-		var log runsLog
+		b := newTwin(t, r.locks, r.store, "b", WithLeaderOnly(&leadB))
+		log := newRunLog()
 		for _, s := range []*Scheduler{r.s, b.s} {
-			_ = s.AddJob("j", "@every 10s", log.job)
+			_ = s.AddJob("j", "@every 10s", log.job(nil))
 		}
 		stalled, resume := make(chan time.Time, 1), make(chan struct{})
 		r.store.onClaim = func(_ string, f time.Time) {
