@@ -8,7 +8,9 @@ import (
 // cannot keep up makes every command slower as more firings share it, until
 // none completes in time (a lease granted too late to trust, a lock wait
 // over before the lock is taken) and nothing runs at all. So each instance
-// limits the firings it has in flight, additive increase, multiplicative
+// limits the firings it is setting up at once (claiming, taking the lock,
+// recording the start: runs that go on do not count), additive increase,
+// multiplicative
 // decrease, as TCP does with its window: a firing whose claim, lock and
 // start took longer than admissionTarget shrinks the limit by a quarter (at
 // most once per target, so one slow batch counts once), one that took less
@@ -31,7 +33,7 @@ func (s *Scheduler) admissionTarget() time.Duration {
 // admit reports whether another firing may be tried now. Called with s.mu
 // held.
 func (s *Scheduler) admit() bool {
-	return s.inflightAll < int(s.admitLimit)
+	return s.setups < int(s.admitLimit)
 }
 
 // setupTook adjusts the limit by how long a firing took from its dispatch
@@ -44,10 +46,22 @@ func (s *Scheduler) setupTook(d time.Duration) {
 	switch {
 	case d > target:
 		if now.Sub(s.lastDecrease) >= target {
-			s.admitLimit = max(admissionMin, min(s.admitLimit, float64(s.inflightAll))*0.75)
+			s.admitLimit = max(admissionMin, min(s.admitLimit, float64(s.setups+1))*0.75)
 			s.lastDecrease = now
 		}
 	case d < target/2:
 		s.admitLimit = min(admissionMax, s.admitLimit+1)
 	}
+}
+
+// setupDone ends fr's setup, once: its start was recorded, or it was
+// given up. Only firings dispatched by the loop count.
+func (s *Scheduler) setupDone(fr *firing) {
+	if !fr.counted {
+		return
+	}
+	fr.counted = false
+	s.mu.Lock()
+	s.setups--
+	s.mu.Unlock()
 }

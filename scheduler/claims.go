@@ -215,9 +215,11 @@ func (s *Scheduler) notRun(j *job, st step) Run {
 // lock prefix); job names may not begin with it.
 const presenceMark = "@instance/"
 
-// presenceID is the lock id of keeper's presence lock.
+// presenceID is the lock id of keeper's presence lock: one per jobs
+// collection, so that Schedulers on one Session with collections of their
+// own each have one.
 func (s *Scheduler) presenceID(keeper string) string {
-	return s.cfg.lockPrefix + presenceMark + keeper
+	return s.cfg.lockPrefix + presenceMark + s.cfg.jobsColl + "/" + keeper
 }
 
 // present reports whether this instance holds its presence lease, taking
@@ -429,7 +431,6 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, keeper string, jobs []stri
 // with s.mu held.
 func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 	j.inflight++
-	s.inflightAll++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -454,7 +455,6 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 		return lock.Event{}, true
 	}
 	j.inflight++
-	s.inflightAll++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -481,6 +481,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	j := fr.job
 	steps := s.plan(j, w, s.clock.Now())
 	var skipped []notRun // records of firings not run, written once certain
+	prev := w.done       // the last firing settled
 	lastStarted := false
 	for i, st := range steps {
 		if st.reason != "" {
@@ -488,8 +489,10 @@ func (s *Scheduler) work(fr *firing, w *work) {
 			continue
 		}
 		run := fr
+		run.prev = prev
 		if i > 0 || !st.at.Equal(fr.at) {
-			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig}
+			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig, dispatched: fr.dispatched, counted: fr.counted, prev: prev}
+			fr.counted = false // its setup is this run's now
 		}
 		res := s.runOne(run, w, skipped)
 		switch {
@@ -498,8 +501,9 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		case res.started:
 			skipped = skipped[:0] // recorded with the run: its start settled them
 			lastStarted = i == len(steps)-1
-		case s.ctx.Err() != nil:
-			return // stopping: what is left is taken over
+			prev = st.at
+		case s.ctx.Err() != nil || strings.HasPrefix(res.reason, ReasonStopping):
+			return // stopping, or the Session closed: what is left is taken over
 		case strings.HasPrefix(res.reason, ReasonNoLock) || strings.HasPrefix(res.reason, ReasonNoStart):
 			// The database failed: left pending, for the next poll to
 			// resume (or another instance to take over, if this one
@@ -567,6 +571,7 @@ type tried struct {
 // do not run, written with it once its start settled them. It reports
 // whether fr started, whether w was taken over, and why fr did not start.
 func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
+	defer s.setupDone(fr)
 	if s.trace(fr); fr.span != nil {
 		defer func() { fr.span.End(fr.failure) }()
 	}

@@ -291,4 +291,5 @@ func (s *Scheduler) controlled(op, name string) (*job, error) {
 func (s *Scheduler) controlDone(j *job, kind lock.EventKind, reason string) {
 	s.session.Emit(lock.Event{Kind: kind, Job: j.name, LockID: j.lockID, Reason: reason})
 	s.poke()
+	s.pollSoon() // a trigger is claimed by the poll, a removal noted there
 }

@@ -177,12 +177,29 @@ func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
 	defer s.mu.Unlock()
 	d := s.docs[w.job]
 	if d == nil || !d.Pending || d.By != w.keeper ||
-		w.triggered() && !d.PTrig.Equal(w.trig) || !w.triggered() && !d.Last.Equal(w.last) {
+		w.triggered() && !d.PTrig.Equal(w.trig) || !w.triggered() && (!d.Last.Equal(w.last) || !d.PTrig.IsZero()) {
 		return false, nil
 	}
 	d.Pending, d.PTrig = false, time.Time{}
 	if !w.triggered() {
 		d.Done = w.last
+	}
+	return true, nil
+}
+
+func (s *fakeStore) unstart(_ context.Context, r Run, w *work, prev time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.docs[r.Job]
+	if d == nil || d.By != r.Keeper || !d.Run.holds(r) || d.Run.Outcome != string(OutcomeRunning) ||
+		!w.triggered() && !d.Last.Equal(w.last) {
+		return false, nil
+	}
+	d.Pending, d.Run.Outcome, d.Run.Error = true, string(OutcomeFailed), "not run: stopped; left to be taken over"
+	if w.triggered() {
+		d.PTrig = w.trig
+	} else {
+		d.Done = prev
 	}
 	return true, nil
 }

@@ -27,7 +27,6 @@ func RunFromContext(ctx context.Context) (Run, bool) {
 func (s *Scheduler) idle(j *job) {
 	s.mu.Lock()
 	j.inflight--
-	s.inflightAll--
 	s.mu.Unlock()
 }
 
@@ -62,6 +61,10 @@ type firing struct {
 	// dispatched is when this instance began trying the firing (zero for
 	// work taken over or resumed): admission measures from it.
 	dispatched time.Time
+	counted    bool // in Scheduler.setups until its setup ends (admission.go)
+	// prev is the last firing of its work settled before it (the work's
+	// done, at first): what undoing its start restores.
+	prev time.Time
 	fence      uint64 // once the job's lock is taken
 	tries      int    // attempts to take the job's lock
 
@@ -135,7 +138,8 @@ func note(reason, more string) string {
 func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	defer s.wg.Done()
 	defer s.idle(j)
-	fr := &firing{job: j, at: f, ctx: s.ctx, dispatched: s.clock.Now()}
+	fr := &firing{job: j, at: f, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
+	defer s.setupDone(fr)
 
 	// Step 1 (skip while a firing of j is in progress here) was dispatch's.
 	// 2. Claim the firing: succeeds for one instance only, and only if no
@@ -395,6 +399,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		return ran{takenOver: true, end: skip(ReasonTakenOver, nil)}
 	}
 	r.Start = start
+	s.setupDone(fr)
 	out := ran{started: true}
 	if !fr.dispatched.IsZero() && fr.tries == 1 {
 		// Not when it waited for the previous run: that is no load.
@@ -413,6 +418,15 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		e := skip(ReasonUntrusted, cause)
 		if stopping(cause) {
 			e.Reason = ReasonStopping
+			// Stopping while the start was written: undo it, so that the
+			// claim is pending again, for another instance to take over
+			// once this one's presence is released, rather than spent.
+			ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+			undone, err := s.st.unstart(ctx, r, w, fr.prev)
+			cancel()
+			if err == nil && undone {
+				return ran{takenOver: true, end: e}
+			}
 		}
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
 		if _, ferr := s.finish(fr, r, false); ferr != nil {

@@ -52,9 +52,9 @@ type Scheduler struct {
 	presence   *lock.Lease
 	leading    bool // leader-only: led at the last poll; guarded by mu
 
-	// Admission (admission.go), guarded by mu: firings in flight here,
-	// and how many may be.
-	inflightAll  int
+	// Admission (admission.go), guarded by mu: firings dispatched here
+	// and not started or given up yet, and how many may be.
+	setups       int
 	admitLimit   float64
 	lastDecrease time.Time
 }
@@ -141,6 +141,9 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		pollNow: make(chan struct{}, 1),
 
 		admitLimit: admissionMax,
+	}
+	if err := lock.ValidateID("presence lock id (lock prefix, jobs collection and keeper id)", s.presenceID(s.keeper)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
 	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, leases []*lock.Lease) ([]struct{}, error) {
@@ -441,10 +444,10 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
 	case !s.admit():
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f,
-			Reason: fmt.Sprintf("%s: %d firings in flight", ReasonOverloaded, s.inflightAll)}, false
+			Reason: fmt.Sprintf("%s: %d firings being claimed, locked or started", ReasonOverloaded, s.setups)}, false
 	}
 	j.inflight++
-	s.inflightAll++
+	s.setups++
 	s.wg.Add(1)
 	go s.fire(j, f, catchUp)
 	return lock.Event{}, true

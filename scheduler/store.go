@@ -48,6 +48,10 @@ type store interface {
 	// settle records that w's work is done without starting its last
 	// firing (or its triggered run), if w is still its keeper's.
 	settle(ctx context.Context, w *work) (bool, error)
+	// unstart undoes the start of r, of w, whose job was not called, if
+	// nothing was claimed since: w is pending again, from prev (the last
+	// firing settled before r's) on.
+	unstart(ctx context.Context, r Run, w *work, prev time.Time) (bool, error)
 	// finish records how r ended in the job document, and reports whether
 	// the document still held r's record (no later run overwrote it, and
 	// r's start was written). ran: the job was called, and its outcome
@@ -615,13 +619,44 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 	if w.triggered() {
 		filter = append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
 	} else {
-		filter = append(filter, bson.E{Key: fieldLast, Value: w.last})
+		filter = append(filter, bson.E{Key: fieldLast, Value: w.last},
+			bson.E{Key: fieldPTrig, Value: bson.D{{Key: "$exists", Value: false}}})
 		set = append(set, bson.E{Key: fieldDone, Value: w.last})
 	}
 	res, err := s.jobs.UpdateOne(ctx, filter, bson.D{
 		{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: fieldPTrig, Value: ""}}}})
 	if err != nil {
 		return false, wrapErr(ctx, "settle claim of", w.job, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time) (bool, error) {
+	filter := bson.D{
+		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper},
+		{Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper},
+		{Key: fieldFence, Value: fenceTS(r.Fence)}, {Key: fieldOutcome, Value: string(OutcomeRunning)},
+	}
+	set := bson.D{{Key: fieldPending, Value: true}, {Key: fieldOutcome, Value: string(OutcomeFailed)},
+		{Key: fieldError, Value: "not run: stopped; left to be taken over"}}
+	var unset bson.D
+	switch {
+	case w.triggered():
+		set = append(set, bson.E{Key: fieldPTrig, Value: w.trig})
+	case prev.IsZero():
+		filter = append(filter, bson.E{Key: fieldLast, Value: w.last})
+		unset = bson.D{{Key: fieldDone, Value: ""}}
+	default:
+		filter = append(filter, bson.E{Key: fieldLast, Value: w.last})
+		set = append(set, bson.E{Key: fieldDone, Value: prev})
+	}
+	update := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	res, err := s.jobs.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return false, wrapErr(ctx, "undo start of", r.Job, err)
 	}
 	return res.MatchedCount == 1, nil
 }

@@ -1,0 +1,187 @@
+package scheduler
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
+)
+
+// Regressions found by an independent review of the claims protocol; each
+// failed before its fix.
+
+// TestAdmissionIgnoresRunningJobs: a slow claim while a long job runs
+// lowers the admission limit, but running jobs do not count against it:
+// the other jobs go on running.
+func TestAdmissionIgnoresRunningJobs(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		locks := locktest.New(locktest.WithTTL(3 * time.Second))
+		store := newFakeStore(locks.Clock())
+		a := newTwin(t, locks, store, "a")
+		slowOnce := true
+		a.st.beforeClaim = func(job string, f time.Time) {
+			if job == "short" && slowOnce && f.After(epoch.Add(5*time.Second)) {
+				slowOnce = false
+				time.Sleep(2 * time.Second) // one slow claim: a database hiccup
+			}
+		}
+		var shortRuns int
+		_ = a.s.AddJob("long", "@every 1h", func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Minute):
+			}
+			return nil
+		}, JobCatchUp(CatchUpSkip(time.Hour)))
+		_ = a.s.AddJob("short", "@every 1s", func(context.Context) error { shortRuns++; return nil })
+		_ = a.s.Start()
+		store.control("long", func(c *controlDoc) { c.Trigger = epoch.Add(time.Second) }) // long runs now
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		before := shortRuns
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := shortRuns - before; n < 590 {
+			t.Errorf("short job (@every 1s) ran %d times in 10 minutes while the long one ran", n)
+		}
+	})
+}
+
+// TestStopOrCloseBeforeTheRunLeavesTheClaim: an instance that stops while
+// it records a firing's start, or whose Session closes before it takes the
+// job's lock, leaves the claim to be taken over: the other instance runs
+// the firing.
+func TestStopOrCloseBeforeTheRunLeavesTheClaim(t *testing.T) {
+	for _, tc := range []string{"stop while recording the start", "session closed after the claim"} {
+		t.Run(tc, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				f1 := epoch.Add(10 * time.Second)
+				locks := locktest.New(locktest.WithTTL(time.Second))
+				store := newFakeStore(locks.Clock())
+				a, b := newTwin(t, locks, store, "a"), newTwin(t, locks, store, "b")
+				b.slowClaims(func(time.Time) bool { return true }) // a claims
+				stopped := make(chan error, 1)
+				if tc == "stop while recording the start" {
+					store.onStart = func(_ context.Context, r Run) (bool, error) {
+						if r.Keeper == "a" && r.Scheduled.Equal(f1) {
+							// Stop begins while the write is on the wire.
+							go func() { stopped <- a.s.Stop(context.Background()) }()
+							for a.s.ctx.Err() == nil {
+								time.Sleep(time.Millisecond)
+							}
+						}
+						return true, nil
+					}
+				} else {
+					a.st.afterClaim = func(_ string, f time.Time) {
+						if f.Equal(f1) {
+							_ = a.session.Close()
+						}
+					}
+				}
+				log := newRunLog()
+				for _, tw := range []*twin{a, b} {
+					_ = tw.s.AddJob("j", "@every 10s", log.job(nil))
+					_ = tw.s.Start()
+				}
+				time.Sleep(time.Until(f1.Add(5 * time.Second)))
+				if tc == "stop while recording the start" {
+					if err := recv(t, stopped, "a's Stop"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				synctest.Wait()
+				ran := log.all()
+				if len(ran) != 1 || ran[0].Keeper != "b" || !ran[0].Scheduled.Equal(f1) {
+					t.Errorf("runs %+v, want f1 once, by b; history %q", ran, hists(store.runs()))
+				}
+			})
+		})
+	}
+}
+
+// TestPresenceIDTooLong: a keeper id whose presence lock id would be too
+// long is refused by New, rather than making a Scheduler that never claims.
+func TestPresenceIDTooLong(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	locks := locktest.New()
+	session, err := lock.NewSession(locks, lock.WithKeeperID(strings.Repeat("k", lock.MaxIDLength-10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	if _, err := newScheduler(newFakeStore(locks.Clock()), session, defaultConfig()); err == nil ||
+		!strings.Contains(err.Error(), "presence lock id") {
+		t.Fatalf("New with a keeper id that makes the presence lock id too long: %v", err)
+	}
+}
+
+// TestTwoSchedulersOneSession: two Schedulers on one Session, each with its
+// jobs collection, each hold a presence lease and run their jobs.
+func TestTwoSchedulersOneSession(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		locks := locktest.New(locktest.WithTTL(3 * time.Second))
+		session, err := lock.NewSession(locks, lock.WithKeeperID("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer session.Close()
+		runs := map[string]int{}
+		var ss []*Scheduler
+		for _, name := range []string{"a", "b"} {
+			cfg, _ := buildConfig([]Option{WithJobsCollection("jobs_" + name)})
+			s, err := newScheduler(newFakeStore(locks.Clock()), session, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = s.AddJob(name, "@every 1s", func(context.Context) error { runs[name]++; return nil })
+			ss = append(ss, s)
+		}
+		for _, s := range ss {
+			_ = s.Start()
+		}
+		time.Sleep(10*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		for _, s := range ss {
+			_ = s.Stop(context.Background())
+		}
+		if runs["a"] != 10 || runs["b"] != 10 {
+			t.Errorf("runs %v, want 10 each", runs)
+		}
+	})
+}
+
+// TestTriggerAtOnce: Scheduler.Trigger is claimed by this instance at
+// once, not a poll interval later.
+func TestTriggerAtOnce(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Minute, WithPollInterval(time.Hour))
+		log := newRunLog()
+		_ = r.s.AddJob("j", "0 0 1 1 *", log.job(nil))
+		_ = r.s.Start()
+		time.Sleep(time.Second) // the first poll registered j
+		synctest.Wait()
+		triggered := time.Now()
+		r.store.control("j", func(c *controlDoc) { c.Trigger = triggered })
+		r.s.mu.Lock()
+		j := r.s.jobs["j"]
+		r.s.mu.Unlock()
+		r.s.controlDone(j, lock.JobTriggered, "")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if ran := log.all(); len(ran) != 1 || !ran[0].Scheduled.Equal(triggered) || !ran[0].Triggered {
+			t.Errorf("runs %+v within a second of the trigger (poll interval 1h)", ran)
+		}
+		r.stop()
+	})
+}
