@@ -64,9 +64,9 @@ type firing struct {
 	counted    bool // in Scheduler.setups until its setup ends (admission.go)
 	// prev is the last firing of its work settled before it (the work's
 	// done, at first): what undoing its start restores.
-	prev time.Time
-	fence      uint64 // once the job's lock is taken
-	tries      int    // attempts to take the job's lock
+	prev  time.Time
+	fence uint64 // once the job's lock is taken
+	tries int    // attempts to take the job's lock
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
 	// once the claim is won and when the Session has a tracer; span is it,

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -32,7 +34,7 @@ func TestAdmissionIgnoresRunningJobs(t *testing.T) {
 				time.Sleep(2 * time.Second) // one slow claim: a database hiccup
 			}
 		}
-		var shortRuns int
+		var shortRuns atomic.Int64
 		_ = a.s.AddJob("long", "@every 1h", func(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
@@ -40,15 +42,15 @@ func TestAdmissionIgnoresRunningJobs(t *testing.T) {
 			}
 			return nil
 		}, JobCatchUp(CatchUpSkip(time.Hour)))
-		_ = a.s.AddJob("short", "@every 1s", func(context.Context) error { shortRuns++; return nil })
+		_ = a.s.AddJob("short", "@every 1s", func(context.Context) error { shortRuns.Add(1); return nil })
 		_ = a.s.Start()
 		store.control("long", func(c *controlDoc) { c.Trigger = epoch.Add(time.Second) }) // long runs now
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
-		before := shortRuns
+		before := shortRuns.Load()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		if n := shortRuns - before; n < 590 {
+		if n := shortRuns.Load() - before; n < 590 {
 			t.Errorf("short job (@every 1s) ran %d times in 10 minutes while the long one ran", n)
 		}
 	})
@@ -135,6 +137,7 @@ func TestTwoSchedulersOneSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer session.Close()
+		var mu sync.Mutex
 		runs := map[string]int{}
 		var ss []*Scheduler
 		for _, name := range []string{"a", "b"} {
@@ -143,7 +146,12 @@ func TestTwoSchedulersOneSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = s.AddJob(name, "@every 1s", func(context.Context) error { runs[name]++; return nil })
+			_ = s.AddJob(name, "@every 1s", func(context.Context) error {
+				mu.Lock()
+				defer mu.Unlock()
+				runs[name]++
+				return nil
+			})
 			ss = append(ss, s)
 		}
 		for _, s := range ss {
@@ -154,6 +162,8 @@ func TestTwoSchedulersOneSession(t *testing.T) {
 		for _, s := range ss {
 			_ = s.Stop(context.Background())
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		if runs["a"] != 10 || runs["b"] != 10 {
 			t.Errorf("runs %v, want 10 each", runs)
 		}
