@@ -348,7 +348,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			// claim is older than a poll, so that this read cannot be
 			// older than the firing that just settled it.
 			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted {
-				s.dispatchWork(j, workOf(d), nil)
+				s.dispatchResume(j, d.At)
 			}
 		case d.Pending:
 			// Its keeper's lease is checked only once the claim is older
@@ -375,7 +375,9 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			now := s.clock.Now()
 			for _, j := range s.order {
 				if f, ok := s.missedAtStart(j, now); ok {
-					s.dispatch(j, f, true)
+					if e, ok := s.dispatch(j, f, true); !ok {
+						events = append(events, e)
+					}
 				}
 			}
 		}
@@ -444,6 +446,31 @@ func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 			s.emit(fr, *taken)
 		}
 		s.work(fr, w)
+	}()
+}
+
+// dispatchResume resumes, in a goroutine of its own, the pending work of j
+// that this instance claimed at (server time) and no firing here is doing:
+// if the claim is still as this poll read it (a read can be older than the
+// firing that settled it), it stamps it anew and does the work. Called
+// with s.mu held.
+func (s *Scheduler) dispatchResume(j *job, at time.Time) {
+	j.inflight++
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.idle(j)
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+		w, err := s.st.resume(ctx, j.name, s.keeper, at)
+		cancel()
+		if err != nil || w == nil {
+			return // settled meanwhile, or the next poll tries again
+		}
+		at := w.last
+		if w.triggered() {
+			at = w.trig
+		}
+		s.work(&firing{job: j, at: at, ctx: s.ctx, trig: w.triggered()}, w)
 	}()
 }
 

@@ -140,8 +140,12 @@
 // plus a poll interval, plus the lock package's safety margins, plus the
 // wait for the job's lock; within a poll interval or two after a clean
 // Stop, which releases the presence lease once every firing of the
-// Scheduler is gone. Firings that fall meanwhile are missed, and the
-// claim that follows covers them: the catch-up policy decides.
+// Scheduler is gone (so a job that ignores its cancelled context delays
+// it, until the Session closes). In leader-only mode the election's lease
+// stands for presence: claims of a leader that stopped scheduling but
+// still leads wait for the next leader. Firings that fall meanwhile are
+// missed, and the claim that follows covers them: the catch-up policy
+// decides.
 //
 // # Catch-up
 //
@@ -203,8 +207,12 @@
 // claimant that finds the lock held spends one or two more round trips per
 // attempt: at most lockWait/RetryPeriod × 1.25 + 5 attempts, 25 with the
 // default timings. A server that cannot keep up delays claims; firings are
-// then missed, never run twice, and each instance keeps at most one
-// firing per job in flight (two with OverlapWait and OverlapCancel).
+// then missed, never run twice, and each instance tries at most one
+// firing per job at a time (two with OverlapWait and OverlapCancel; work
+// taken over or triggered aside), and limits how many firings it sets up
+// at once (admission: additive increase, multiplicative decrease on how
+// long a claim, lock and start take); those it does not try are reported
+// here (ReasonOverloaded) and recorded as missed by the claim after them.
 //
 // # What is not promised
 //
@@ -252,11 +260,12 @@
 // observers (lock.WithObserver; lock.WithSessionLogger logs them). Every
 // event carries Job, Scheduled (the firing), LockID and the Session's
 // KeeperID, and Fence once the job's lock is taken. Each firing this
-// instance tries ends in exactly one of FiringLost, FiringSkipped and
-// RunEnded; a firing recorded as not run has its FiringSkipped event on the
-// instance that recorded it (so a firing skipped here because this
-// instance was busy, and then recorded as missed by the claim after it,
-// has two):
+// instance tries ends in FiringLost, FiringSkipped or RunEnded (a claim
+// that could not be settled adds a second FiringSkipped; a lost claim of a
+// trigger, or of a catch-up at Start, emits nothing); a firing recorded as
+// not run has its FiringSkipped event on the instance that recorded it (so
+// a firing skipped here because this instance was busy, and then recorded
+// as missed by the claim after it, has two):
 //
 //   - lock.FiringClaimed: this instance won the claim (step 2), or (Reason
 //     "triggered") the claim of a triggered run.

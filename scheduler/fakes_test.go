@@ -104,6 +104,17 @@ func (s *fakeStore) takeOver(_ context.Context, jobs []string, from, keeper stri
 	return out, nil
 }
 
+func (s *fakeStore) resume(_ context.Context, job, keeper string, at time.Time) (*work, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.docs[job]
+	if d == nil || !d.Pending || d.By != keeper || !d.At.Equal(at) {
+		return nil, nil
+	}
+	d.At = s.clock.Now()
+	return workOf(d), nil
+}
+
 func (s *fakeStore) poll(_ context.Context, jobs []string) ([]jobDoc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -187,7 +198,7 @@ func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
 	return true, nil
 }
 
-func (s *fakeStore) unstart(_ context.Context, r Run, w *work, prev time.Time) (bool, error) {
+func (s *fakeStore) unstart(_ context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.docs[r.Job]
@@ -195,7 +206,7 @@ func (s *fakeStore) unstart(_ context.Context, r Run, w *work, prev time.Time) (
 		!w.triggered() && !d.Last.Equal(w.last) {
 		return false, nil
 	}
-	d.Pending, d.Run.Outcome, d.Run.Error = true, string(OutcomeFailed), "not run: stopped; left to be taken over"
+	d.Pending, d.Run.Outcome, d.Run.Error = true, string(OutcomeFailed), unstartError(why)
 	if w.triggered() {
 		d.PTrig = w.trig
 	} else {

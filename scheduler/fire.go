@@ -383,9 +383,17 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		if s.ctx.Err() != nil {
 			e.Reason = ReasonStopping
 		}
-		// The write may have happened: end the record if it is there, so
-		// that it does not stay "running", and only then keep it in the
-		// history.
+		// The write may have happened: undo it if so, so that the claim is
+		// pending again, for the next poll to resume (or another instance
+		// to take over) rather than spent. If that fails too, end the
+		// record if it is there, so that it does not stay "running", and
+		// only then keep it in the history.
+		uctx, ucancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		_, uerr := s.st.unstart(uctx, r, w, fr.prev, "start not recorded")
+		ucancel()
+		if uerr == nil {
+			return ran{end: e} // pending: undone, or never applied
+		}
 		r.Outcome, r.Error = OutcomeFailed, "not run: start not recorded: "+err.Error()
 		held, ferr := s.finish(fr, r, false)
 		if ferr != nil {
@@ -422,7 +430,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 			// claim is pending again, for another instance to take over
 			// once this one's presence is released, rather than spent.
 			ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-			undone, err := s.st.unstart(ctx, r, w, fr.prev)
+			undone, err := s.st.unstart(ctx, r, w, fr.prev, "stopped")
 			cancel()
 			if err == nil && undone {
 				return ran{takenOver: true, end: e}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,5 +194,89 @@ func TestTriggerAtOnce(t *testing.T) {
 			t.Errorf("runs %+v within a second of the trigger (poll interval 1h)", ran)
 		}
 		r.stop()
+	})
+}
+
+// slowPollStore returns its poll's read late, once: a read taken while the
+// firing's own goroutine still works on the claim, returned after that
+// goroutine settled it and ended.
+type slowPollStore struct {
+	*fakeStore
+	once  sync.Once
+	delay time.Duration
+}
+
+func (s *slowPollStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) {
+	docs, err := s.fakeStore.poll(ctx, jobs)
+	for _, d := range docs {
+		if d.Pending {
+			s.once.Do(func() { time.Sleep(s.delay) })
+		}
+	}
+	return docs, err
+}
+
+// TestStalePollDoesNotResumeSettledWork: a poll whose read of this
+// instance's own pending claim comes back after the firing that had it
+// settled it does not do the work again.
+func TestStalePollDoesNotResumeSettledWork(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		locks := locktest.New(locktest.WithTTL(time.Second))
+		fs := newFakeStore(locks.Clock())
+		st := &slowPollStore{fakeStore: fs}
+		obs := newRecorder()
+		session, err := lock.NewSession(locks, lock.WithKeeperID("a"), lock.WithObserver(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer session.Close()
+		cfg, _ := buildConfig(nil)
+		s, err := newScheduler(st, session, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s.Stop(context.Background()) }()
+		poll := s.pollInterval()
+		st.delay = 3 * poll
+		f1 := epoch.Add(10 * time.Second)
+		// The claim of f1 waits a little more than a poll interval for its
+		// lock (the previous run finishing elsewhere, say): pending, stale.
+		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if c.Op == locktest.OpAcquire && jobCall(c) && time.Now().Before(f1.Add(poll+poll/2)) && !time.Now().Before(f1) {
+				time.Sleep(poll + poll/2)
+			}
+			return nil
+		})
+		// The second start of f1 (by the resumed work) fails on the wire.
+		starts := 0
+		fs.onStart = func(_ context.Context, r Run) (bool, error) {
+			if r.Scheduled.Equal(f1) {
+				starts++
+				if starts == 2 {
+					return false, errors.New("connection reset")
+				}
+			}
+			return true, nil
+		}
+		calls := 0
+		_ = s.AddJob("j", "@every 10s", func(context.Context) error { calls++; return nil })
+		_ = s.Start()
+		time.Sleep(f1.Add(6 * poll).Sub(time.Now()))
+		synctest.Wait()
+		var skips []string
+		for _, e := range obs.all(lock.FiringSkipped) {
+			if e.Scheduled.Equal(f1) {
+				skips = append(skips, e.Reason)
+			}
+		}
+		d := fs.running("j")
+		if starts > 1 || len(skips) > 0 || calls != 1 {
+			t.Logf("job called %d times; f1 start attempts %d; f1 skip events %q; history %q", calls, starts, skips, hists(fs.runs()))
+			t.Errorf("f1 ran and settled, yet its work was resumed from a stale poll read and tried again")
+		}
+		if d == nil || d.Outcome != OutcomeSucceeded {
+			t.Errorf("f1 ran and succeeded, but its record now says %+v", d)
+		}
 	})
 }

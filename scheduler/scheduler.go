@@ -215,7 +215,11 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	s.jobs[name] = j
 	s.order = append(s.order, j)
 	if s.state == stateStarted {
-		s.schedule(j, s.clock.Now())
+		now := s.clock.Now()
+		s.schedule(j, now)
+		if f, ok := s.missedAtStart(j, now); ok && s.cfg.leader == nil {
+			s.dispatch(j, f, true) // as Start does
+		}
 		s.poke()
 		s.pollSoon()
 	}

@@ -37,6 +37,9 @@ type store interface {
 	// and returns it. The caller holds from's presence lock: from's lease
 	// has lapsed, and from can start none of it any more.
 	takeOver(ctx context.Context, jobs []string, from, keeper string) ([]*work, error)
+	// resume stamps anew, and returns, the pending work of job if keeper
+	// claimed it at at (server time) and it is still pending: nil if not.
+	resume(ctx context.Context, job, keeper string, at time.Time) (*work, error)
 	// poll reads the documents of jobs with pending work, a trigger, or
 	// removed.
 	poll(ctx context.Context, jobs []string) ([]jobDoc, error)
@@ -51,7 +54,8 @@ type store interface {
 	// unstart undoes the start of r, of w, whose job was not called, if
 	// nothing was claimed since: w is pending again, from prev (the last
 	// firing settled before r's) on.
-	unstart(ctx context.Context, r Run, w *work, prev time.Time) (bool, error)
+	// why says why, in the record's error.
+	unstart(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error)
 	// finish records how r ended in the job document, and reports whether
 	// the document still held r's record (no later run overwrote it, and
 	// r's start was written). ran: the job was called, and its outcome
@@ -631,14 +635,17 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 	return res.MatchedCount == 1, nil
 }
 
-func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time) (bool, error) {
+// unstartError is the error recorded for a start undone for why.
+func unstartError(why string) string { return "not run: " + why + "; claim pending again" }
+
+func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
 	filter := bson.D{
 		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper},
 		{Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper},
 		{Key: fieldFence, Value: fenceTS(r.Fence)}, {Key: fieldOutcome, Value: string(OutcomeRunning)},
 	}
 	set := bson.D{{Key: fieldPending, Value: true}, {Key: fieldOutcome, Value: string(OutcomeFailed)},
-		{Key: fieldError, Value: "not run: stopped; left to be taken over"}}
+		{Key: fieldError, Value: unstartError(why)}}
 	var unset bson.D
 	switch {
 	case w.triggered():
@@ -712,6 +719,21 @@ func (s *mongoStore) takeOver(ctx context.Context, jobs []string, from, keeper s
 		out[i] = workOf(&docs[i])
 	}
 	return out, nil
+}
+
+func (s *mongoStore) resume(ctx context.Context, job, keeper string, at time.Time) (*work, error) {
+	var d jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx,
+		bson.D{{Key: fieldID, Value: job}, {Key: fieldPending, Value: true}, {Key: fieldBy, Value: keeper}, {Key: fieldAt, Value: at}},
+		bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil, nil
+	case err != nil:
+		return nil, wrapErr(ctx, "resume claim of", job, err)
+	}
+	return workOf(&d), nil
 }
 
 func (s *mongoStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) {
