@@ -217,7 +217,10 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		wait := s.lockWait(j, fr.at)
 		giveUp = fr.at.Add(wait)
 		if now := s.clock.Now(); now.After(giveUp) {
-			giveUp = now.Add(wait) // a late firing (caught up, or taken over) waits as long
+			// A late firing (caught up, or taken over) waits a TTL: the
+			// lock of a claimant that died may outlive its presence lease
+			// by a renew interval.
+			giveUp = now.Add(s.ttl)
 		}
 	}
 	b := s.lockBackoff()
@@ -374,7 +377,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	// was taken over, does not start it too.
 	r := Run{Job: j.name, Keeper: s.keeper, Scheduled: f, Fence: lease.Fence(), Outcome: OutcomeRunning,
 		Attempt: 1, Triggered: fr.trig}
-	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
+	// Not ended by Stop: a start that landed must be known, to be undone
+	// or run (StopWait).
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	start, ok, err := s.st.start(ctx, r, w)
 	cancel()
 	switch {
