@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
 )
 
 // Timings of the tests: short, so the suite stays quick.
@@ -44,6 +46,9 @@ type testCluster struct {
 	be   backend
 	db   *mongo.Database // the test's own client, for checks
 	base instanceConfig
+	// skews, if set, are given to the instances in turn (instanceConfig.Skew),
+	// in the order they are configured.
+	skews []time.Duration
 
 	mu  sync.Mutex
 	seq int
@@ -80,6 +85,9 @@ func (c *testCluster) config(mods ...func(*instanceConfig)) instanceConfig {
 	c.seq++
 	cfg := c.base
 	cfg.Keeper = fmt.Sprintf("inst-%02d", c.seq)
+	if len(c.skews) > 0 {
+		cfg.Skew = c.skews[(c.seq-1)%len(c.skews)]
+	}
 	c.mu.Unlock()
 	for _, m := range mods {
 		m(&cfg)
@@ -273,6 +281,13 @@ func (c *testCluster) checkExclusion() {
 // firing of every job in [from, to] ran.
 func (c *testCluster) checkFirings(from, to time.Time) map[cluster.Firing]int {
 	c.tb.Helper()
+	return c.checkFiringsOf(c.base.Jobs, from, to)
+}
+
+// checkFiringsOf is checkFirings for the firings of jobs only, in [from,
+// to]; that no firing ran twice is checked for every job.
+func (c *testCluster) checkFiringsOf(jobs []string, from, to time.Time) map[cluster.Firing]int {
+	c.tb.Helper()
 	ran := c.firings()
 	reported := cluster.Runs(c.Events())
 	for _, k := range cluster.SortedFirings(reported) {
@@ -292,29 +307,67 @@ func (c *testCluster) checkFirings(from, to time.Time) map[cluster.Firing]int {
 		return ran
 	}
 	var missed []string
-	expected := 0
+	expected, once := 0, 0
 	for _, f := range cluster.Scheduled(from, to, c.base.Every) {
-		for _, job := range c.base.Jobs {
+		for _, job := range jobs {
 			expected++
-			if k := cluster.NewFiring(job, f); ran[k] == 0 {
+			switch k := cluster.NewFiring(job, f); ran[k] {
+			case 0:
 				missed = append(missed, k.String())
+			case 1:
+				once++
 			}
 		}
 	}
 	if len(missed) > 0 {
 		c.tb.Errorf("firings in [%s, %s] that did not run: %s", from.Format(time.TimeOnly), to.Format(time.TimeOnly), strings.Join(missed, ", "))
+		c.logRecords(jobs, from, to)
 	}
-	c.tb.Logf("firings in [%s, %s]: %d expected, %d ran exactly once, %d missed, %d ran more than once",
-		from.Format(time.TimeOnly), to.Format(time.TimeOnly), expected, expected-len(missed), len(missed), twice)
+	c.tb.Logf("firings in [%s, %s]: %d expected, %d ran exactly once, %d missed; %d ran more than once",
+		from.Format(time.TimeOnly), to.Format(time.TimeOnly), expected, once, len(missed), twice)
 	return ran
 }
 
-// firings reads how often each firing ran from the database.
+// awaitFirings waits up to d until every firing of the jobs in [from, to]
+// ran, by the database: firings taken over or caught up run late. It
+// returns when they have, or when d passed; the checks say what is
+// missing.
+func (c *testCluster) awaitFirings(jobs []string, from, to time.Time, d time.Duration) {
+	c.tb.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ran, all := c.firings(), true
+		for _, f := range cluster.Scheduled(from, to, c.base.Every) {
+			for _, job := range jobs {
+				all = all && ran[cluster.NewFiring(job, f)] > 0
+			}
+		}
+		if all || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// firings reads how often each firing ran from the database. Triggered
+// runs are not firings: they are left out.
 func (c *testCluster) firings() map[cluster.Firing]int {
+	c.tb.Helper()
+	return c.readFirings(bson.D{{Key: "triggered", Value: bson.D{{Key: "$ne", Value: true}}}})
+}
+
+// triggeredRuns reads how often each triggered run of job ran, by the time
+// of its trigger, from the database.
+func (c *testCluster) triggeredRuns(job string) map[cluster.Firing]int {
+	c.tb.Helper()
+	return c.readFirings(bson.D{{Key: "triggered", Value: true}, {Key: "job", Value: job}})
+}
+
+func (c *testCluster) readFirings(filter bson.D) map[cluster.Firing]int {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cur, err := c.db.Collection(firingsColl).Find(ctx, bson.D{})
+	cur, err := c.db.Collection(firingsColl).Find(ctx, filter)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
@@ -331,6 +384,67 @@ func (c *testCluster) firings() map[cluster.Firing]int {
 		out[cluster.NewFiring(d.Job, d.Scheduled)] = d.N
 	}
 	return out
+}
+
+// logRecords logs, to explain a failure, the documents of jobs and their
+// history from from to to, as the scheduler wrote them.
+func (c *testCluster) logRecords(jobs []string, from, to time.Time) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	cur, err := c.db.Collection(scheduler.DefaultJobsCollection).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: jobs}}}})
+	if err == nil {
+		var docs []bson.M
+		if err = cur.All(ctx, &docs); err == nil {
+			for _, d := range docs {
+				fmt.Fprintf(&b, "  job document %v\n", d)
+			}
+		}
+	}
+	for _, job := range jobs {
+		runs, herr := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
+		err = errors.Join(err, herr)
+		slices.Reverse(runs)
+		for _, r := range runs {
+			last := r.Scheduled
+			if r.Through.After(last) {
+				last = r.Through
+			}
+			if !last.Before(from.Add(-time.Second)) && !r.Scheduled.After(to) {
+				fmt.Fprintf(&b, "  %s\n", runText(r))
+			}
+		}
+	}
+	c.tb.Logf("scheduler records:\n%s(errors: %v)", b.String(), err)
+}
+
+// runText is a line of history for a test log.
+func runText(r scheduler.Run) string {
+	s := fmt.Sprintf("%s %s by %s: %s", r.Job, r.Scheduled.Local().Format("15:04:05.000"), r.Keeper, r.Outcome)
+	if r.Outcome == scheduler.OutcomeSkipped {
+		s += fmt.Sprintf(" through %s (%d) %q", r.Through.Local().Format("15:04:05"), r.Count, r.Reason)
+	}
+	if r.Triggered {
+		s += " triggered"
+	}
+	if r.Error != "" {
+		s += fmt.Sprintf(" error %q", r.Error)
+	}
+	return s
+}
+
+// history reads the run history of job, oldest first.
+func (c *testCluster) history(job string) []scheduler.Run {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runs, err := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	slices.Reverse(runs)
+	return runs
 }
 
 // holder reads the leader lock's holder from the database.

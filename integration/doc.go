@@ -9,8 +9,14 @@
 // what it does as JSON lines on its standard output. The tests then check the
 // properties a user relies on against those reports and the database: no two
 // leaders' terms overlap, every cron firing runs at most once (exactly once
-// while instances are up), migrations run once however many instances
-// deploy, and a leader that loses its lease stops before anyone else starts.
+// while instances are up, even when the instance that claimed it is killed
+// or stopped before starting it), firings missed while no instance was up
+// are caught up as the job's policy says and the others recorded as not
+// run, a job paused from the command line stays paused on every instance,
+// migrations run once however many instances deploy, and a leader that
+// loses its lease stops before anyone else starts. The scheduler's
+// scenarios run twice: with every clock right, and with clocks 400 ms
+// ahead and behind.
 // Package internal/cluster runs the processes, records their reports and
 // holds the checks; the CLI's demo uses it too.
 //
@@ -28,7 +34,7 @@
 //
 // # Commands
 //
-//	go test ./integration/                          # the scenarios, about a minute
+//	go test ./integration/                          # the scenarios, about a minute and a half
 //	go test ./integration/ -integration.long        # longer variants
 //	go test -run '^$' -bench . ./integration/       # the figures of the README
 //

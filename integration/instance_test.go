@@ -9,6 +9,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,7 +74,37 @@ type instanceConfig struct {
 	Probe bool `json:"probe,omitzero"`
 	// MigrationTime is how long the test migration's Up takes.
 	MigrationTime time.Duration `json:"migrationTime,omitzero"`
+	// CatchUp is the scheduler's catch-up policy (WithCatchUp); nil
+	// leaves the default. JobCatchUp sets some jobs' own (JobCatchUp).
+	CatchUp    *scheduler.CatchUp           `json:"catchUp,omitzero"`
+	JobCatchUp map[string]scheduler.CatchUp `json:"jobCatchUp,omitzero"`
+	// Poll is the scheduler's poll interval (WithPollInterval); 0 leaves
+	// the default, the Session's renew interval.
+	Poll time.Duration `json:"poll,omitzero"`
+	// StartAt, if set, is when (by the real clock) the scheduler starts,
+	// so that a test knows which firings were before its Start.
+	StartAt time.Time `json:"startAt,omitzero"`
+	// ArmFile names the file a child process reads on rearm: an arming.
+	ArmFile string `json:"armFile,omitzero"`
 }
+
+// rearm makes a child process read its ArmFile, which holds an arming
+// ("kill@claim", "stop@lock", ...) or nothing: to act on itself, once, in
+// the goroutine of a firing of its scheduler, between the claim and the
+// start of the run. At "claim", in the FiringClaimed event of a scheduled
+// firing (after the claim, before the job's lock is taken); at "lock", in
+// the Acquired event of a job's lock (before the start is recorded), for
+// a firing it claimed or took over. "kill" is SIGKILL; "stop" SIGSTOP,
+// until its driver resumes it. It reports an EvActing event first.
+const rearm = syscall.SIGUSR1
+
+// Armings.
+const (
+	killAtClaim = "kill@claim"
+	stopAtClaim = "stop@claim"
+	killAtLock  = "kill@lock"
+	stopAtLock  = "stop@lock"
+)
 
 // instance is one complete application: migrations at start, then a
 // scheduler running cron jobs and a LeaderAwareRunner running a long leader
@@ -84,6 +118,9 @@ type instance struct {
 	session *lock.Session        // the instance's one keeper
 	sched   *scheduler.Scheduler // nil without jobs
 	runner  *runner.LeaderAwareRunner
+	armed   atomic.Pointer[string] // its arming, if any (rearm)
+	conts   chan os.Signal         // SIGCONT, when armed: the process was resumed
+	working sync.Map               // job name -> time.Time: the firing claimed or taken over last
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the runner's Run returned
@@ -107,7 +144,8 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	if in.locker, err = lock.New(in.db, lock.WithTTL(cfg.TTL), lock.WithClock(mongotest.SkewedClock(cfg.Skew)), lock.WithLogger(log)); err != nil {
 		return nil, err
 	}
-	if in.session, err = lock.NewSession(in.locker, lock.WithKeeperID(cfg.Keeper), lock.WithSessionLogger(log)); err != nil {
+	if in.session, err = lock.NewSession(in.locker, lock.WithKeeperID(cfg.Keeper), lock.WithSessionLogger(log),
+		lock.WithObserver(lock.ObserverFunc(in.observe))); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*instance, error) { return nil, errors.Join(err, in.session.Close()) }
@@ -129,12 +167,32 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	in.emit(migrated)
 
 	if len(cfg.Jobs) > 0 {
-		if in.sched, err = scheduler.New(in.db, in.session); err != nil {
+		// StopWait: a clean stop, as in a deploy, lets a run that started
+		// count its firing rather than cancelling it halfway.
+		opts := []scheduler.Option{scheduler.WithStopMode(scheduler.StopWait)}
+		if cfg.CatchUp != nil {
+			opts = append(opts, scheduler.WithCatchUp(*cfg.CatchUp))
+		}
+		if cfg.Poll > 0 {
+			opts = append(opts, scheduler.WithPollInterval(cfg.Poll))
+		}
+		if in.sched, err = scheduler.New(in.db, in.session, opts...); err != nil {
 			return fail(err)
 		}
 		for _, name := range cfg.Jobs {
-			if err := in.sched.AddJob(name, fmt.Sprintf("@every %v", cfg.Every), in.job); err != nil {
+			var opts []scheduler.JobOption
+			if cu, ok := cfg.JobCatchUp[name]; ok {
+				opts = append(opts, scheduler.JobCatchUp(cu))
+			}
+			if err := in.sched.AddJob(name, fmt.Sprintf("@every %v", cfg.Every), in.job, opts...); err != nil {
 				return fail(err)
+			}
+		}
+		if wait := time.Until(cfg.StartAt); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return fail(context.Cause(ctx))
+			case <-time.After(wait):
 			}
 		}
 		if err := in.sched.Start(); err != nil {
@@ -243,21 +301,98 @@ func (in *instance) probe(fence uint64) {
 }
 
 // job is every cron job: it counts its run in the database and reports it.
+// A triggered run is counted apart from the firings, under its own id.
 func (in *instance) job(ctx context.Context) error {
 	run, _ := scheduler.RunFromContext(ctx)
+	id := firingID(run.Job, run.Scheduled)
+	if run.Triggered {
+		id += "#triggered"
+	}
 	_, err := in.db.Collection(firingsColl).UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: firingID(run.Job, run.Scheduled)}},
+		bson.D{{Key: "_id", Value: id}},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}},
-			{Key: "$set", Value: bson.D{{Key: "job", Value: run.Job}, {Key: "scheduled", Value: run.Scheduled}, {Key: "keeper", Value: in.cfg.Keeper}}},
+			{Key: "$set", Value: bson.D{{Key: "job", Value: run.Job}, {Key: "scheduled", Value: run.Scheduled}, {Key: "keeper", Value: in.cfg.Keeper},
+				{Key: "triggered", Value: run.Triggered}}},
 		},
 		options.UpdateOne().SetUpsert(true))
-	in.emit(cluster.Event{Kind: cluster.EvRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence, Msg: errText(err)})
+	in.emit(cluster.Event{Kind: cluster.EvRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence, Triggered: run.Triggered, Msg: errText(err)})
 	return err
 }
 
 func firingID(job string, scheduled time.Time) string {
 	return job + "@" + scheduled.UTC().Format(time.RFC3339Nano)
+}
+
+// observe reports the scheduler's events about firings, and acts on
+// itself when armed to (rearm). It runs in the goroutine where the event
+// happened, so that it acts before the firing goes on.
+func (in *instance) observe(e lock.Event) {
+	switch e.Kind {
+	case lock.FiringClaimed:
+		if e.Reason != "" { // a triggered run
+			in.emit(cluster.Event{Kind: cluster.EvClaimed, Job: e.Job, Firing: e.Scheduled, Triggered: true})
+			return
+		}
+		in.working.Store(e.Job, e.Scheduled)
+		in.emit(cluster.Event{Kind: cluster.EvClaimed, Job: e.Job, Firing: e.Scheduled})
+		in.act("claim", e.Job, e.Scheduled)
+	case lock.FiringTakenOver:
+		in.working.Store(e.Job, e.Scheduled)
+		in.emit(cluster.Event{Kind: cluster.EvTakenOver, Job: e.Job, Firing: e.Scheduled, Keeper: e.Leader})
+	case lock.FiringSkipped:
+		in.emit(cluster.Event{Kind: cluster.EvSkipped, Job: e.Job, Firing: e.Scheduled, Msg: e.Reason})
+	case lock.Acquired:
+		job, ok := strings.CutPrefix(e.LockID, scheduler.DefaultLockPrefix)
+		if !ok || !slices.Contains(in.cfg.Jobs, job) {
+			return // not a job's lock
+		}
+		if f, ok := in.working.Load(job); ok {
+			in.act("lock", job, f.(time.Time))
+		}
+	}
+}
+
+// act does what the instance is armed to do at point, if anything, to the
+// firing of job at f: reports it, and signals its own process.
+func (in *instance) act(point, job string, f time.Time) {
+	armed := in.armed.Load()
+	if armed == nil {
+		return
+	}
+	what, at, _ := strings.Cut(*armed, "@")
+	if at != point || !in.armed.CompareAndSwap(armed, nil) {
+		return
+	}
+	in.emit(cluster.Event{Kind: cluster.EvActing, Job: job, Firing: f, Msg: *armed})
+	// A signal a process sends itself stops or kills its other threads a
+	// moment later, not at once: this goroutine must go no further
+	// meanwhile, or it may record the start before the process stops.
+	switch what {
+	case "kill":
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	case "stop":
+		for len(in.conts) > 0 {
+			<-in.conts
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		<-in.conts
+	}
+}
+
+// readArming reads the instance's arming from its ArmFile.
+func (in *instance) readArming() {
+	if in.conts == nil {
+		in.conts = make(chan os.Signal, 1)
+		signal.Notify(in.conts, syscall.SIGCONT)
+	}
+	b, err := os.ReadFile(in.cfg.ArmFile)
+	if a := strings.TrimSpace(string(b)); err == nil && a != "" {
+		in.armed.Store(&a)
+	} else {
+		in.armed.Store(nil)
+	}
 }
 
 // stop stops the scheduler and the runner (which releases what it holds)
@@ -298,7 +433,7 @@ func errText(err error) string {
 
 // instanceMain runs one instance in this process, started by the tests as a
 // child process: events as JSON lines on stdout, logs on stderr. It stops
-// cleanly on SIGTERM or SIGINT and returns the exit code.
+// cleanly on SIGTERM or SIGINT and returns the exit code. rearm arms it.
 func instanceMain(raw string) int {
 	var cfg instanceConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
@@ -326,11 +461,20 @@ func instanceMain(raw string) int {
 	}()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
+	arms := make(chan os.Signal, 1) // before the start: they wait for it
+	signal.Notify(arms, rearm)
+	defer signal.Stop(arms)
 	in, err := startInstance(ctx, cfg, client, emit, log)
 	if err != nil {
 		return fail(err)
 	}
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-arms:
+			in.readArming()
+		}
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
 	defer cancel()
 	if err := in.stop(stopCtx); err != nil {

@@ -64,7 +64,8 @@ func TestEncoder(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
 	enc := cluster.NewEncoder(&b)
-	in := cluster.Event{Kind: cluster.EvRun, Instance: "a", T: t0, Received: t0, Job: "tick", Firing: t0, Fence: 3, Waited: time.Second, Runs: map[string]int{"tick": 1}}
+	in := cluster.Event{Kind: cluster.EvRun, Instance: "a", T: t0, Received: t0, Job: "tick", Firing: t0, Fence: 3, Waited: time.Second,
+		Triggered: true, Runs: map[string]int{"tick": 1}}
 	if err := enc.Encode(in); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,8 @@ func TestEncoder(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Received = time.Time{} // not sent
-	if out.Kind != in.Kind || !out.T.Equal(in.T) || !out.Firing.Equal(in.Firing) || out.Waited != in.Waited || out.Runs["tick"] != 1 || !out.Received.IsZero() {
+	if out.Kind != in.Kind || !out.T.Equal(in.T) || !out.Firing.Equal(in.Firing) || out.Waited != in.Waited || !out.Triggered ||
+		out.Runs["tick"] != 1 || !out.Received.IsZero() {
 		t.Errorf("decoded %+v, want %+v", out, in)
 	}
 }
@@ -140,6 +142,7 @@ func TestRuns(t *testing.T) {
 		{Kind: cluster.EvRun, Instance: "b", Job: "tick", Firing: local}, // the same firing
 		{Kind: cluster.EvRun, Instance: "a", Job: "even", Firing: at(2 * time.Second)},
 		{Kind: cluster.EvLead, Instance: "a", Job: "tick", Firing: at(2 * time.Second)},
+		{Kind: cluster.EvRun, Instance: "c", Job: "tick", Firing: at(time.Second), Triggered: true}, // not a firing
 	}
 	runs := cluster.Runs(evs)
 	if who := runs[cluster.NewFiring("tick", at(time.Second))]; !slices.Equal(who, []string{"a", "b"}) || len(runs) != 3 {

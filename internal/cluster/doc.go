@@ -33,7 +33,8 @@
 //
 // Signals: Stop asks an instance to stop by closing its standard input
 // (Spec.StopByStdin: works everywhere) or by SIGTERM; Kill sends SIGKILL.
-// Pause and Resume (SIGSTOP, SIGCONT) and SIGTERM need Unix; elsewhere they
-// return errors.ErrUnsupported. Only Linux can make a child get a signal
+// Pause and Resume (SIGSTOP, SIGCONT), SIGTERM and Signal (signals an
+// instance handles itself, to steer it) need Unix; elsewhere they return
+// errors.ErrUnsupported. Only Linux can make a child get a signal
 // when its parent dies (Spec.ParentDeathSignal).
 package cluster

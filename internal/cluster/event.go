@@ -23,7 +23,11 @@ const (
 	EvWork      Kind = "work"      // the leader task tried a fenced write: Fence, Checked, Accepted, Msg
 	EvUnlead    Kind = "unlead"    // the leader task's context ended: Fence, Lost, Msg (why)
 	EvProbe     Kind = "probe"     // after a lost lease, a late renewal and release: Fence, Held, NotHeld, Msg
-	EvRun       Kind = "run"       // a job run started: Job, Firing, Fence; Msg if it failed
+	EvRun       Kind = "run"       // a job run started: Job, Firing, Fence, Triggered; Msg if it failed
+	EvClaimed   Kind = "claimed"   // it won the claim of a firing: Job, Firing, Triggered
+	EvTakenOver Kind = "takenover" // it took over a firing another instance claimed: Job, Firing, Keeper (the claimant)
+	EvSkipped   Kind = "skipped"   // a firing was not run here: Job, Firing, Msg (the reason)
+	EvActing    Kind = "acting"    // it is about to act on itself, as its driver asked (a fault): Job, Firing, Msg (what)
 	EvMetrics   Kind = "metrics"   // after the scheduler stopped: Runs, scraped from its own /metrics
 	EvStopped   Kind = "stopped"   // shut down cleanly: Msg says why
 	EvError     Kind = "error"     // the instance failed: Msg
@@ -63,6 +67,9 @@ type Event struct {
 	// the late release found nothing to release.
 	Held    int  `json:"held,omitzero"`
 	NotHeld bool `json:"notHeld,omitzero"`
+	// Triggered: the run was asked for (a trigger), not scheduled; its
+	// Firing is when it was asked.
+	Triggered bool `json:"triggered,omitzero"`
 	// Runs are the runs started per job, as the instance's /metrics
 	// counted them.
 	Runs   map[string]int `json:"runs,omitzero"`
@@ -82,6 +89,12 @@ func (e Event) String() string {
 	}
 	if e.Kind == EvWork {
 		fmt.Fprintf(&b, " accepted=%v", e.Accepted)
+	}
+	if e.Triggered {
+		b.WriteString(" triggered")
+	}
+	if e.Kind == EvTakenOver && e.Keeper != "" {
+		fmt.Fprintf(&b, " from=%s", e.Keeper)
 	}
 	if e.Msg != "" {
 		fmt.Fprintf(&b, " msg=%q", e.Msg)

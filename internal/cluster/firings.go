@@ -23,11 +23,11 @@ func (f Firing) String() string { return f.Job + " " + f.Scheduled.Local().Forma
 
 // Runs returns, for each firing that ran, the instances that reported its
 // run (EvRun), in the order of the log. A firing with more than one ran
-// twice.
+// twice. Triggered runs are not firings of the schedule: they are left out.
 func Runs(evs []Event) map[Firing][]string {
 	out := map[Firing][]string{}
 	for _, e := range evs {
-		if e.Kind == EvRun {
+		if e.Kind == EvRun && !e.Triggered {
 			k := NewFiring(e.Job, e.Firing)
 			out[k] = append(out[k], e.Instance)
 		}

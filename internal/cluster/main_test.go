@@ -24,7 +24,7 @@ const (
 	// modeLead reports start and a leader term, writes a line that is not
 	// an event on each stream, then a tick every tickEvery until SIGTERM,
 	// or until its stdin closes with the argument "stdin"; then it ends
-	// its term and exits 0.
+	// its term and exits 0. On SIGUSR1 it logs "usr1".
 	modeLead = "lead"
 	// modeStubborn ignores SIGTERM.
 	modeStubborn = "stubborn"
@@ -71,6 +71,7 @@ func childMain(mode string, args []string) int {
 			close(stop)
 		}()
 	}
+	logUSR1()
 	emit(cluster.Event{Kind: cluster.EvStart, PID: os.Getpid()})
 	fmt.Println("not an event")
 	fmt.Fprintln(os.Stderr, "a log line")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,6 +167,26 @@ func TestPauseResume(t *testing.T) {
 	}
 	if err := p.Shutdown(10 * time.Second); err != nil {
 		t.Errorf("Shutdown of a paused instance: %v", err)
+	}
+}
+
+// TestSignal: Signal sends a signal the instance handles itself, and
+// nothing once it exited.
+func TestSignal(t *testing.T) {
+	t.Parallel()
+	c := cluster.New(clockwork.NewRealClock())
+	p := start(t, c, "a", modeLead, false)
+	await(t, c, 0, cluster.IsKind(cluster.EvWork))
+	from := c.Mark()
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	await(t, c, from, func(e cluster.Event) bool { return e.Kind == cluster.EvLog && e.Msg == "usr1" })
+	if err := p.Shutdown(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		t.Errorf("Signal after the exit: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 )
 
@@ -12,6 +13,9 @@ func (p *Proc) Pause() error { return errors.ErrUnsupported }
 
 // Resume needs Unix signals.
 func (p *Proc) Resume() error { return errors.ErrUnsupported }
+
+// Signal needs Unix signals.
+func (p *Proc) Signal(os.Signal) error { return errors.ErrUnsupported }
 
 // terminate: without SIGTERM, an instance is stopped by closing its
 // standard input (Spec.StopByStdin).

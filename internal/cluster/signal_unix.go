@@ -20,8 +20,12 @@ func (p *Proc) Resume() error { return p.signal(syscall.SIGCONT) }
 
 func (p *Proc) terminate() error { return p.signal(syscall.SIGTERM) }
 
+// Signal sends sig, unless the process exited already: for the signals an
+// instance handles itself, to steer it.
+func (p *Proc) Signal(sig os.Signal) error { return p.signal(sig) }
+
 // signal sends sig, unless the process exited already.
-func (p *Proc) signal(sig syscall.Signal) error {
+func (p *Proc) signal(sig os.Signal) error {
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("%v to %s: %w", sig, p.name, err)
 	}

@@ -1,0 +1,257 @@
+//go:build unix
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mongolock/mongolock/internal/cluster"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// skewed are the clocks of the skewed variants of the scheduler's
+// scenarios, given to the instances in turn: 400 ms behind, right, 400 ms
+// ahead.
+var skewed = []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond}
+
+// withSkews runs scenario twice, as parallel subtests: every clock right,
+// and the instances' clocks skewed in turn (skewed).
+func withSkews(t *testing.T, scenario func(t *testing.T, skews []time.Duration)) {
+	for _, v := range []struct {
+		name  string
+		skews []time.Duration
+	}{{"no skew", nil}, {"skew ±400ms", skewed}} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			scenario(t, v.skews)
+		})
+	}
+}
+
+// pollInterval is the scheduler's poll interval in the tests: the
+// default, the Session's renew interval.
+var pollInterval = lock.DefaultTimings(testTTL).RenewInterval
+
+// takeoverBound is how late a firing whose claimant died between its claim
+// and its start may run, after the claim: the claimant's presence lease
+// lapses at most a TTL after its last renewal (before the claim), the
+// others look at the claim every poll interval once it is a poll old,
+// plus slack for the lock's margins, the job's lock, the firings the
+// claim covers, and a loaded machine (scheduler/doc.go, "Taking over").
+var takeoverBound = testTTL + 2*pollInterval + slack
+
+// catchUpAll runs every firing missed within the hour. A claim that waits
+// to be taken over keeps the job's later firings from being claimed (the
+// claims of a job settle in order): they are missed, and the claim after
+// the takeover covers them. Only a policy that runs missed firings runs
+// them; the default, CatchUpLatest, records them as not run.
+var catchUpAll = scheduler.CatchUpAll(time.Hour, 100)
+
+// Scenario 8: the instance that claimed a firing is killed (SIGKILL), or
+// stopped (SIGSTOP), before the run's start, round after round: right
+// after its claim, or once it took the job's lock. At each round every
+// instance up is armed to act on itself so (rearm), the first to reach that
+// point does, the others are disarmed, and a new instance replaces it.
+// Every such firing must run exactly once, on another instance, within
+// takeoverBound; a stopped claimant, resumed after the firing ran elsewhere
+// and more than a TTL after it stopped, must not run it, and reports its
+// claim taken over. With catchUpAll, every firing of the window must run
+// exactly once, including those that fell while a claim waited to be taken
+// over.
+//
+// The -integration.long variant plays more rounds, and resumes stopped
+// claimants at random instants from one to two and a half TTLs after they
+// stopped, before or after the takeover: either the claimant runs the
+// firing or another instance does, never both.
+func TestClaimantKilled(t *testing.T) { withSkews(t, claimantKilled) }
+
+func claimantKilled(t *testing.T, skews []time.Duration) {
+	armings := []string{killAtClaim, stopAtClaim, killAtLock, stopAtLock}
+	rounds := len(armings)
+	if *longRun {
+		rounds = 4 * len(armings)
+	}
+	c := newCluster(t, testTTL, "tick")
+	c.skews = skews
+	c.base.NoRunner = true // a stopped leader's term outlasts its lease: not this scenario's concern
+	c.base.CatchUp = &catchUpAll
+	c.base.ArmFile = filepath.Join(t.TempDir(), "arming")
+	c.spawnN(3)
+	windowStart := wallNow()
+
+	type victim struct {
+		act   cluster.Event // its EvActing
+		raced bool          // resumed without waiting for the takeover
+	}
+	var victims []victim
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stopped := map[string]bool{} // until resumed
+	arm := func(arming string) []*cluster.Proc {
+		must(t, os.WriteFile(c.base.ArmFile+".new", []byte(arming), 0o600))
+		must(t, os.Rename(c.base.ArmFile+".new", c.base.ArmFile))
+		var armed []*cluster.Proc
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range c.Procs() {
+			if p.Up() && !stopped[p.Name()] {
+				must(t, p.Signal(rearm))
+				armed = append(armed, p)
+			}
+		}
+		return armed
+	}
+	for round := range rounds {
+		from := c.Mark()
+		arm(armings[round%len(armings)])
+		act := c.awaitOne(from, takeoverBound+2*every, "an armed instance acting", cluster.IsKind(cluster.EvActing))
+		arm("")
+		v := victim{act: act, raced: *longRun}
+		victims = append(victims, v)
+		p := c.proc(act.Instance)
+		if strings.HasPrefix(act.Msg, "kill@") {
+			c.kill(p.Name()) // it killed itself: this marks its exit as expected
+		} else {
+			mu.Lock()
+			stopped[p.Name()] = true
+			mu.Unlock()
+			wg.Go(func() {
+				c.resumeClaimant(t, p, act, v.raced)
+				mu.Lock()
+				delete(stopped, p.Name())
+				mu.Unlock()
+			})
+		}
+		up := c.Mark()
+		c.awaitUp(up, c.spawn().Name())
+	}
+	windowEnd := wallNow()
+	wg.Wait()
+	c.awaitFirings(c.base.Jobs, windowStart, windowEnd, takeoverBound+10*time.Second)
+
+	ran := c.checkFirings(windowStart, windowEnd)
+	// A firing may have had several claimants act on it in turn: one that
+	// took it over may be the next round's victim.
+	evs := c.Events()
+	byFiring := map[cluster.Firing][]victim{}
+	for _, v := range victims {
+		k := cluster.NewFiring(v.act.Job, v.act.Firing)
+		byFiring[k] = append(byFiring[k], v)
+	}
+	for _, k := range cluster.SortedFirings(byFiring) {
+		vs := byFiring[k]
+		last := vs[len(vs)-1].act
+		var acts []string
+		actors := map[string]bool{}
+		for _, v := range vs {
+			acts = append(acts, fmt.Sprintf("%s (skew %v) %s at %s", v.act.Instance, skewOf(skews, v.act.Instance), v.act.Msg, v.act.T.Format("15:04:05.000")))
+			actors[v.act.Instance] = true
+		}
+		runs := cluster.Filter(evs, func(e cluster.Event) bool {
+			return e.Kind == cluster.EvRun && !e.Triggered && cluster.NewFiring(e.Job, e.Firing) == k
+		})
+		if len(runs) != 1 || ran[k] != 1 {
+			t.Errorf("firing %s, after %s: %d runs reported, %d in the database; want 1", k, strings.Join(acts, ", then "), len(runs), ran[k])
+			continue
+		}
+		run := runs[0]
+		late := run.T.Sub(last.T)
+		t.Logf("firing %s: %s; %s ran it %v after the last (%v after the firing)", k, strings.Join(acts, ", then "),
+			run.Instance, late.Round(time.Millisecond), run.T.Sub(k.Scheduled).Round(time.Millisecond))
+		if *longRun {
+			// Claimants resumed at random instants may have run it, or
+			// taken a claim over again and lost it: only once counts.
+			continue
+		}
+		if actors[run.Instance] {
+			t.Errorf("firing %s ran on %s, which had claimed it and stopped; want another instance", k, run.Instance)
+			continue
+		}
+		if late > takeoverBound {
+			t.Errorf("firing %s ran %v after its last claimant acted, want at most %v", k, late.Round(time.Millisecond), takeoverBound)
+		}
+		taken := cluster.Filter(evs, func(e cluster.Event) bool {
+			return e.Kind == cluster.EvTakenOver && e.Instance == run.Instance && cluster.NewFiring(e.Job, e.Firing) == k
+		})
+		if len(taken) != 1 || taken[0].Keeper != last.Instance {
+			t.Errorf("firing %s ran on %s, which reported taking it over %d times (%v); want once, from %s", k, run.Instance, len(taken), taken, last.Instance)
+		}
+	}
+}
+
+// resumeClaimant resumes p, which stopped itself (act) after claiming a
+// firing, or taking it over, and before starting it: once the firing ran
+// elsewhere and more than a TTL after it stopped, or, if raced, at a
+// random instant from one to two and a half TTLs after it stopped.
+// Resumed after the takeover, p must not run any firing its claim covered,
+// and must report its claim taken over. It runs in a goroutine of its own:
+// it reports with Errorf.
+func (c *testCluster) resumeClaimant(t *testing.T, p *cluster.Proc, act cluster.Event, raced bool) {
+	claim := act
+	k := cluster.NewFiring(claim.Job, claim.Firing)
+	resumeAt := claim.T.Add(testTTL * 3 / 2)
+	if raced {
+		resumeAt = claim.T.Add(testTTL + rand.N(testTTL*3/2))
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), takeoverBound+10*time.Second)
+		_, err := c.Await(ctx, 0, 1, func(e cluster.Event) bool {
+			return e.Kind == cluster.EvRun && !e.Triggered && cluster.NewFiring(e.Job, e.Firing) == k
+		})
+		cancel()
+		if err != nil {
+			t.Errorf("firing %s, claimed by %s before it stopped itself (%s): no run (%v)", k, p.Name(), act.Msg, err)
+		}
+	}
+	sleep(time.Until(resumeAt))
+	from := c.Mark()
+	if err := p.Resume(); err != nil {
+		t.Error(err)
+		return
+	}
+	// What the claimant does once it wakes: run the firings its claim
+	// covers (only if it won the race), or find its claim taken over. Its
+	// claim covers the firing claimed and those missed before it; it
+	// reports the takeover under the one it was trying.
+	covered := func(e cluster.Event) bool {
+		return e.Instance == p.Name() && e.Job == k.Job && !e.Triggered && !e.Firing.After(k.Scheduled)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ended, err := c.Await(ctx, from, 1, func(e cluster.Event) bool {
+		return covered(e) && (e.Kind == cluster.EvRun || e.Kind == cluster.EvSkipped && strings.HasPrefix(e.Msg, scheduler.ReasonTakenOver))
+	})
+	var saw []string
+	for _, e := range cluster.Filter(c.Since(from), covered) {
+		saw = append(saw, e.String())
+	}
+	switch {
+	case err != nil:
+		t.Errorf("%s, resumed, did not report what became of its claim of %s (%v); it reported:\n  %s", p.Name(), k, err, strings.Join(saw, "\n  "))
+	case ended[0].Kind == cluster.EvRun && !raced:
+		t.Errorf("%s, resumed after %s ran elsewhere, ran a firing its claim covered: %v", p.Name(), k, ended[0])
+	default:
+		t.Logf("%s resumed %v after it stopped (%s, %s): %s", p.Name(), time.Since(claim.T).Round(time.Millisecond), act.Msg, k, strings.Join(saw, "; "))
+	}
+}
+
+// skewOf returns the skew of the instance called name, as testCluster
+// gives them out (inst-01 first).
+func skewOf(skews []time.Duration, name string) time.Duration {
+	var n int
+	if len(skews) == 0 || !strings.HasPrefix(name, "inst-") {
+		return 0
+	}
+	for _, r := range name[len("inst-"):] {
+		n = n*10 + int(r-'0')
+	}
+	return skews[(n-1)%len(skews)]
+}
