@@ -237,7 +237,9 @@ func (s *Scheduler) present(ctx context.Context) bool {
 		return true
 	}
 	if s.presence != nil {
-		s.releases.submit(context.WithoutCancel(ctx), struct{}{}, s.presence) //nolint:errcheck // the Session reports it
+		// Released before it is taken again: the Session refuses a lock it
+		// still holds.
+		_ = s.session.ReleaseLocks(context.WithoutCancel(ctx), s.presence)
 		s.presence = nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
