@@ -86,9 +86,7 @@ func Example_scheduledJob() {
 		panic(err)
 	}
 	defer session.Close()
-	// No catch-up claim at Start: it is written in real time, and the
-	// clock jumps to the first firing at once, which would find the job busy.
-	s, err := scheduler.New(db, session, scheduler.WithCatchUp(scheduler.CatchUpSkip(time.Hour)))
+	s, err := scheduler.New(db, session)
 	if err != nil {
 		panic(err)
 	}

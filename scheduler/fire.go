@@ -138,6 +138,13 @@ func note(reason, more string) string {
 func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	defer s.wg.Done()
 	defer s.idle(j)
+	if catchUp {
+		defer func() {
+			s.mu.Lock()
+			j.catchUps--
+			s.mu.Unlock()
+		}()
+	}
 	fr := &firing{job: j, at: f, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
 	defer s.setupDone(fr)
 

@@ -77,6 +77,7 @@ type job struct {
 	next       time.Time
 	index      int                     // in the queue; -1 when not queued
 	inflight   int                     // firings in progress on this instance
+	catchUps   int                     // of which catch-up claims (fire's catchUp)
 	cancel     context.CancelCauseFunc // the running job's, nil if none
 	runWork    *work                   // the work of the running job, nil if none
 	removed    bool                    // removed, as the last poll read
@@ -439,6 +440,11 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 	if j.cfg.overlap != OverlapSkip {
 		limit = 2
 	}
+	if !catchUp {
+		// A catch-up claim still in flight does not make the job busy: it
+		// mostly loses, and the firing due meanwhile would be missed.
+		limit += j.catchUps
+	}
 	switch {
 	case s.cfg.leader != nil && !s.cfg.leader.IsLeader():
 		return lock.Event{}, true // a follower tries nothing
@@ -451,6 +457,9 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 			Reason: fmt.Sprintf("%s: %d firings being claimed, locked or started", ReasonOverloaded, s.setups)}, false
 	}
 	j.inflight++
+	if catchUp {
+		j.catchUps++
+	}
 	s.setups++
 	s.wg.Add(1)
 	go s.fire(j, f, catchUp)
