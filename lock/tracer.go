@@ -32,7 +32,7 @@ type Span interface {
 	Event(Event)
 	// End ends the span, once. err is why the operation failed; nil if it
 	// did not. A refused acquisition did not fail, nor did a firing skipped
-	// because its lock was held elsewhere, a later firing ran or the
+	// because its lock was held elsewhere, its claim was taken over or the
 	// scheduler stopped.
 	End(err error)
 }

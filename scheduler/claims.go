@@ -95,7 +95,8 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	// last: only the newest can run, and there may be very many.
 	firings := []time.Time{w.last}
 	var older *step // firings not looked at one by one
-	if !w.done.IsZero() {
+	// Mostly the work is last alone, which one step forward tells.
+	if !w.done.IsZero() && nextAfter(j.sched, s.cfg.location, w.done).Before(w.last) {
 		for x := w.last; ; {
 			f := s.prevFiring(j, x.Add(-time.Nanosecond), x.Sub(w.done))
 			if f.IsZero() || !f.After(w.done) {

@@ -488,19 +488,30 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 
 // jobDocs reads the documents of ids, by id.
 func (s *mongoStore) jobDocs(ctx context.Context, ids []string) (map[string]*jobDoc, error) {
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}}, mongoutil.OneBatch(len(ids)))
+	docs, err := s.findJobs(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}}, len(ids),
+		fmt.Sprintf("read %d jobs", len(ids)))
 	if err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read %d jobs", len(ids)), err)
-	}
-	var docs []*jobDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read %d jobs", len(ids)), err)
+		return nil, err
 	}
 	out := make(map[string]*jobDoc, len(docs))
-	for _, d := range docs {
-		out[d.ID] = d
+	for i := range docs {
+		out[docs[i].ID] = &docs[i]
 	}
 	return out, nil
+}
+
+// findJobs reads the job documents filter matches, at most n of them, in
+// one batch; what names the read in errors.
+func (s *mongoStore) findJobs(ctx context.Context, filter bson.D, n int, what string) ([]jobDoc, error) {
+	cur, err := s.jobs.Find(ctx, filter, mongoutil.OneBatch(n))
+	if err != nil {
+		return nil, mongoutil.WrapErr(ctx, what, err)
+	}
+	var docs []jobDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, mongoutil.WrapErr(ctx, what, err)
+	}
+	return docs, nil
 }
 
 func (s *mongoStore) start(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
@@ -705,14 +716,10 @@ func (s *mongoStore) takeOver(ctx context.Context, jobs []string, from, keeper s
 	if res.ModifiedCount == 0 {
 		return nil, nil
 	}
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldClaimID, Value: cid}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}},
-		mongoutil.OneBatch(len(jobs)))
+	docs, err := s.findJobs(ctx, bson.D{{Key: fieldClaimID, Value: cid}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}},
+		len(jobs), fmt.Sprintf("read the claims taken over from %q", from))
 	if err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read the claims taken over from %q", from), err)
-	}
-	var docs []jobDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read the claims taken over from %q", from), err)
+		return nil, err
 	}
 	out := make([]*work, len(docs))
 	for i := range docs {
@@ -737,19 +744,11 @@ func (s *mongoStore) resume(ctx context.Context, job, keeper string, at time.Tim
 }
 
 func (s *mongoStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) {
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: jobs}}}, {Key: "$or", Value: bson.A{
+	return s.findJobs(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: jobs}}}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: fieldPending, Value: true}},
 		bson.D{{Key: fieldTrigger, Value: bson.D{{Key: "$exists", Value: true}}}},
 		bson.D{{Key: fieldRemoved, Value: true}},
-	}}}, mongoutil.OneBatch(len(jobs)))
-	if err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("poll %d jobs", len(jobs)), err)
-	}
-	var docs []jobDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("poll %d jobs", len(jobs)), err)
-	}
-	return docs, nil
+	}}}, len(jobs), fmt.Sprintf("poll %d jobs", len(jobs)))
 }
 
 // neverClaimed is the last claim of a job registered but never claimed:

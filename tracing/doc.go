@@ -48,7 +48,7 @@
 // failed: an acquisition that failed or came too late to trust, a renewal
 // that failed or found its lease lost, a failed release, a failed or
 // skipped-on-error run (not one skipped because the lock was held
-// elsewhere, a later firing ran, or the scheduler stopped), a term whose
+// elsewhere, its claim was taken over, or the scheduler stopped), a term whose
 // lease was lost, whose task failed, stalled or was abandoned, a failed task.
 // A refused acquisition is not a failure.
 //
