@@ -17,15 +17,23 @@ type flagLeader struct{ atomic.Bool }
 
 func (l *flagLeader) IsLeader() bool { return l.Load() }
 
+// newLeaderPair makes two instances in leader-only mode on one rig's
+// stores: the rig's ("me"), which leads, and b.
+func newLeaderPair(t *testing.T) (r *rig, b *twin, leadA, leadB *flagLeader) {
+	t.Helper()
+	leadA, leadB = &flagLeader{}, &flagLeader{}
+	leadA.Store(true)
+	r = newRig(t, time.Second, WithLeaderOnly(leadA))
+	b = newTwin(t, r.locks, r.store, "b", WithLeaderOnly(leadB))
+	return r, b, leadA, leadB
+}
+
 // TestLeaderOnly: with WithLeaderOnly, only the leader claims and runs
 // firings; followers try none.
 func TestLeaderOnly(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		var leadA, leadB flagLeader
-		leadA.Store(true)
-		r := newRig(t, time.Second, WithLeaderOnly(&leadA))
-		b := newTwin(t, r.locks, r.store, "b", WithLeaderOnly(&leadB))
+		r, b, _, _ := newLeaderPair(t)
 		log := newRunLog()
 		for _, s := range []*Scheduler{r.s, b.s} {
 			_ = s.AddJob("j", "@every 1s", log.job(nil))
@@ -58,10 +66,7 @@ func TestLeaderOnly(t *testing.T) {
 func TestLeaderOnlyHandover(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		var leadA, leadB flagLeader
-		leadA.Store(true)
-		r := newRig(t, time.Second, WithLeaderOnly(&leadA))
-		b := newTwin(t, r.locks, r.store, "b", WithLeaderOnly(&leadB))
+		r, b, leadA, leadB := newLeaderPair(t)
 		log := newRunLog()
 		for _, s := range []*Scheduler{r.s, b.s} {
 			_ = s.AddJob("j", "@every 10s", log.job(nil))
