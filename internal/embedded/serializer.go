@@ -30,6 +30,11 @@ import (
 // mongoutil.SerializedCommand itself, so that a Locker knows it is there and
 // does not warn that FerretDB 1.x is not atomic.
 //
+// It also cuts update commands of more than maxUpdateStatements statements
+// into several, sent back to back under one hold of cmd, and adds up their
+// replies: FerretDB 1.24 holds a SQLite connection per statement until the
+// end of an update command and deadlocks on big ones (see split.go).
+//
 // Its address never changes, so while the backend is stopped it closes every
 // connection, and when the backend comes back clients reconnect by themselves.
 //
@@ -167,6 +172,15 @@ func (s *serializer) forward(client, backend net.Conn, req []byte) error {
 		lock, unlock = func() {}, func() {}
 	}
 	lock()
+	if sp := splitUpdate(req, maxUpdateStatements); sp != nil {
+		reply, err := s.roundTripSplit(backend, req, sp)
+		unlock()
+		if err != nil {
+			return err
+		}
+		_, err = client.Write(reply)
+		return err
+	}
 	// Bound the write too: a backend that stopped reading fills the socket.
 	if err := backend.SetDeadline(time.Now().Add(s.replyTimeout)); err != nil {
 		unlock()
@@ -199,6 +213,39 @@ func (s *serializer) forward(client, backend net.Conn, req []byte) error {
 		reply, err = wiremsg.Read(backend)
 	}
 }
+
+// roundTripSplit sends the chunks of the update command req one after the
+// other (for an ordered one, up to the first that has a write error) and
+// returns the reply to the whole command. The caller holds cmd, so that no
+// other command comes in between, as none would within one command.
+func (s *serializer) roundTripSplit(backend net.Conn, req []byte, sp *updateSplit) ([]byte, error) {
+	var t updateTotals
+	for i, chunk := range sp.chunks {
+		if err := backend.SetDeadline(time.Now().Add(s.replyTimeout)); err != nil {
+			return nil, err
+		}
+		if _, err := backend.Write(chunk); err != nil {
+			return nil, s.noReply(err)
+		}
+		reply, err := wiremsg.Read(backend)
+		if err != nil {
+			return nil, s.noReply(err)
+		}
+		errs := len(t.writeErrors)
+		ok, err := t.add(reply, sp.offsets[i])
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok: // a command error: FerretDB's answer is the answer
+			return reply, nil
+		case sp.ordered && len(t.writeErrors) > errs:
+			return t.reply(requestID(req))
+		}
+	}
+	return t.reply(requestID(req))
+}
+
+func requestID(msg []byte) int32 { return int32(binary.LittleEndian.Uint32(msg[4:8])) }
 
 // noReply turns a deadline passing on the backend connection into errNoReply,
 // and logs it: it means FerretDB hung, which nothing else would show.
