@@ -54,6 +54,13 @@ func (c *critical) enter(t testing.TB, who string, fence uint64) {
 	c.entries++
 }
 
+// count is how many holders entered so far.
+func (c *critical) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries
+}
+
 func (c *critical) leave(who string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

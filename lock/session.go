@@ -446,7 +446,8 @@ func (s *Session) traceRelease(ctx context.Context, terms []Term) (context.Conte
 }
 
 // releaseMaybe deletes id if a failed call may have left it this
-// Session's and nobody in the Session holds it.
+// Session's and nobody in the Session holds it. Finding it free settles
+// nothing: a write whose caller gave up may land later.
 func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 	s.mu.Lock()
 	fence, ok := s.maybe[id]
@@ -467,7 +468,9 @@ func (s *Session) releaseMaybe(ctx context.Context, id string) error {
 		err = s.releaseTerms(ctx, []Term{{LockID: id, Fence: fence}})
 	}
 	s.mu.Lock()
-	if err == nil {
+	// Found free, it stays in maybe, for Close: the write may still be on
+	// its way.
+	if err == nil && fence != 0 {
 		delete(s.maybe, id)
 	}
 	s.freeLocked(id)
