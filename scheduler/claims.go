@@ -30,6 +30,14 @@ type work struct {
 
 func (w *work) triggered() bool { return !w.trig.IsZero() }
 
+// at is the firing w's claim is of: its last, or the triggered run.
+func (w *work) at() time.Time {
+	if w.triggered() {
+		return w.trig
+	}
+	return w.last
+}
+
 // is reports whether d's pending claim is w.
 func (w *work) is(d *jobDoc) bool {
 	return w != nil && d.By == w.keeper && d.Last.Equal(w.last) && d.PTrig.Equal(w.trig)
@@ -440,11 +448,7 @@ func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 	go func() {
 		defer s.wg.Done()
 		defer s.idle(j)
-		at := w.last
-		if w.triggered() {
-			at = w.trig
-		}
-		fr := &firing{job: j, at: at, ctx: s.ctx, trig: w.triggered()}
+		fr := &firing{job: j, at: w.at(), ctx: s.ctx, trig: w.triggered()}
 		if taken != nil {
 			s.emit(fr, *taken)
 		}
@@ -469,11 +473,7 @@ func (s *Scheduler) dispatchResume(j *job, at time.Time) {
 		if err != nil || w == nil {
 			return // settled meanwhile, or the next poll tries again
 		}
-		at := w.last
-		if w.triggered() {
-			at = w.trig
-		}
-		s.work(&firing{job: j, at: at, ctx: s.ctx, trig: w.triggered()}, w)
+		s.work(&firing{job: j, at: w.at(), ctx: s.ctx, trig: w.triggered()}, w)
 	}()
 }
 
@@ -513,6 +513,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	var skipped []notRun // records of firings not run, written once certain
 	prev := w.done       // the last firing settled
 	lastStarted := false
+	lastEnded := false // the last step, fr's firing, did not start: its event is out
 	for i, st := range steps {
 		if st.reason != "" {
 			skipped = append(skipped, notRun{Run: s.notRun(j, st)})
@@ -523,6 +524,11 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		if i > 0 || !st.at.Equal(fr.at) {
 			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig, dispatched: fr.dispatched, counted: fr.counted, prev: prev}
 			fr.counted = false // its setup is this run's now
+			if i > 0 && !fr.dispatched.IsZero() {
+				// Its setup begins now: the runs before it are no load
+				// (admission).
+				run.dispatched = s.clock.Now()
+			}
 		}
 		res := s.runOne(run, w, skipped)
 		switch {
@@ -545,6 +551,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 			r := s.notRun(j, step{at: st.at, through: st.at, count: 1, reason: res.reason})
 			r.Triggered = run.trig
 			skipped = append(skipped, notRun{Run: r, silent: true})
+			lastEnded = i == len(steps)-1
 		}
 		if s.ctx.Err() != nil {
 			return // stopping: what is left is taken over
@@ -557,6 +564,10 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	ok, err := s.st.settle(ctx, w)
 	cancel()
 	switch {
+	case lastEnded && (err != nil || !ok):
+		// fr's firing ended here already; the next poll resumes the work,
+		// or the taker does it.
+		return
 	case err != nil:
 		// Still pending and this keeper's: the next poll resumes it.
 		s.emit(fr, skip(ReasonNoStart, fmt.Errorf("settle: %w", err)))
@@ -630,6 +641,11 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 		if err := s.addHistory(fr, h); err != nil {
 			out.end.Reason = note(out.end.Reason, "run not recorded in the history: "+err.Error())
 		}
+	}
+	if out.end.Reason == ReasonTakenOver {
+		// Under the claim's firing, which the taker's FiringTakenOver
+		// names, also when fr is an earlier firing the claim covers.
+		out.end.Scheduled = w.at()
 	}
 	s.emit(fr, out.end)
 	return tried{started: out.started, takenOver: out.takenOver, reason: out.end.Reason}

@@ -445,11 +445,8 @@ func TestCatchUpAfterLongOutage(t *testing.T) {
 func TestPauseSkipsFirings(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second)
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-		log := newRunLog()
-		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
-		fakePause(r.store, "j", time.Time{}, "maintenance")
+		r, log, at := jobRig(t, nil)
+		r.ctl(r.s.Pause(context.Background(), "j", Pause{Note: "maintenance"}))
 		_ = r.s.Start()
 
 		sleepUntil(at(25))
@@ -469,17 +466,20 @@ func TestPauseSkipsFirings(t *testing.T) {
 			}
 		}
 
-		fakeResume(r.store, "j")
+		r.ctl(r.s.Resume(context.Background(), "j"))
 		sleepUntil(at(35))
 		r.idle()
 		// Paused until 50s: 40s is not run, 50s is.
-		fakePause(r.store, "j", at(50), "")
+		r.ctl(r.s.Pause(context.Background(), "j", Pause{Until: at(50)}))
 		sleepUntil(at(55))
 		r.idle()
-		// Paused until 52s, which has passed: 60s runs.
-		fakePause(r.store, "j", at(52), "")
+		// Paused until 58s, which has passed at 60s: 60s runs.
+		r.ctl(r.s.Pause(context.Background(), "j", Pause{Until: at(58)}))
 		sleepUntil(at(65))
 		r.idle()
+		if n := len(r.obs.all(lock.JobPaused)); n != 3 {
+			t.Errorf("%d pauses reported, want 3", n)
+		}
 
 		if got, want := log.scheduled(), []string{"30s", "50s", "1m0s"}; !slices.Equal(got, want) {
 			t.Fatalf("ran %v, want %v", got, want)
@@ -507,18 +507,16 @@ func TestRemovedJob(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
 		// Polls only when the test asks for one (and at the start).
-		r := newRig(t, time.Second, WithPollInterval(time.Hour))
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		r, log, at := jobRig(t, nil, WithPollInterval(time.Hour))
 		poll := func() {
 			r.s.pollSoon()
 			synctest.Wait()
 		}
-		log := newRunLog()
-		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
 		_ = r.s.Start()
 		synctest.Wait()
 		sleepUntil(at(5))
-		fakeRemove(r.store, "j")
+		// By another instance: no poll here sees it.
+		r.ctl(r.store.removeJob(context.Background(), "j"))
 
 		sleepUntil(at(15))
 		r.idle()
@@ -543,7 +541,7 @@ func TestRemovedJob(t *testing.T) {
 			t.Errorf("firing 20s claimed: %+v", e)
 		}
 
-		fakeResume(r.store, "j")
+		r.ctl(r.store.resumeJob(context.Background(), "j"))
 		poll()
 		sleepUntil(at(35))
 		r.idle()
@@ -568,23 +566,16 @@ func TestRemovedJob(t *testing.T) {
 func TestResumeAfterRemoveRunsNoFiringOfTheRemoval(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second, WithPollInterval(time.Hour), WithCatchUp(CatchUpAll(time.Hour, 10)))
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-		poll := func() {
-			r.s.pollSoon()
-			synctest.Wait()
-		}
-		log := newRunLog()
-		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
+		r, log, at := jobRig(t, nil, WithPollInterval(time.Hour), WithCatchUp(CatchUpAll(time.Hour, 10)))
 		_ = r.s.Start()
 		sleepUntil(at(15))
 		r.idle()
-		fakeRemove(r.store, "j")
-		poll()
+		r.ctl(r.s.Remove(context.Background(), "j")) // and polls
+		synctest.Wait()
 		sleepUntil(at(45)) // 20s, 30s and 40s fall while removed
 		r.idle()
-		fakeResume(r.store, "j")
-		poll()
+		r.ctl(r.s.Resume(context.Background(), "j"))
+		synctest.Wait()
 		sleepUntil(at(55))
 		r.idle()
 		if got, want := log.scheduled(), []string{"10s", "50s"}; !slices.Equal(got, want) {
@@ -622,20 +613,12 @@ func notRunAs(runs []Run, reason string, period time.Duration) []string {
 func TestResumeAfterPauseRunsNoFiringOfThePause(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10)))
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-		log := newRunLog()
-		_ = r.s.AddJob("j", "@every 10s", log.job(func(_ context.Context, run Run) error {
-			if run.Scheduled.Equal(at(10)) {
-				time.Sleep(25 * time.Second) // until 35s: 20s and 30s find it busy
-			}
-			return nil
-		}))
+		r, log, at := jobRig(t, longFirst, WithCatchUp(CatchUpAll(time.Hour, 10)))
 		_ = r.s.Start()
 		sleepUntil(at(15))
-		fakePause(r.store, "j", time.Time{}, "")
+		r.ctl(r.s.Pause(context.Background(), "j", Pause{}))
 		sleepUntil(at(37))
-		fakeResume(r.store, "j")
+		r.ctl(r.s.Resume(context.Background(), "j"))
 		sleepUntil(at(45))
 		r.idle()
 		if got, want := log.scheduled(), []string{"10s", "40s"}; !slices.Equal(got, want) {
@@ -657,21 +640,13 @@ func TestResumeAfterPauseEnded(t *testing.T) {
 		t.Run(fmt.Sprintf("resumed %v", resumed), func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			synctest.Test(t, func(t *testing.T) {
-				r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10)))
-				at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-				log := newRunLog()
-				_ = r.s.AddJob("j", "@every 10s", log.job(func(_ context.Context, run Run) error {
-					if run.Scheduled.Equal(at(10)) {
-						time.Sleep(25 * time.Second) // until 35s: 20s and 30s find it busy
-					}
-					return nil
-				}))
+				r, log, at := jobRig(t, longFirst, WithCatchUp(CatchUpAll(time.Hour, 10)))
 				_ = r.s.Start()
 				sleepUntil(at(15))
-				fakePause(r.store, "j", at(18), "")
+				r.ctl(r.s.Pause(context.Background(), "j", Pause{Until: at(18)}))
 				sleepUntil(at(37))
 				if resumed {
-					fakeResume(r.store, "j")
+					r.ctl(r.s.Resume(context.Background(), "j"))
 				}
 				sleepUntil(at(45))
 				r.idle()
@@ -684,28 +659,38 @@ func TestResumeAfterPauseEnded(t *testing.T) {
 	}
 }
 
-// The writes of PauseJob, ResumeJob and RemoveJob (control.go), on the
-// fake store: the fields they set, as they set them.
-
-func fakePause(s *fakeStore, job string, till time.Time, note string) {
-	now := s.clock.Now()
-	s.control(job, func(c *controlDoc) {
-		c.Paused, c.Suspended, c.PauseTill, c.PauseNote, c.PausedAt = true, ReasonPaused, till, note, now
-	})
+// jobRig is the setup of the tests of controls: a rig (TTL a second) with
+// job j every 10s, registered in the store as by an instance before it,
+// whose calls log records (body, if set, is what the job does), and at(s),
+// the instant s seconds after the epoch. Its Scheduler is not started.
+func jobRig(t *testing.T, body func(context.Context, Run) error, opts ...Option) (*rig, *runLog, func(int) time.Time) {
+	t.Helper()
+	r := newRig(t, time.Second, opts...)
+	log := newRunLog()
+	if err := r.s.AddJob("j", "@every 10s", log.job(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.store.register(context.Background(), []claimReq{{"j", "@every 10s"}}); err != nil {
+		t.Fatal(err)
+	}
+	return r, log, func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
 }
 
-func fakeResume(s *fakeStore, job string) {
-	now := s.clock.Now()
-	s.control(job, func(c *controlDoc) {
-		c.Paused, c.PauseNote, c.Removed, c.ResumedAt, c.Fails = false, "", false, now, 0
-	})
+// longFirst is a job body: the firing at 10s runs until 35s, so that 20s
+// and 30s find it busy.
+func longFirst(_ context.Context, run Run) error {
+	if run.Scheduled.Equal(epoch.Add(10 * time.Second)) {
+		time.Sleep(25 * time.Second)
+	}
+	return nil
 }
 
-func fakeRemove(s *fakeStore, job string) {
-	now := s.clock.Now()
-	s.control(job, func(c *controlDoc) {
-		c.Removed, c.Suspended, c.Trigger, c.PausedAt = true, ReasonRemoved, time.Time{}, now
-	})
+// ctl fails the test if a control failed.
+func (r *rig) ctl(err error) {
+	r.t.Helper()
+	if err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // TestTrigger: a trigger runs the job once, within a poll interval,
@@ -751,14 +736,13 @@ func TestTrigger(t *testing.T) {
 	t.Run("paused", func(t *testing.T) {
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		synctest.Test(t, func(t *testing.T) {
-			r := newRig(t, time.Second)
-			log := newRunLog()
-			_ = r.s.AddJob("j", "@every 10s", log.job(nil))
-			fakePause(r.store, "j", time.Time{}, "")
+			r, log, _ := jobRig(t, nil)
+			r.ctl(r.s.Pause(context.Background(), "j", Pause{}))
 			_ = r.s.Start()
 			time.Sleep(12 * time.Second)
-			trig := time.Now()
-			r.store.control("j", func(c *controlDoc) { c.Trigger = trig })
+			if made, err := r.s.Trigger(context.Background(), "j"); err != nil || !made {
+				t.Fatalf("trigger: %v %v", made, err)
+			}
 			sleepUntil(epoch.Add(25 * time.Second))
 			r.idle()
 			if got, want := log.scheduled(), []string{"T12s"}; !slices.Equal(got, want) {
@@ -1423,5 +1407,89 @@ func TestTakeOver(t *testing.T) {
 			}
 			log.checkNoOverlap(t)
 		})
+	})
+}
+
+// TestJobsPauseEnded: a job paused until U is reported paused (Jobs)
+// before U and not from U on, when its firings run again.
+func TestJobsPauseEnded(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r, log, at := jobRig(t, nil)
+		r.ctl(r.s.Pause(context.Background(), "j", Pause{Until: at(15)}))
+		_ = r.s.Start()
+		paused := func() *Pause {
+			t.Helper()
+			infos, err := r.s.Jobs(context.Background())
+			if err != nil || len(infos) != 1 {
+				t.Fatalf("jobs: %+v %v", infos, err)
+			}
+			return infos[0].Paused
+		}
+		sleepUntil(at(5))
+		if p := paused(); p == nil || !p.Until.Equal(at(15)) {
+			t.Errorf("before the pause's end: %+v, want paused until 15s", p)
+		}
+		sleepUntil(at(15))
+		if p := paused(); p != nil {
+			t.Errorf("at the pause's end: %+v, want not paused", p)
+		}
+		sleepUntil(at(25))
+		r.idle()
+		if got, want := log.scheduled(), []string{"20s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v", got, want)
+		}
+		r.stop()
+	})
+}
+
+// TestControlsOnFakeStore: the Scheduler's controls go through its store,
+// with the checks and outcomes of PauseJob, ResumeJob, TriggerJob and
+// RemoveJob, and report what they did once each.
+func TestControlsOnFakeStore(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r, _, at := jobRig(t, nil)
+		_ = r.s.AddJob("new", "@every 10s", func(context.Context) error { return nil })
+		ctx := context.Background()
+		for name, err := range map[string]error{
+			"long note":    r.s.Pause(ctx, "j", Pause{Note: strings.Repeat("x", MaxPauseNote+1)}),
+			"ended pause":  r.s.Pause(ctx, "j", Pause{Until: at(0)}),
+			"unregistered": r.s.Pause(ctx, "other", Pause{}),
+			"no document":  r.s.Resume(ctx, "new"),
+		} {
+			want := ErrInvalidOption
+			if name == "unregistered" || name == "no document" {
+				want = ErrUnknownJob
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("%s: %v, want %v", name, err, want)
+			}
+		}
+		if d := r.store.docOf("j"); d.Control.Paused {
+			t.Fatalf("a refused pause was written: %+v", d.Control)
+		}
+		r.ctl(r.s.Pause(ctx, "j", Pause{Note: "n", Until: at(60)}))
+		if d := r.store.docOf("j"); !d.Control.Paused || d.Control.PauseNote != "n" || !d.Control.PauseTill.Equal(at(60)) {
+			t.Errorf("paused: %+v", d.Control)
+		}
+		for i, want := range []bool{true, false} {
+			if made, err := r.s.Trigger(ctx, "j"); err != nil || made != want {
+				t.Errorf("trigger %d: %v %v, want %v", i, made, err, want)
+			}
+		}
+		r.ctl(r.s.Remove(ctx, "j"))
+		if made, err := r.s.Trigger(ctx, "j"); made || !errors.Is(err, ErrJobRemoved) {
+			t.Errorf("trigger of a removed job: %v %v, want ErrJobRemoved", made, err)
+		}
+		r.ctl(r.s.Resume(ctx, "j"))
+		if d := r.store.docOf("j"); d.Control.Paused || d.Control.Removed || !d.Control.Trigger.IsZero() {
+			t.Errorf("resumed: %+v", d.Control)
+		}
+		for _, k := range []lock.EventKind{lock.JobPaused, lock.JobTriggered, lock.JobRemoved, lock.JobResumed} {
+			if e := r.obs.all(k); len(e) != 1 || e[0].Job != "j" {
+				t.Errorf("%v events %+v, want one", k, e)
+			}
+		}
 	})
 }

@@ -35,6 +35,15 @@ const MaxPauseNote = 1024
 // ever started) is ErrUnknownJob. It needs no Scheduler, for tools such as
 // the CLI; the write has write concern majority, whatever jobs's.
 func PauseJob(ctx context.Context, jobs *mongo.Collection, name string, p Pause) error {
+	if err := checkPause(name, p); err != nil {
+		return err
+	}
+	return pauseIn(ctx, controlColl(jobs), name, p)
+}
+
+// checkPause checks the arguments of PauseJob, but for p.Until, which
+// only the store's clock can judge.
+func checkPause(name string, p Pause) error {
 	if err := checkControl("pause", name); err != nil {
 		return err
 	}
@@ -44,7 +53,11 @@ func PauseJob(ctx context.Context, jobs *mongo.Collection, name string, p Pause)
 	case !utf8.ValidString(p.Note):
 		return fmt.Errorf("%w: pause %q: note is not valid UTF-8", ErrInvalidOption, name)
 	}
-	coll := controlColl(jobs)
+	return nil
+}
+
+// pauseIn is PauseJob of checked arguments, on coll (controlColl).
+func pauseIn(ctx context.Context, coll *mongo.Collection, name string, p Pause) error {
 	if !p.Until.IsZero() {
 		// hello, not the write's own $currentDate: a bad Until must leave
 		// nothing written, and an update cannot compare with the time it
@@ -54,9 +67,8 @@ func PauseJob(ctx context.Context, jobs *mongo.Collection, name string, p Pause)
 		if err != nil {
 			return wrapErr(ctx, "read the server's time to pause", name, err)
 		}
-		if !p.Until.After(now) {
-			return fmt.Errorf("%w: pause %q until %s: not after the server's time, %s", ErrInvalidOption, name,
-				p.Until.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+		if err := checkUntil(name, p, now); err != nil {
+			return err
 		}
 	}
 	set := bson.D{{Key: fieldPaused, Value: true}, {Key: fieldSuspended, Value: ReasonPaused}}
@@ -91,7 +103,12 @@ func ResumeJob(ctx context.Context, jobs *mongo.Collection, name string) error {
 	if err := checkControl("resume", name); err != nil {
 		return err
 	}
-	return updateJob(ctx, controlColl(jobs), "resume", name, bson.D{
+	return resumeIn(ctx, controlColl(jobs), name)
+}
+
+// resumeIn is ResumeJob of a checked name, on coll (controlColl).
+func resumeIn(ctx context.Context, coll *mongo.Collection, name string) error {
+	return updateJob(ctx, coll, "resume", name, bson.D{
 		{Key: "$unset", Value: bson.D{
 			{Key: fieldPaused, Value: ""},
 			{Key: fieldPauseNote, Value: ""},
@@ -119,7 +136,11 @@ func TriggerJob(ctx context.Context, jobs *mongo.Collection, name string) (bool,
 	if err := checkControl("trigger", name); err != nil {
 		return false, err
 	}
-	coll := controlColl(jobs)
+	return triggerIn(ctx, controlColl(jobs), name)
+}
+
+// triggerIn is TriggerJob of a checked name, on coll (controlColl).
+func triggerIn(ctx context.Context, coll *mongo.Collection, name string) (bool, error) {
 	filter := bson.D{
 		{Key: fieldID, Value: name},
 		{Key: fieldTrigger, Value: bson.D{{Key: "$exists", Value: false}}},
@@ -145,7 +166,7 @@ func TriggerJob(ctx context.Context, jobs *mongo.Collection, name string) (bool,
 	case err != nil:
 		return false, wrapErr(ctx, "trigger", name, err)
 	case d.Removed:
-		return false, fmt.Errorf("trigger %q: %w (Resume brings it back)", name, ErrJobRemoved)
+		return false, removedJob(name)
 	}
 	return false, nil
 }
@@ -160,7 +181,12 @@ func RemoveJob(ctx context.Context, jobs *mongo.Collection, name string) error {
 	if err := checkControl("remove", name); err != nil {
 		return err
 	}
-	return updateJob(ctx, controlColl(jobs), "remove", name, bson.D{
+	return removeIn(ctx, controlColl(jobs), name)
+}
+
+// removeIn is RemoveJob of a checked name, on coll (controlColl).
+func removeIn(ctx context.Context, coll *mongo.Collection, name string) error {
+	return updateJob(ctx, coll, "remove", name, bson.D{
 		{Key: "$set", Value: bson.D{{Key: fieldRemoved, Value: true}, {Key: fieldSuspended, Value: ReasonRemoved}}},
 		{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
@@ -199,6 +225,20 @@ func unknownJob(coll *mongo.Collection, op, name string) error {
 	return fmt.Errorf("%s %q: %w: no document in %s", op, name, ErrUnknownJob, mongoutil.Namespace(coll))
 }
 
+// checkUntil checks that p ends after now, the store's time.
+func checkUntil(name string, p Pause, now time.Time) error {
+	if !p.Until.After(now) {
+		return fmt.Errorf("%w: pause %q until %s: not after the server's time, %s", ErrInvalidOption, name,
+			p.Until.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// removedJob is the error of a trigger of a removed job.
+func removedJob(name string) error {
+	return fmt.Errorf("trigger %q: %w (Resume brings it back)", name, ErrJobRemoved)
+}
+
 // Pause pauses the job called name, cluster-wide (PauseJob, on
 // this Scheduler's jobs collection): it takes effect on every instance by
 // the job's next firing, and survives restarts. The job must be registered
@@ -209,7 +249,10 @@ func (s *Scheduler) Pause(ctx context.Context, name string, p Pause) error {
 	if err != nil {
 		return err
 	}
-	if err := PauseJob(ctx, s.mst.jobs, name, p); err != nil {
+	if err := checkPause(name, p); err != nil {
+		return err
+	}
+	if err := s.st.pauseJob(ctx, name, p); err != nil {
 		return err
 	}
 	s.controlDone(j, lock.JobPaused, p.Note)
@@ -225,7 +268,7 @@ func (s *Scheduler) Resume(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := ResumeJob(ctx, s.mst.jobs, name); err != nil {
+	if err := s.st.resumeJob(ctx, name); err != nil {
 		return err
 	}
 	s.controlDone(j, lock.JobResumed, "")
@@ -245,7 +288,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	made, err := TriggerJob(ctx, s.mst.jobs, name)
+	made, err := s.st.triggerJob(ctx, name)
 	if err != nil || !made {
 		return made, err
 	}
@@ -262,7 +305,7 @@ func (s *Scheduler) Remove(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := RemoveJob(ctx, s.mst.jobs, name); err != nil {
+	if err := s.st.removeJob(ctx, name); err != nil {
 		return err
 	}
 	s.controlDone(j, lock.JobRemoved, "")
@@ -277,11 +320,8 @@ func (s *Scheduler) controlled(op, name string) (*job, error) {
 	s.mu.Lock()
 	j := s.jobs[name]
 	s.mu.Unlock()
-	switch {
-	case j == nil:
+	if j == nil {
 		return nil, fmt.Errorf("%s %q: %w: not registered with this scheduler", op, name, ErrUnknownJob)
-	case s.mst == nil:
-		return nil, fmt.Errorf("%s %q: scheduler has no database", op, name)
 	}
 	return j, nil
 }

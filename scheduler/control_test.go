@@ -364,9 +364,34 @@ func TestSchedulerControl(t *testing.T) {
 		t.Errorf("a job not registered here was paused: %+v", r)
 	}
 
-	// A Scheduler without a database (tests' fake stores) says so.
-	bare := &Scheduler{jobs: map[string]*job{"j": {name: "j"}}}
-	if err := bare.Resume(ctx, "j"); err == nil || !strings.Contains(err.Error(), "no database") {
-		t.Errorf("Resume without a database: %v", err)
+}
+
+// TestRecordPauseEnded: a pause whose end has passed, by the server's
+// clock, is over: its record says the job is not paused, as its firings
+// from the end on run. One whose end is ahead still says paused.
+func TestRecordPauseEnded(t *testing.T) {
+	t.Parallel()
+	coll, ctx := controlJobs(t)
+	addJobDoc(t, ctx, coll, "ahead")
+	now, err := mongoutil.ServerTime(ctx, coll.Database())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As PauseJob wrote them an hour ago; now it would refuse ends
+	// already past.
+	for name, till := range map[string]time.Time{"j": now.Add(-time.Minute), "ahead": now.Add(time.Hour)} {
+		_, err := coll.UpdateOne(ctx, bson.D{{Key: fieldID, Value: name}}, bson.D{{Key: "$set", Value: bson.D{
+			{Key: fieldPaused, Value: true}, {Key: fieldSuspended, Value: ReasonPaused},
+			{Key: fieldPauseTill, Value: till}, {Key: fieldPausedAt, Value: now.Add(-time.Hour)},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := record(t, ctx, coll, "j").Paused; p != nil {
+		t.Errorf("pause ended a minute ago: record says paused %+v", p)
+	}
+	if p := record(t, ctx, coll, "ahead").Paused; p == nil || p.Until.IsZero() {
+		t.Errorf("pause ending in an hour: record says %+v, want paused", p)
 	}
 }

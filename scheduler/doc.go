@@ -260,12 +260,14 @@
 // observers (lock.WithObserver; lock.WithSessionLogger logs them). Every
 // event carries Job, Scheduled (the firing), LockID and the Session's
 // KeeperID, and Fence once the job's lock is taken. Each firing this
-// instance tries ends in FiringLost, FiringSkipped or RunEnded (a claim
-// that could not be settled adds a second FiringSkipped; a lost claim of a
-// trigger, or of a catch-up at Start, emits nothing); a firing recorded as
-// not run has its FiringSkipped event on the instance that recorded it (so
-// a firing skipped here because this instance was busy, and then recorded
-// as missed by the claim after it, has two):
+// instance tries ends in one of FiringLost, FiringSkipped or RunEnded (a
+// lost claim of a trigger, or of a catch-up at Start, emits nothing; work
+// left pending, and resumed by a poll, is tried again); a claim taken
+// over is reported under the claim's firing, the one the taker's
+// FiringTakenOver names; a firing recorded as not run has its
+// FiringSkipped event on the instance that recorded it (so a firing
+// skipped here because this instance was busy, and then recorded as
+// missed by the claim after it, has two):
 //
 //   - lock.FiringClaimed: this instance won the claim (step 2), or (Reason
 //     "triggered") the claim of a triggered run.

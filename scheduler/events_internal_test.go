@@ -3,7 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // TestFiringEvents records the scheduler's events over three firings of
@@ -144,5 +147,104 @@ func TestFiringEvents(t *testing.T) {
 			evs[1].Reason != ReasonMissed || evs[1].At.Before(f(3))) {
 			t.Errorf("long@2: skipped %+v, want %q, then %q once f(3) started", evs, ReasonBusy, ReasonMissed)
 		}
+	})
+}
+
+// TestTakenOverClaimNamedByItsFiring: a claimant that wakes up to find its
+// claim taken over while it was to run an earlier firing the claim covers
+// reports the takeover under the claim's firing, the one the taker's
+// FiringTakenOver names, and under no other: the firing it claimed ends
+// here, the earlier one was never its own to end.
+func TestTakenOverClaimNamedByItsFiring(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Second
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		locks := locktest.New(locktest.WithTTL(ttl))
+		store := newFakeStore(locks.Clock())
+		d := store.doc("j") // settled through -20s
+		d.Last, d.Done, d.By, d.At = at(-20), at(-20), "gone", at(-20)
+		opts := []Option{WithCatchUp(CatchUpAll(time.Hour, 10))}
+		a, b := newTwin(t, locks, store, "a", opts...), newTwin(t, locks, store, "b", opts...)
+		for _, tw := range []*twin{a, b} {
+			tw.st.beforeClaim = func(_ string, f time.Time) {
+				switch {
+				case f.Equal(at(0)):
+					time.Sleep(15 * time.Second) // the catch-up claims at Start lose
+				case tw == b:
+					time.Sleep(time.Millisecond) // a claims first
+				}
+			}
+		}
+		// a claims 10s, covering -10s, 0s and 10s, and stalls, its
+		// renewals failing, until b took the claim over.
+		var dead atomic.Bool
+		gate := newCloser()
+		defer gate.close()
+		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if dead.Load() && c.KeeperID == "a" && c.Op == locktest.OpRenew {
+				return errBoom
+			}
+			return nil
+		})
+		a.st.afterClaim = func(_ string, f time.Time) {
+			if f.Equal(at(10)) {
+				dead.Store(true)
+				<-gate.c
+			}
+		}
+		log := newRunLog()
+		for _, tw := range []*twin{a, b} {
+			_ = tw.s.AddJob("j", "@every 10s", log.job(nil))
+			_ = tw.s.Start()
+		}
+		taken := b.next(t, lock.FiringTakenOver)
+		synctest.Wait()
+		dead.Store(false)
+		gate.close()
+		sleepUntil(at(15))
+		synctest.Wait()
+		if got, want := log.scheduled(), []string{"-10s", "0s", "10s"}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v", got, want)
+		}
+		if !taken.Scheduled.Equal(at(10)) || taken.Leader != "a" {
+			t.Errorf("b's takeover %+v, want of a's claim of 10s", taken)
+		}
+		var skipped []string
+		for _, e := range a.obs.all(lock.FiringSkipped) {
+			skipped = append(skipped, fmt.Sprintf("%v: %s", e.Scheduled.Sub(epoch), e.Reason))
+		}
+		if want := []string{"10s: " + ReasonTakenOver}; !slices.Equal(skipped, want) {
+			t.Errorf("a's skipped events %q, want %q", skipped, want)
+		}
+	})
+}
+
+// TestSettlingEndsNoFiringTwice: a claim whose firing was skipped here
+// (its lock held elsewhere throughout) and which was then taken over
+// before it could be settled ends that firing with one FiringSkipped, not
+// a second one for the settling.
+func TestSettlingEndsNoFiringTwice(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Minute)
+		id := r.s.LockID("j")
+		r.onCall(locktest.OpAcquire, func(context.Context) error {
+			r.locks.TakeOver(id, "other") // the previous run, still going
+			r.store.mu.Lock()
+			r.store.docs["j"].By = "b" // and the claim taken over meanwhile
+			r.store.mu.Unlock()
+			return nil
+		})
+		_ = r.s.AddJob("j", "@every 10s", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		f := epoch.Add(10 * time.Second)
+		sleepUntil(f.Add(9 * time.Second))
+		r.idle()
+		tw := &twin{obs: r.obs}
+		if e := tw.events(lock.FiringSkipped, f); len(e) != 1 || e[0].Reason != ReasonLockHeld {
+			t.Errorf("skipped events %+v, want one: %s", e, ReasonLockHeld)
+		}
+		r.stop()
 	})
 }

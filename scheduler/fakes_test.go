@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -129,9 +130,6 @@ func (s *fakeStore) poll(_ context.Context, jobs []string) ([]jobDoc, error) {
 
 // mayStart is startFilter. Called with s.mu held.
 func (s *fakeStore) mayStart(d *jobDoc, r Run, w *work) bool {
-	if d.Run.holds(r) {
-		return true // a retried write
-	}
 	if !d.Pending || d.By != r.Keeper {
 		return false
 	}
@@ -150,10 +148,7 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		defer s.mu.Unlock()
 		d := s.docs[r.Job]
 		if d == nil || !s.mayStart(d, r, w) {
-			return time.Time{}, false
-		}
-		if d.Run.holds(r) {
-			return d.Run.Start, true
+			return d.startOf(r) // refused, or a retried write
 		}
 		switch {
 		case w.triggered():
@@ -203,7 +198,7 @@ func (s *fakeStore) unstart(_ context.Context, r Run, w *work, prev time.Time, w
 	defer s.mu.Unlock()
 	d := s.docs[r.Job]
 	if d == nil || d.By != r.Keeper || !d.Run.holds(r) || d.Run.Outcome != string(OutcomeRunning) ||
-		!w.triggered() && !d.Last.Equal(w.last) {
+		!d.Last.Equal(w.last) || !d.PTrig.IsZero() {
 		return false, nil
 	}
 	d.Pending, d.Run.Outcome, d.Run.Error = true, string(OutcomeFailed), unstartError(why)
@@ -245,12 +240,66 @@ func (s *fakeStore) pauseAfter(_ context.Context, job string, n int) (bool, erro
 	return true, nil
 }
 
-// control changes job's control fields with fn, as Pause, Resume, Trigger
-// and Remove do.
+// control changes job's control fields with fn: a control written at a
+// time of the test's choosing (a trigger at a given instant, a pause
+// whose end has passed since).
 func (s *fakeStore) control(job string, fn func(c *controlDoc)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fn(&s.doc(job).Control)
+}
+
+// controlled changes the control fields of job's document with fn, at now
+// by the store's clock, as the writes of control.go do: ErrUnknownJob if
+// it has none.
+func (s *fakeStore) controlled(op, job string, fn func(c *controlDoc, now time.Time) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.docs[job]
+	if d == nil {
+		return fmt.Errorf("%s %q: %w: no document", op, job, ErrUnknownJob)
+	}
+	return fn(&d.Control, s.clock.Now())
+}
+
+func (s *fakeStore) pauseJob(_ context.Context, job string, p Pause) error {
+	return s.controlled("pause", job, func(c *controlDoc, now time.Time) error {
+		if !p.Until.IsZero() {
+			if err := checkUntil(job, p, now); err != nil {
+				return err
+			}
+		}
+		c.Paused, c.Suspended, c.PauseTill, c.PauseNote, c.PausedAt = true, ReasonPaused, p.Until, p.Note, now
+		return nil
+	})
+}
+
+func (s *fakeStore) resumeJob(_ context.Context, job string) error {
+	return s.controlled("resume", job, func(c *controlDoc, now time.Time) error {
+		c.Paused, c.PauseNote, c.Removed, c.ResumedAt, c.Fails = false, "", false, now, 0
+		return nil
+	})
+}
+
+func (s *fakeStore) triggerJob(_ context.Context, job string) (bool, error) {
+	made := false
+	err := s.controlled("trigger", job, func(c *controlDoc, now time.Time) error {
+		switch {
+		case c.Removed:
+			return removedJob(job)
+		case c.Trigger.IsZero():
+			c.Trigger, made = now, true
+		}
+		return nil
+	})
+	return made, err
+}
+
+func (s *fakeStore) removeJob(_ context.Context, job string) error {
+	return s.controlled("remove", job, func(c *controlDoc, now time.Time) error {
+		c.Removed, c.Suspended, c.Trigger, c.PausedAt = true, ReasonRemoved, time.Time{}, now
+		return nil
+	})
 }
 
 func (s *fakeStore) addHistory(_ context.Context, r Run) error {
@@ -274,7 +323,7 @@ func (s *fakeStore) records(_ context.Context, names []string) ([]Record, error)
 	var out []Record
 	for _, n := range names {
 		if d := s.docs[n]; d != nil {
-			out = append(out, d.record())
+			out = append(out, d.record(s.clock.Now()))
 		}
 	}
 	return out, nil

@@ -76,10 +76,13 @@ type firing struct {
 	failure error
 }
 
-// emit sends e, naming fr, to the Session's observers, and to the run's
-// span.
+// emit sends e, naming fr (its firing unless e names one), to the
+// Session's observers, and to the run's span.
 func (s *Scheduler) emit(fr *firing, e lock.Event) {
-	e.Job, e.Scheduled, e.LockID, e.Fence = fr.job.name, fr.at, fr.job.lockID, fr.fence
+	e.Job, e.LockID, e.Fence = fr.job.name, fr.job.lockID, fr.fence
+	if e.Scheduled.IsZero() {
+		e.Scheduled = fr.at
+	}
 	if fr.span == nil {
 		s.session.Emit(e)
 		return
@@ -235,9 +238,13 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	var lastErr error
 	began := s.clock.Now()
 	attempt := 1
-	for ; ; attempt++ {
+	for ; s.ctx.Err() == nil; attempt++ {
 		fr.tries = attempt
-		ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
+		// Not ended by Stop, as the start record: an acquisition given up
+		// on the client may still take the lock on the server after the
+		// clean-up looked for it, and leave it held until its lease
+		// expires.
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 		res, err := s.acquires.submit(ctx, struct{}{}, j.lockID)
 		cancel()
 		if err == nil {

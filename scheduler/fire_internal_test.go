@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -610,5 +611,79 @@ func TestGoexitReleasesLock(t *testing.T) {
 			t.Fatalf("lock of a job that called Goexit held by %q", h)
 		}
 		r.stop()
+	})
+}
+
+// answersLate is a lock store whose acquisitions of job locks reach the
+// server after delay, and whose callers give up when their context ends,
+// as a driver returns at once while the command it sent is still on its
+// way: the server applies it later, and nobody is told. sent gets a value
+// when such an acquisition is sent.
+type answersLate struct {
+	*locktest.Store
+	delay time.Duration
+	sent  chan struct{}
+}
+
+func (s answersLate) AcquireLocks(ctx context.Context, keeper string, ids ...string) (lock.Acquisition, error) {
+	if !slices.ContainsFunc(ids, func(id string) bool { return !isPresence(id) }) {
+		return s.Store.AcquireLocks(ctx, keeper, ids...)
+	}
+	type answer struct {
+		a   lock.Acquisition
+		err error
+	}
+	c := make(chan answer, 1)
+	go func() {
+		time.Sleep(s.delay)
+		a, err := s.Store.AcquireLocks(context.WithoutCancel(ctx), keeper, ids...)
+		c <- answer{a, err}
+	}()
+	s.sent <- struct{}{}
+	select {
+	case r := <-c:
+		return r.a, r.err
+	case <-ctx.Done():
+		return lock.Acquisition{}, ctx.Err()
+	}
+}
+
+// TestStopDoesNotAbandonLockAcquisition: Stop while a firing's acquisition
+// of its job's lock is on its way waits for its answer, and releases the
+// lock if it was taken, rather than giving up on a write the server may
+// still apply after the clean-up looked for it: that would leave the lock
+// held, and the job's next firing elsewhere waiting for its lease to
+// expire or skipped.
+func TestStopDoesNotAbandonLockAcquisition(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		locks := locktest.New(locktest.WithTTL(time.Minute))
+		slow := answersLate{Store: locks, delay: time.Second, sent: make(chan struct{}, 1)}
+		session, err := lock.NewSession(slow, lock.WithKeeperID("me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = session.Close() }()
+		cfg, _ := buildConfig(nil)
+		s, err := newScheduler(newFakeStore(locks.Clock()), session, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := make(chan struct{}, 1)
+		_ = s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+		_ = s.Start()
+		recv(t, slow.sent, "the acquisition")
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * slow.delay) // the write has reached the server
+		if h := locks.HeldBy(s.LockID("j")); h != "" {
+			t.Fatalf("after Stop, the job's lock is held by %q until its lease expires", h)
+		}
+		select {
+		case <-ran:
+			t.Fatal("the job ran after Stop")
+		default:
+		}
 	})
 }

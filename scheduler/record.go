@@ -68,8 +68,10 @@ type Record struct {
 	// it, or a triggered run) has not all started or been recorded as not
 	// run yet.
 	Pending bool
-	// Paused is set while the job is paused (Pause), Removed once it is
-	// removed (Remove), Triggered while a Trigger waits to be claimed.
+	// Paused is set while the job is paused (Pause): not from the
+	// pause's end (Until) on, by the server's clock, when its firings run
+	// again. Removed once it is removed (Remove), Triggered while a
+	// Trigger waits to be claimed.
 	Paused    *Pause
 	Removed   bool
 	Triggered time.Time

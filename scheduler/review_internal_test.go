@@ -280,3 +280,56 @@ func TestStalePollDoesNotResumeSettledWork(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmissionTimesEachCatchUpRunOnItsOwn: a claim that covers missed
+// firings runs them one after another; each run's setup is timed from its
+// own start, not from the claim's dispatch, else the runs before it count
+// as load, the admission limit falls to one, and jobs that fire together
+// afterwards are refused as overloaded. (Found by the leader-only
+// integration test: after a failover with CatchUpAll the limit stayed at
+// one.)
+func TestAdmissionTimesEachCatchUpRunOnItsOwn(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		const period = 10 * time.Second
+		// f(0) ran; f(1)..f(5) were missed, f(5) at the epoch.
+		f := func(i int) time.Time { return epoch.Add(time.Duration(i-5) * period) }
+		r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10)))
+		log := newRunLog()
+		jobs := []string{"a", "b", "c"}
+		for _, name := range jobs {
+			d := r.store.doc(name)
+			d.Last, d.Done, d.By, d.At = f(0), f(0), "gone", f(0)
+			d.Run = runDoc{Keeper: "gone", Scheduled: f(0), Start: f(0), End: f(0), Outcome: string(OutcomeSucceeded)}
+			// Each run takes a second: far more than a setup may.
+			err := r.s.AddJob(name, "@every 10s", log.job(func(context.Context, Run) error {
+				time.Sleep(time.Second)
+				return nil
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		sleepUntil(epoch.Add(time.Second))
+		if err := r.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The catch-up (five runs per job) ends by f(5)+6s; f(6) is due at
+		// f(5)+10s for all three jobs at once.
+		sleepUntil(f(6).Add(5 * time.Second))
+		r.idle()
+		for _, e := range r.obs.all(lock.FiringSkipped) {
+			t.Errorf("%s's firing at %v skipped: %s", e.Job, e.Scheduled.Sub(epoch), e.Reason)
+		}
+		ran := map[string]int{}
+		for _, run := range log.all() {
+			ran[run.Job]++
+		}
+		for _, name := range jobs {
+			if ran[name] != 6 {
+				t.Errorf("job %s ran %d times, want 6 (five caught up, then f(6))", name, ran[name])
+			}
+		}
+		r.stop()
+	})
+}

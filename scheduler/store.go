@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -46,14 +47,15 @@ type store interface {
 	// start records r, a firing or triggered run of w, as the job's running
 	// run if w is still r.Keeper's and no firing at or after r's was
 	// settled, and returns the server's start time. It is idempotent: a
-	// retried write finds its own record and succeeds.
+	// retried write finds its own record and succeeds, and changes
+	// nothing, whatever was claimed since.
 	start(ctx context.Context, r Run, w *work) (time.Time, bool, error)
 	// settle records that w's work is done without starting its last
 	// firing (or its triggered run), if w is still its keeper's.
 	settle(ctx context.Context, w *work) (bool, error)
 	// unstart undoes the start of r, of w, whose job was not called, if
-	// nothing was claimed since: w is pending again, from prev (the last
-	// firing settled before r's) on.
+	// nothing was claimed since, by any keeper: w is pending again, from
+	// prev (the last firing settled before r's) on.
 	// why says why, in the record's error.
 	unstart(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error)
 	// finish records how r ended in the job document, and reports whether
@@ -69,6 +71,13 @@ type store interface {
 	addHistory(ctx context.Context, r Run) error
 	records(ctx context.Context, names []string) ([]Record, error)
 	history(ctx context.Context, job string, limit int) ([]Run, error)
+	// pauseJob, resumeJob, triggerJob and removeJob are PauseJob,
+	// ResumeJob, TriggerJob and RemoveJob (control.go) of checked
+	// arguments.
+	pauseJob(ctx context.Context, job string, p Pause) error
+	resumeJob(ctx context.Context, job string) error
+	triggerJob(ctx context.Context, job string) (bool, error)
+	removeJob(ctx context.Context, job string) error
 }
 
 // Field names of a job document {_id: name, last, spec, by, at, cid, keeper,
@@ -157,13 +166,19 @@ func (c *controlDoc) suspendedAt(f time.Time) string {
 	switch {
 	case c.Removed:
 		return ReasonRemoved
-	case c.Paused && (c.PauseTill.IsZero() || c.PauseTill.After(f)):
+	case c.pausedAt(f):
 		return ReasonPaused
 	case !c.PausedAt.IsZero() && c.ResumedAt.After(c.PausedAt) && !f.Before(c.PausedAt) && f.Before(c.ResumedAt) &&
 		(c.Suspended == ReasonRemoved || c.PauseTill.IsZero() || c.PauseTill.After(f)):
 		return cmp.Or(c.Suspended, ReasonPaused)
 	}
 	return ""
+}
+
+// pausedAt reports whether the pause under c holds at t: it is paused,
+// with no end or an end after t.
+func (c *controlDoc) pausedAt(t time.Time) bool {
+	return c.Paused && (c.PauseTill.IsZero() || c.PauseTill.After(t))
 }
 
 type runDoc struct {
@@ -526,26 +541,27 @@ type startReq struct {
 
 // startFilter matches the document of r's job if r may start: w is still
 // r.Keeper's, and (for a firing) no firing at or after r's was settled, so
-// that the firings of a claim start in order and none twice. The last
-// branch matches r's own record, so that a write retried after it was
-// applied (the driver retries on network errors) does not find itself
-// overtaken.
+// that the firings of a claim start in order and none twice. A write
+// retried after it was applied (the driver retries on network errors, and
+// FerretDB does not recognise the retry) matches nothing: applied again,
+// it would settle whatever claim came since. The read after it finds r's
+// record (startOf).
 func startFilter(r Run, w *work) bson.D {
-	mine := bson.D{{Key: fieldBy, Value: r.Keeper}, {Key: fieldPending, Value: true}}
+	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper}, {Key: fieldPending, Value: true}}
 	if w.triggered() {
-		mine = append(mine, bson.E{Key: fieldPTrig, Value: w.trig})
-	} else {
-		mine = append(mine, bson.E{Key: fieldLast, Value: w.last},
-			bson.E{Key: fieldDone, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: r.Scheduled}}}}})
+		return append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
 	}
-	return bson.D{{Key: fieldID, Value: r.Job}, {Key: "$or", Value: bson.A{
-		mine,
-		bson.D{
-			{Key: fieldScheduled, Value: r.Scheduled},
-			{Key: fieldKeeper, Value: r.Keeper},
-			{Key: fieldFence, Value: fenceTS(r.Fence)},
-		},
-	}}}
+	return append(filter, bson.E{Key: fieldLast, Value: w.last},
+		bson.E{Key: fieldDone, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: r.Scheduled}}}}})
+}
+
+// startOf returns r's start if d holds r's record: r started, by this
+// write or by an earlier one of the same write.
+func (d *jobDoc) startOf(r Run) (time.Time, bool) {
+	if d == nil || !d.Run.holds(r) || d.Run.Start.IsZero() {
+		return time.Time{}, false
+	}
+	return d.Run.Start, true
 }
 
 // startUpdate records r as running and settles its firing: the work is
@@ -603,9 +619,7 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, reqs []startRe
 	}
 	out := make([]startResult, len(reqs))
 	for i, r := range runs {
-		if d := docs[r.Job]; d != nil && d.Run.holds(r) && !d.Run.Start.IsZero() {
-			out[i] = startResult{d.Run.Start, true}
-		}
+		out[i].start, out[i].ok = docs[r.Job].startOf(r)
 	}
 	return out, nil
 }
@@ -617,7 +631,13 @@ func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, b
 	err := s.jobs.FindOneAndUpdate(ctx, startFilter(r, w), startUpdate(r, w), opts).Decode(&doc)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return time.Time{}, false, nil
+		// Refused, or retried after it was applied: r's record tells.
+		docs, err := s.jobDocs(ctx, []string{r.Job})
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		start, ok := docs[r.Job].startOf(r)
+		return start, ok, nil
 	case err != nil:
 		return time.Time{}, false, wrapErr(ctx, "record start of", r.Job, err)
 	case doc.Run.Start.IsZero():
@@ -650,8 +670,12 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 func unstartError(why string) string { return "not run: " + why + "; claim pending again" }
 
 func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
+	// The claim as r's start left it, and r's record: a later claim, of
+	// this keeper too (a later firing, or a trigger), has another last
+	// firing or a pending trigger.
 	filter := bson.D{
-		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper},
+		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper}, {Key: fieldLast, Value: w.last},
+		{Key: fieldPTrig, Value: bson.D{{Key: "$exists", Value: false}}},
 		{Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper},
 		{Key: fieldFence, Value: fenceTS(r.Fence)}, {Key: fieldOutcome, Value: string(OutcomeRunning)},
 	}
@@ -662,10 +686,8 @@ func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time
 	case w.triggered():
 		set = append(set, bson.E{Key: fieldPTrig, Value: w.trig})
 	case prev.IsZero():
-		filter = append(filter, bson.E{Key: fieldLast, Value: w.last})
 		unset = bson.D{{Key: fieldDone, Value: ""}}
 	default:
-		filter = append(filter, bson.E{Key: fieldLast, Value: w.last})
 		set = append(set, bson.E{Key: fieldDone, Value: prev})
 	}
 	update := bson.D{{Key: "$set", Value: set}}
@@ -930,10 +952,31 @@ func (s *mongoStore) history(ctx context.Context, job string, limit int) ([]Run,
 	return LoadHistory(ctx, s.runs, job, limit)
 }
 
+// The controls, on s.jobs: it has controlColl's write concern and read
+// preference.
+
+func (s *mongoStore) pauseJob(ctx context.Context, job string, p Pause) error {
+	return pauseIn(ctx, s.jobs, job, p)
+}
+
+func (s *mongoStore) resumeJob(ctx context.Context, job string) error {
+	return resumeIn(ctx, s.jobs, job)
+}
+
+func (s *mongoStore) triggerJob(ctx context.Context, job string) (bool, error) {
+	return triggerIn(ctx, s.jobs, job)
+}
+
+func (s *mongoStore) removeJob(ctx context.Context, job string) error {
+	return removeIn(ctx, s.jobs, job)
+}
+
 // LoadRecords reads the job documents in coll (the jobs collection,
 // DefaultJobsCollection unless WithJobsCollection) for names, or for every
 // job if names is empty, sorted by name, from the primary whatever coll's
-// read preference. It needs no Scheduler, for tools such as the CLI.
+// read preference. A pause whose end has passed by the server's clock
+// (read then, if some pause has an end) is over: its Record is not
+// Paused. It needs no Scheduler, for tools such as the CLI.
 func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) ([]Record, error) {
 	filter := bson.D{}
 	if len(names) > 0 {
@@ -947,9 +990,15 @@ func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
 	}
+	var now time.Time // only pauses with an end need it
+	if slices.ContainsFunc(docs, func(d jobDoc) bool { return d.Control.Paused && !d.Control.PauseTill.IsZero() }) {
+		if now, err = mongoutil.ServerTime(ctx, coll.Database()); err != nil {
+			return nil, wrapErr(ctx, "read the server's time for the pauses in", coll.Name(), err)
+		}
+	}
 	out := make([]Record, len(docs))
 	for i, d := range docs {
-		out[i] = d.record()
+		out[i] = d.record(now)
 	}
 	return out, nil
 }
@@ -978,14 +1027,14 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 	return out, nil
 }
 
-// record is what d says of its job.
-func (d *jobDoc) record() Record {
+// record is what d says of its job at now, the server's time.
+func (d *jobDoc) record(now time.Time) Record {
 	r := Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID),
 		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails}
 	if d.Last.Equal(time.Unix(0, 0)) {
 		r.LastClaimed = time.Time{} // registered, never claimed
 	}
-	if d.Control.Paused {
+	if d.Control.pausedAt(now) {
 		r.Paused = &Pause{Note: d.Control.PauseNote, Until: d.Control.PauseTill, At: d.Control.PausedAt}
 	}
 	if !d.Control.Trigger.IsZero() {

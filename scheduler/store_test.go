@@ -477,3 +477,99 @@ func mustClaim(t *testing.T, ctx context.Context, s *mongoStore, job, spec strin
 	}
 	return w
 }
+
+// TestRetriedStartSparesNewerClaim: a start write sent again after it went
+// through (the driver retries it on a network error, and FerretDB does not
+// recognise the retry) once its firing was settled and a later firing
+// claimed by another keeper finds its own record and reports the start,
+// without settling the newer claim again; nor does undoing that start
+// touch the newer claim. Alone and in a batch.
+func TestRetriedStartSparesNewerClaim(t *testing.T) {
+	t.Parallel()
+	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	f, next := testFiring, testFiring.Add(24*time.Hour)
+	jobs := []string{"alone", "batch-1", "batch-2"}
+	reqs := map[string]startReq{}
+	for i, job := range jobs {
+		w := mustClaim(t, ctx, s, job, "@daily", f, "A")
+		r := Run{Job: job, Keeper: "A", Scheduled: f, Fence: uint64(i + 1)}
+		if _, ok, err := s.start(ctx, r, w); err != nil || !ok {
+			t.Fatalf("start of %s: %v %v", job, ok, err)
+		}
+		mustClaim(t, ctx, s, job, "@daily", next, "B")
+		reqs[job] = startReq{r, w}
+	}
+	first, _ := LoadRecords(ctx, s.jobs, "alone")
+
+	// The retries.
+	start, ok, err := s.startOne(ctx, reqs["alone"].r, reqs["alone"].w)
+	if err != nil || !ok || !start.Equal(first[0].LastRun.Start) {
+		t.Errorf("retried start: %v %v %v, want the first write's start %v", start, ok, err, first[0].LastRun.Start)
+	}
+	res, err := s.startBatch(ctx, keyOf(f, "A"), []startReq{reqs["batch-1"], reqs["batch-2"]})
+	if err != nil || len(res) != 2 || !res[0].ok || !res[1].ok {
+		t.Errorf("retried batch of starts: %+v %v, want both reported started", res, err)
+	}
+	// The failure path's undoing.
+	for _, job := range jobs {
+		if undone, err := s.unstart(ctx, reqs[job].r, reqs[job].w, time.Time{}, "test"); err != nil || undone {
+			t.Errorf("undo start of %s: %v %v, want nothing undone", job, undone, err)
+		}
+	}
+
+	recs, err := LoadRecords(ctx, s.jobs, jobs...)
+	if err != nil || len(recs) != len(jobs) {
+		t.Fatalf("records %+v %v", recs, err)
+	}
+	for _, rec := range recs {
+		if !rec.Pending || rec.ClaimedBy != "B" || !rec.LastClaimed.Equal(next) {
+			t.Errorf("%s: pending=%v claimed by %s for %v; want B's claim of %v still pending", rec.Name,
+				rec.Pending, rec.ClaimedBy, rec.LastClaimed, next)
+		}
+	}
+	w := &work{job: "alone", keeper: "B", last: next, done: f}
+	if _, ok, err := s.start(ctx, Run{Job: "alone", Keeper: "B", Scheduled: next, Fence: 9}, w); err != nil || !ok {
+		t.Errorf("start of the newer claim: %v %v", ok, err)
+	}
+}
+
+// TestUndoneStartSparesNewerClaimOfSameKeeper: undoing the start of a
+// triggered run, after the same keeper claimed a later firing (a second
+// firing in progress, OverlapWait), leaves that claim as it is: a claim
+// of a firing, not the triggered run again.
+func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) {
+	t.Parallel()
+	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	f, next := testFiring, testFiring.Add(24*time.Hour)
+	w := mustClaim(t, ctx, s, "j", "@daily", f, "A")
+	if ok, err := s.settle(ctx, w); err != nil || !ok {
+		t.Fatalf("settle: %v %v", ok, err)
+	}
+	if made, err := TriggerJob(ctx, s.jobs, "j"); err != nil || !made {
+		t.Fatalf("trigger: %v %v", made, err)
+	}
+	docs, err := s.jobDocs(ctx, []string{"j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := s.claimTrigger(ctx, "j", docs["j"].Control.Trigger, "A")
+	if err != nil || wt == nil {
+		t.Fatalf("claim trigger: %v %v", wt, err)
+	}
+	rt := Run{Job: "j", Keeper: "A", Scheduled: wt.trig, Fence: 1, Triggered: true}
+	if _, ok, err := s.start(ctx, rt, wt); err != nil || !ok {
+		t.Fatalf("start of the triggered run: %v %v", ok, err)
+	}
+	mustClaim(t, ctx, s, "j", "@daily", next, "A")
+	if undone, err := s.unstart(ctx, rt, wt, time.Time{}, "test"); err != nil || undone {
+		t.Errorf("undo start of the triggered run: %v %v, want nothing undone", undone, err)
+	}
+	docs, err = s.jobDocs(ctx, []string{"j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := docs["j"]; !d.Pending || d.By != "A" || !d.Last.Equal(next) || !d.PTrig.IsZero() {
+		t.Errorf("claim after the undo: pending=%v by %s last %v trigger %v; want A's claim of %v, no trigger",
+			d.Pending, d.By, d.Last, d.PTrig, next)
+	}
+}
