@@ -67,6 +67,13 @@ type instanceConfig struct {
 	Every time.Duration `json:"every,omitzero"`
 	// NoRunner leaves out the LeaderAwareRunner.
 	NoRunner bool `json:"noRunner,omitzero"`
+	// LeaderOnly runs the jobs on the leader only: the scheduler follows
+	// the runner's election (scheduler.WithLeaderOnly). It needs the
+	// runner.
+	LeaderOnly bool `json:"leaderOnly,omitzero"`
+	// RunTime is how long a job's run lasts after it counted itself,
+	// unless its context ends first.
+	RunTime time.Duration `json:"runTime,omitzero"`
 	// Work is the period of the leader task's fenced writes.
 	Work time.Duration `json:"work"`
 	// Probe makes the leader task, when its lease was lost, renew and
@@ -91,11 +98,14 @@ type instanceConfig struct {
 // rearm makes a child process read its ArmFile, which holds an arming
 // ("kill@claim", "stop@lock", ...) or nothing: to act on itself, once, in
 // the goroutine of a firing of its scheduler, between the claim and the
-// start of the run. At "claim", in the FiringClaimed event of a scheduled
-// firing (after the claim, before the job's lock is taken); at "lock", in
-// the Acquired event of a job's lock (before the start is recorded), for
-// a firing it claimed or took over. "kill" is SIGKILL; "stop" SIGSTOP,
-// until its driver resumes it. It reports an EvActing event first.
+// start of the run, or between the start and the job's call. At "claim",
+// in the FiringClaimed event of a scheduled firing (after the claim,
+// before the job's lock is taken); at "lock", in the Acquired event of a
+// job's lock (before the start is recorded), for a firing it claimed or
+// took over; at "run", in the RunStarted event of a firing (its start
+// recorded, the job not called yet: the firing is spent, and the job does
+// not count it). "kill" is SIGKILL; "stop" SIGSTOP, until its driver
+// resumes it. It reports an EvActing event first.
 const rearm = syscall.SIGUSR1
 
 // Armings.
@@ -104,6 +114,7 @@ const (
 	stopAtClaim = "stop@claim"
 	killAtLock  = "kill@lock"
 	stopAtLock  = "stop@lock"
+	killAtRun   = "kill@run"
 )
 
 // instance is one complete application: migrations at start, then a
@@ -149,6 +160,9 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 		return nil, err
 	}
 	fail := func(err error) (*instance, error) { return nil, errors.Join(err, in.session.Close()) }
+	if cfg.LeaderOnly && cfg.NoRunner {
+		return fail(errors.New("instance: LeaderOnly needs the runner"))
+	}
 	mig, err := migrations.New(in.db,
 		migrations.WithSession(in.session),
 		migrations.WithRetryPeriod(cfg.TTL/10),
@@ -166,6 +180,12 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	}
 	in.emit(migrated)
 
+	if !cfg.NoRunner {
+		// Before the scheduler, which in leader-only mode asks it who leads.
+		if in.runner, err = runner.New(in.session, leaderLock); err != nil {
+			return fail(err)
+		}
+	}
 	if len(cfg.Jobs) > 0 {
 		// StopWait: a clean stop, as in a deploy, lets a run that started
 		// count its firing rather than cancelling it halfway.
@@ -175,6 +195,9 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 		}
 		if cfg.Poll > 0 {
 			opts = append(opts, scheduler.WithPollInterval(cfg.Poll))
+		}
+		if cfg.LeaderOnly {
+			opts = append(opts, scheduler.WithLeaderOnly(in.runner))
 		}
 		if in.sched, err = scheduler.New(in.db, in.session, opts...); err != nil {
 			return fail(err)
@@ -201,13 +224,9 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	in.cancel, in.done = cancel, make(chan struct{})
-	if cfg.NoRunner {
+	if in.runner == nil {
 		close(in.done)
 	} else {
-		if in.runner, err = runner.New(in.session, leaderLock); err != nil {
-			cancel()
-			return fail(errors.Join(err, in.stopScheduler()))
-		}
 		go func() {
 			defer close(in.done)
 			in.runErr = in.runner.Run(runCtx, in.lead)
@@ -300,15 +319,20 @@ func (in *instance) probe(fence uint64) {
 		Msg: errText(errors.Join(renewErr, relErr))})
 }
 
-// job is every cron job: it counts its run in the database and reports it.
-// A triggered run is counted apart from the firings, under its own id.
+// job is every cron job: it counts its run in the database and reports it,
+// then goes on for cfg.RunTime. A triggered run is counted apart from the
+// firings, under its own id.
 func (in *instance) job(ctx context.Context) error {
 	run, _ := scheduler.RunFromContext(ctx)
 	id := firingID(run.Job, run.Scheduled)
 	if run.Triggered {
 		id += "#triggered"
 	}
-	_, err := in.db.Collection(firingsColl).UpdateOne(ctx,
+	// Counted even if the run's context ends meanwhile (its lease lost in
+	// a pause): the job was called.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.cfg.TTL)
+	defer cancel()
+	_, err := in.db.Collection(firingsColl).UpdateOne(cctx,
 		bson.D{{Key: "_id", Value: id}},
 		bson.D{
 			{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}},
@@ -317,7 +341,13 @@ func (in *instance) job(ctx context.Context) error {
 		},
 		options.UpdateOne().SetUpsert(true))
 	in.emit(cluster.Event{Kind: cluster.EvRun, Job: run.Job, Firing: run.Scheduled, Fence: run.Fence, Triggered: run.Triggered, Msg: errText(err)})
-	return err
+	if err != nil || in.cfg.RunTime <= 0 {
+		return err
+	}
+	if lock.Sleep(ctx, in.session.Clock(), in.cfg.RunTime) != nil {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 func firingID(job string, scheduled time.Time) string {
@@ -350,6 +380,8 @@ func (in *instance) observe(e lock.Event) {
 		if f, ok := in.working.Load(job); ok {
 			in.act("lock", job, f.(time.Time))
 		}
+	case lock.RunStarted:
+		in.act("run", e.Job, e.Scheduled)
 	}
 }
 

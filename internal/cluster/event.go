@@ -37,8 +37,10 @@ const (
 	EvExited Kind = "exited" // the process ended: Msg is the exit error, if any
 
 	// Added by a driver.
-	EvKilled   Kind = "killed"   // it was sent SIGKILL: Leader if that was to make another lead
+	EvKilled   Kind = "killed"   // it was sent SIGKILL: Leader if that was to make another lead; Job and Firing, the run it was in, if any
 	EvStopping Kind = "stopping" // it was asked to stop: Leader as for EvKilled, Msg why
+	EvPaused   Kind = "paused"   // it was sent SIGSTOP: Leader, Job and Firing as for EvKilled
+	EvResumed  Kind = "resumed"  // it was sent SIGCONT
 )
 
 // Event is one thing an instance, or its driver, reports.

@@ -1,0 +1,554 @@
+//go:build unix
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/cluster"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Timings of the leader-only scenario.
+const (
+	// leaderRunTime is how long each run of its jobs lasts: a good part of
+	// the period, so that the leader can be caught in the middle of one.
+	leaderRunTime = every * 2 / 5
+	// leadSlack is how far outside its leader terms an instance's claim or
+	// run may be reported: a term's report and the scheduler's first claim
+	// race, and a claim sent just before the trust deadline is reported
+	// after it.
+	leadSlack = 500 * time.Millisecond
+)
+
+// failoverBound is how late a firing may run, after it was due, or after
+// the leader failed if that was later. The failed leader's lease lapses at
+// most a TTL after its last renewal, and another instance leads within a
+// retry period after (the runner's failover). At its first poll, within a
+// poll interval, the new leader takes over the claims left pending,
+// without waiting for any presence lease (leading is enough), and claims
+// the firings missed meanwhile; a claim less than a poll old waits a poll
+// more; a job's lock taken after the last renewal outlives the lease by
+// less than a poll (takeoverBound: TTL, two polls, slack). A firing missed
+// behind a pending claim is claimed with the next firing, within a period.
+// The missed firings of a job run oldest first, each after the run before
+// it: at most missedMax of them.
+var failoverBound = takeoverBound + retryPeriod + every + time.Duration(missedMax)*leaderRunTime
+
+var (
+	retryPeriod = lock.DefaultTimings(testTTL).RetryPeriod
+	// missedMax is how many firings of a job fall due, at most, between a
+	// failure of the leader and the first claims of the next one.
+	missedMax = int(math.Ceil(float64(testTTL+retryPeriod+2*pollInterval)/float64(every))) + 1
+)
+
+// What the leader-only scenario does to the leader, in turn, besides
+// stopAtClaim and killAtRun (armings): the driver kills or stops it while
+// its job runs (after the job counted itself, before it returned).
+const (
+	killMidRun = "kill mid-run"
+	stopMidRun = "stop mid-run"
+)
+
+var leaderFaults = []string{stopAtClaim, killMidRun, stopMidRun, killAtRun}
+
+// Scenario 11: leader-only mode (scheduler.WithLeaderOnly, the instances'
+// LeaderAwareRunner deciding). Three instances, three jobs "@every 1s"
+// whose runs last leaderRunTime, catchUpAll. Round after round the leader
+// fails while it holds a firing, and a new instance replaces it:
+//   - stopped (SIGSTOP) right after it claimed a firing (stopAtClaim), and
+//     resumed once another instance ran the firing, 1.5 TTL after;
+//   - killed (SIGKILL) in the middle of a run;
+//   - stopped in the middle of a run, and resumed once another instance
+//     ran a firing due after the stop, 1.5 TTL after;
+//   - killed once the run's start is recorded, before its job is called
+//     (killAtRun).
+//
+// Before each round, every firing due so far has run (or was spent): a
+// round catches the leader on schedule, not in the middle of the takeovers
+// and catch-up that the round before left, which failoverBound does not
+// allow for.
+//
+// No firing may run twice, ever. A firing whose run a failed leader
+// started is spent: it counts as run, whether or not its job counted
+// itself, and no instance may run it again (scheduler/doc.go: "A run is
+// recorded ... only if its start was written"). That is a leader killed
+// after the start record (killAtRun, or another job's run of the same
+// instant): the scheduler's record says the run is going on, by the
+// killed leader, until the job's next start; or a leader stopped after the
+// start record, which on resuming finds its lease lost and does not call
+// the job: the history records the firing as failed, "not run: ...". Only
+// failed leaders may leave firings so. Every other firing due in the
+// window, while at least two instances were up, must run once, at most
+// failoverBound after it was due or after the last failure before its
+// run. Only leaders claim and run (within leadSlack of their terms), and a
+// leader resumed after a pause past its lease finds its term lost, and
+// claims and runs nothing that fell due after it stopped.
+//
+// The -integration.long variant plays the rounds three times.
+func TestLeaderOnlyLeaderKilled(t *testing.T) { withSkews(t, leaderOnlyLeaderKilled) }
+
+func leaderOnlyLeaderKilled(t *testing.T, skews []time.Duration) {
+	rounds := len(leaderFaults)
+	if *longRun {
+		rounds *= 3
+	}
+	c := newLeaderCluster(t, skews, "tick-a", "tick-b", "tick-c")
+	c.awaitOne(0, startTimeout, "a first run", cluster.IsKind(cluster.EvRun))
+	windowStart := wallNow()
+	for round := range rounds {
+		c.awaitCaughtUp(windowStart)
+		switch what := leaderFaults[round%len(leaderFaults)]; what {
+		case stopAtClaim:
+			before := len(c.victims)
+			c.round(stopAtClaim, false) // resumed by resumeClaimant
+			for _, v := range c.victims[before:] {
+				c.faults = append(c.faults, fault{what: v.act.Msg, instance: v.act.Instance, at: v.act.T, firing: cluster.NewFiring(v.act.Job, v.act.Firing)})
+			}
+		case killAtRun:
+			c.killAt(what)
+		default:
+			c.midRun(what == stopMidRun)
+		}
+	}
+	windowEnd := wallNow()
+	c.settle(false)
+	c.awaitCaughtUp(windowStart)
+	c.check(windowStart, windowEnd)
+}
+
+// leaderCluster plays the rounds of TestLeaderOnlyLeaderKilled: a
+// claimantCluster (armings, stopped instances and their resumes) whose
+// instances run their jobs on the leader only.
+type leaderCluster struct {
+	*claimantCluster
+	faults []fault
+	// spent are the firings whose start a failed leader recorded, by the
+	// scheduler's records, and which it did not end, or did not run: each
+	// counts as its firing's run.
+	spent   map[cluster.Firing]string // the failed leader
+	counted map[cluster.Firing]bool   // in firingsColl (countSpent)
+}
+
+// fault is what a round did to the leader.
+type fault struct {
+	what     string
+	instance string
+	at       time.Time      // when it was killed, or stopped
+	firing   cluster.Firing // the firing it held: claimed, or running
+}
+
+func (f fault) String() string {
+	return fmt.Sprintf("%s %s at %s (%s)", f.what, f.instance, f.at.Format("15:04:05.000"), f.firing)
+}
+
+// newLeaderCluster starts three instances in leader-only mode with the jobs
+// given, runs of leaderRunTime, catchUpAll and arm files (rearm). Stopped
+// instances are stopped for good once resumed and checked, so that three
+// stay up.
+func newLeaderCluster(t *testing.T, skews []time.Duration, jobs ...string) *leaderCluster {
+	t.Helper()
+	c := &leaderCluster{
+		claimantCluster: newClaimantCluster(t, skews, func(cfg *instanceConfig) {
+			cfg.LeaderOnly, cfg.RunTime = true, leaderRunTime
+		}, jobs...),
+		spent:   map[cluster.Firing]string{},
+		counted: map[cluster.Firing]bool{},
+	}
+	c.retire = true
+	return c
+}
+
+// up reports whether the instance runs and is neither stopped nor asked to
+// stop.
+func (c *leaderCluster) up(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.Proc(name)
+	return p != nil && p.Up() && !c.stopped[name]
+}
+
+// midRun waits for the leader to run a job, and kills it, or stops it (to
+// be resumed in the background, resumeLeader), before the run ends; a new
+// instance replaces it.
+func (c *leaderCluster) midRun(stop bool) {
+	c.tb.Helper()
+	c.deal(c.acted(), false) // late actors of the round before
+	from := c.Mark()
+	run := c.awaitOne(from, failoverBound+every, "a run on the leader", func(e cluster.Event) bool {
+		return e.Kind == cluster.EvRun && !e.Triggered && c.up(e.Instance)
+	})
+	p := c.proc(run.Instance)
+	f := fault{what: killMidRun, instance: p.Name(), firing: cluster.NewFiring(run.Job, run.Firing)}
+	ev := cluster.Event{Kind: cluster.EvKilled, Instance: p.Name(), Leader: true, Job: run.Job, Firing: run.Firing}
+	if stop {
+		must(c.tb, p.Pause())
+		f.what, f.at, ev.Kind = stopMidRun, wallNow(), cluster.EvPaused
+		c.mu.Lock()
+		c.stopped[p.Name()] = true
+		c.mu.Unlock()
+		c.wg.Go(func() { c.resumeLeader(p, f) })
+	} else {
+		f.at = c.kill(p.Name())
+		c.noteRunning(p.Name())
+	}
+	ev.T = f.at
+	c.Add(ev)
+	c.faults = append(c.faults, f)
+	// The job goes on for RunTime after it reported its run.
+	if end := run.T.Add(c.base.RunTime); !f.at.Before(end) {
+		c.tb.Errorf("%v: %v after its run began, not in the middle of it (it lasts %v)", f, f.at.Sub(run.T).Round(time.Millisecond), c.base.RunTime)
+	}
+	c.replace()
+}
+
+// killAt arms the instances to kill themselves (an arming "kill@...", such
+// as killAtRun); the leader does, its records are read at once
+// (noteRunning), and a new instance replaces it. Unlike round, which
+// replaces it first.
+func (c *leaderCluster) killAt(arming string) {
+	c.tb.Helper()
+	c.deal(c.acted(), false) // late actors of the round before
+	from := c.Mark()
+	c.arm(arming)
+	c.awaitOne(from, failoverBound+every, "the leader acting", cluster.IsKind(cluster.EvActing))
+	acts := c.acted()
+	c.arm("")
+	for _, act := range acts {
+		f := fault{what: act.Msg, instance: act.Instance, firing: cluster.NewFiring(act.Job, act.Firing)}
+		f.at = c.kill(act.Instance) // it killed itself: this marks its exit as expected
+		c.noteRunning(act.Instance)
+		c.faults = append(c.faults, f)
+		c.replace()
+	}
+}
+
+// replace starts an instance in place of the one that failed, and counts
+// the firings it left spent (countSpent).
+func (c *leaderCluster) replace() {
+	c.tb.Helper()
+	up := c.Mark()
+	c.awaitUp(up, c.spawn(c.armFile).Name())
+	c.countSpent()
+}
+
+// awaitCaughtUp waits until every firing due from windowStart to now, and
+// every firing a failed leader held, ran, by the database, or was spent
+// (noteSpent: a stopped leader records those it spent when it is resumed).
+func (c *leaderCluster) awaitCaughtUp(windowStart time.Time) {
+	c.tb.Helper()
+	now := wallNow()
+	for _, f := range c.faults {
+		if f.firing.Scheduled.After(now) { // claimed early, by a clock ahead
+			now = f.firing.Scheduled
+		}
+	}
+	deadline := time.Now().Add(failoverBound + 10*time.Second)
+	for {
+		c.noteSpent()
+		c.countSpent()
+		ran := c.firings()
+		var missing []string
+		for _, at := range cluster.Scheduled(windowStart, now, c.base.Every) {
+			for _, job := range c.base.Jobs {
+				if k := cluster.NewFiring(job, at); ran[k] == 0 {
+					missing = append(missing, k.String())
+				}
+			}
+		}
+		switch {
+		case len(missing) == 0:
+			return
+		case time.Now().After(deadline):
+			// Not fatal: the rounds go on, and check says what else failed.
+			c.tb.Errorf("firings due by %s not run %v later: %s; events since %s:\n%s", now.Format("15:04:05.000"),
+				time.Since(now).Round(time.Millisecond), strings.Join(missing, ", "), windowStart.Format("15:04:05"),
+				format(cluster.Filter(c.Events(), func(e cluster.Event) bool { return !e.T.Before(windowStart) })))
+			return
+		}
+		sleep(200 * time.Millisecond)
+	}
+}
+
+// noteRunning reads, right after killed was killed, which runs it had
+// started and not ended, by the jobs' records: each job's last run. No
+// other instance can have started a run since: none leads until the
+// killed leader's lease lapsed.
+func (c *leaderCluster) noteRunning(killed string) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), c.base.Jobs...)
+	must(c.tb, err)
+	for _, r := range recs {
+		if run := r.LastRun; run != nil && run.Keeper == killed && run.Outcome == scheduler.OutcomeRunning && !run.Triggered {
+			c.spent[cluster.NewFiring(r.Name, run.Scheduled)] = killed
+		}
+	}
+}
+
+// noteSpent reads, once the stopped leaders were resumed, the firings
+// whose start was recorded and whose job was then not called, by the
+// history: "not run: ..." (the lease was lost meanwhile).
+func (c *leaderCluster) noteSpent() {
+	c.tb.Helper()
+	for _, job := range c.base.Jobs {
+		for _, r := range c.history(job) {
+			k := cluster.NewFiring(job, r.Scheduled)
+			if r.Outcome == scheduler.OutcomeFailed && !r.Triggered && strings.HasPrefix(r.Error, "not run:") && c.spent[k] == "" {
+				c.tb.Logf("spent: %s", runText(r))
+				c.spent[k] = r.Keeper
+			}
+		}
+	}
+}
+
+// countSpent counts in firingsColl the spent firings that no job counted
+// (noteRunning, noteSpent): they ran, as far as the scheduler is
+// concerned. Called once the failed leader's last writes have landed, it
+// counts only what no run counted: a run after it would count the firing
+// twice, and one before it is found by check, from the events.
+func (c *leaderCluster) countSpent() {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for k, by := range c.spent {
+		if c.counted[k] {
+			continue
+		}
+		_, err := c.db.Collection(firingsColl).UpdateOne(ctx, bson.D{{Key: "_id", Value: firingID(k.Job, k.Scheduled)}},
+			bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "job", Value: k.Job}, {Key: "scheduled", Value: k.Scheduled},
+				{Key: "keeper", Value: by}, {Key: "n", Value: 1}, {Key: "spent", Value: true}}}},
+			options.UpdateOne().SetUpsert(true))
+		must(c.tb, err)
+		c.counted[k] = true
+	}
+}
+
+// resumeLeader resumes p, a leader stopped at f, once another instance ran
+// a firing due after the stop and 1.5 TTL after it stopped. Resumed, p
+// must find its term lost. It is watched for two periods more, then
+// stopped (retire). It runs in a goroutine of its own: it reports with
+// errorf.
+func (c *leaderCluster) resumeLeader(p *cluster.Proc, f fault) {
+	ctx, cancel := context.WithTimeout(context.Background(), failoverBound+10*time.Second)
+	_, err := c.Await(ctx, 0, 1, func(e cluster.Event) bool {
+		return e.Kind == cluster.EvRun && !e.Triggered && e.Instance != p.Name() && e.Firing.After(f.at)
+	})
+	cancel()
+	if err != nil {
+		c.errorf("%v: no other instance ran a firing due after it (%v)", f, err)
+	}
+	sleep(time.Until(f.at.Add(testTTL * 3 / 2)))
+	from := c.Mark()
+	if err := p.Resume(); err != nil {
+		c.tb.Error(err) // not a finding: the harness failed
+		return
+	}
+	c.Add(cluster.Event{Kind: cluster.EvResumed, Instance: p.Name()})
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	ended, err := c.Await(ctx, from, 1, cluster.IsKindBy(cluster.EvUnlead, p.Name()))
+	cancel()
+	switch {
+	case err != nil:
+		c.errorf("%v: resumed %v later, its term did not end (%v)", f, time.Since(f.at).Round(time.Millisecond), err)
+	case !ended[0].Lost:
+		c.errorf("%v: resumed, its term ended with cause %q, want lock.ErrLeaseLost", f, ended[0].Msg)
+	default:
+		c.logf("%v: resumed %v later; its term ended: %s", f, time.Since(f.at).Round(time.Millisecond), ended[0].Msg)
+	}
+	sleep(2 * every) // what it does as a follower: check reads it
+	if c.retire {
+		c.terminate(p, instanceStopTimeout)
+	}
+	c.mu.Lock()
+	delete(c.stopped, p.Name())
+	c.mu.Unlock()
+}
+
+// check checks what TestLeaderOnlyLeaderKilled promises (see there), once
+// the window's firings ran.
+func (c *leaderCluster) check(windowStart, windowEnd time.Time) {
+	c.tb.Helper()
+	ran := c.checkFirings(windowStart, windowEnd) // none twice, none lost, counting those spent (countSpent)
+	evs := c.Events()
+	runs := cluster.Runs(evs)
+
+	// A spent firing's run is its only run, and only failed leaders spend
+	// firings so.
+	failed := map[string]bool{}
+	for _, f := range c.faults {
+		failed[f.instance] = true
+	}
+	for _, k := range cluster.SortedFirings(c.spent) {
+		by := c.spent[k]
+		if others := slices.DeleteFunc(slices.Clone(runs[k]), func(r string) bool { return r == by }); len(others) > 0 {
+			c.tb.Errorf("firing %s, whose run %s started before it failed, ran again on %s", k, by, strings.Join(others, ", "))
+		}
+		if !failed[by] {
+			c.tb.Errorf("firing %s was started and not run by %s, which did not fail", k, by)
+		}
+		how := "its job counted it"
+		if len(runs[k]) == 0 {
+			how = "its job was not called, or killed before it counted it"
+		}
+		c.tb.Logf("firing %s started on %s, which failed: %s; %d run(s) in the database", k, by, how, ran[k])
+	}
+
+	terms := cluster.LeaderTerms(evs, wallNow())
+	for i, f := range c.faults {
+		if (f.what == killMidRun || f.what == killAtRun) && c.spent[f.firing] != f.instance {
+			c.tb.Errorf("round %d, %v: the job's record does not show that run started and not ended", i+1, f)
+		}
+		next := "no other instance led"
+		for _, s := range terms {
+			if s.Instance != f.instance && s.Start.After(f.at) {
+				next = fmt.Sprintf("%s led %v later", s.Instance, s.Start.Sub(f.at).Round(time.Millisecond))
+				break
+			}
+		}
+		c.tb.Logf("round %d: %v; %s", i+1, f, next)
+		if f.what == stopAtClaim || f.what == stopMidRun {
+			// Its clock read at most at+skew when it stopped: any firing due
+			// later it could only claim, or run, after it lost its term.
+			due := f.at.Add(skewOf(c.skews, f.instance))
+			for _, e := range evs {
+				if e.Instance == f.instance && !e.Triggered && e.Firing.After(due) &&
+					(e.Kind == cluster.EvClaimed || e.Kind == cluster.EvTakenOver || e.Kind == cluster.EvRun) {
+					c.tb.Errorf("%v: resumed, it %s %s, due after it stopped", f, e.Kind, cluster.NewFiring(e.Job, e.Firing))
+				}
+			}
+		}
+	}
+
+	// Only leaders claim and run.
+	var notLeading []string
+	for _, e := range evs {
+		if e.Triggered || e.Kind != cluster.EvClaimed && e.Kind != cluster.EvTakenOver && e.Kind != cluster.EvRun {
+			continue
+		}
+		if !slices.ContainsFunc(terms, func(s cluster.Span) bool {
+			return s.Instance == e.Instance && !e.T.Before(s.Start.Add(-leadSlack)) && !e.T.After(s.End.Add(leadSlack))
+		}) {
+			notLeading = append(notLeading, e.String())
+		}
+	}
+	if len(notLeading) > 0 {
+		c.tb.Errorf("%d claims, takeovers and runs by instances that did not lead; the first:\n  %s\nleader terms:\n  %s",
+			len(notLeading), strings.Join(notLeading[:min(len(notLeading), 5)], "\n  "), strings.Join(spans(terms), "\n  "))
+	}
+
+	// How late the window's firings ran: after they were due, or after
+	// the last failure before their run.
+	firstRun := map[cluster.Firing]time.Time{}
+	for _, e := range evs {
+		if k := cluster.NewFiring(e.Job, e.Firing); e.Kind == cluster.EvRun && !e.Triggered && firstRun[k].IsZero() {
+			firstRun[k] = e.T
+		}
+	}
+	var worst, worstDue time.Duration
+	var worstK, worstDueK cluster.Firing
+	for _, at := range cluster.Scheduled(windowStart, windowEnd, c.base.Every) {
+		for _, job := range c.base.Jobs {
+			k := cluster.NewFiring(job, at)
+			t, ok := firstRun[k]
+			if !ok {
+				continue // spent, or missed: said above
+			}
+			from, why := at, "it was due"
+			for _, f := range c.faults {
+				if f.at.After(from) && f.at.Before(t) {
+					from, why = f.at, fmt.Sprintf("%s %s", f.what, f.instance)
+				}
+			}
+			late := t.Sub(from)
+			if late > failoverBound {
+				c.tb.Errorf("firing %s ran %v after %s, want at most %v", k, late.Round(time.Millisecond), why, failoverBound)
+			}
+			if late > worst {
+				worst, worstK = late, k
+			}
+			if t.Sub(at) > worstDue {
+				worstDue, worstDueK = t.Sub(at), k
+			}
+		}
+	}
+	overloaded := cluster.Filter(evs, func(e cluster.Event) bool {
+		return e.Kind == cluster.EvSkipped && strings.HasPrefix(e.Msg, scheduler.ReasonOverloaded)
+	})
+	c.tb.Logf("firings skipped as %q: %d", scheduler.ReasonOverloaded, len(overloaded))
+	c.tb.Logf("latest firing: %s, %v after it was due; %s ran %v after it was due or after the failure before its run (bound %v)",
+		worstDueK, worstDue.Round(time.Millisecond), worstK, worst.Round(time.Millisecond), failoverBound)
+}
+
+// Scenario 11b: once the leader that followed a failure has caught up (every
+// firing missed meanwhile ran, catchUpAll), it runs every firing on time
+// again: none is skipped here, as busy or overloaded, to be caught up later
+// by a claim that covers several. Three instances in leader-only mode,
+// three jobs "@every 1s" whose runs last leaderRunTime; the leader is
+// killed in the middle of a run, and the firings due from when every
+// firing so far ran are watched for three periods.
+//
+// It failed while the scheduler's admission control (scheduler/admission.go)
+// took the runs of a claim's earlier firings for the setup time of its
+// later ones (scheduler's TestAdmissionTimesEachCatchUpRunOnItsOwn): each claim that catches up two firings or more cuts the
+// limit to one firing set up at a time, and the jobs due together then
+// take turns, one claimed each period and the others skipped as
+// overloaded, so every claim catches up several firings again.
+func TestLeaderOnlyBackOnSchedule(t *testing.T) {
+	c := newLeaderCluster(t, nil, "tick-a", "tick-b", "tick-c")
+	c.awaitOne(0, startTimeout, "a first run", cluster.IsKind(cluster.EvRun))
+	windowStart := wallNow()
+	failed := c.Mark()
+	c.midRun(false)
+	killed := c.faults[0]
+	c.awaitOne(failed, failoverBound+every, "a run by the next leader", func(e cluster.Event) bool {
+		return e.Kind == cluster.EvRun && e.Instance != killed.instance && e.Firing.After(killed.at)
+	})
+	c.awaitCaughtUp(windowStart)
+	from := wallNow()
+	untilMidPeriod(3)
+	to := wallNow()
+	c.awaitFirings(c.base.Jobs, from, to, failoverBound)
+
+	c.checkFirings(windowStart, to)
+	evs := c.Events()
+	ran := map[cluster.Firing]cluster.Event{}
+	for _, e := range cluster.Filter(evs, cluster.IsKind(cluster.EvRun, cluster.EvSkipped)) {
+		if k := cluster.NewFiring(e.Job, e.Firing); !e.Triggered && ran[k].Kind == "" {
+			ran[k] = e
+		}
+	}
+	for _, at := range cluster.Scheduled(from, to, c.base.Every) {
+		for _, job := range c.base.Jobs {
+			k := cluster.NewFiring(job, at)
+			switch e := ran[k]; {
+			case e.Kind == cluster.EvSkipped:
+				t.Errorf("firing %s, due %v after the leader caught up, skipped on %s: %s", k, at.Sub(from).Round(time.Millisecond), e.Instance, e.Msg)
+			case e.Kind == cluster.EvRun && e.T.Sub(at) > every/2:
+				t.Errorf("firing %s, due %v after the leader caught up, ran %v late", k, at.Sub(from).Round(time.Millisecond), e.T.Sub(at).Round(time.Millisecond))
+			}
+		}
+	}
+	t.Logf("caught up at %s, %v after %v; firings watched until %s", from.Format("15:04:05.000"),
+		from.Sub(killed.at).Round(time.Millisecond), killed, to.Format("15:04:05.000"))
+}
+
+// spans formats terms, one a line.
+func spans(terms []cluster.Span) []string {
+	out := make([]string, len(terms))
+	for i, s := range terms {
+		out[i] = s.String()
+	}
+	return out
+}
