@@ -66,8 +66,10 @@
 //     (the default) the instance tries again, at pauses doubling from
 //     20ms up to the Session's retry period (lock.Backoff, as a waiting
 //     lock.Mutex), until G plus half the time to J's next firing or plus
-//     a lease TTL, whichever comes first (from now, for a late firing),
-//     and then records G as not run (ReasonLockHeld). OverlapWait waits
+//     a lease TTL, whichever comes first (from now, for a late firing;
+//     in leader-only mode at least until a TTL after this instance began
+//     to lead, which outwaits a lock a leader that died left held), and
+//     then records G as not run (ReasonLockHeld). OverlapWait waits
 //     as long as it takes; OverlapCancel also has the previous run
 //     cancelled. A lease granted so late that the Session cannot trust it
 //     is released by the Session, and G recorded as not run;

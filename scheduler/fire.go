@@ -232,6 +232,20 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			// by a renew interval.
 			giveUp = now.Add(s.ttl)
 		}
+		if s.cfg.leader != nil {
+			// Leader-only: a leader that died just after it took this
+			// lock for a run leaves it held for up to a TTL after this
+			// instance began to lead (it took the lock while its own
+			// leader lease was still trusted, so before that lease
+			// lapsed). Waiting that out runs the firing rather than
+			// skipping it for a run that is gone.
+			s.mu.Lock()
+			since := s.leadSince
+			s.mu.Unlock()
+			if until := since.Add(s.ttl); until.After(giveUp) {
+				giveUp = until
+			}
+		}
 	}
 	b := s.lockBackoff()
 	mayHold := false // an attempt failed after its write may have happened

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -123,5 +124,44 @@ func TestLeaderOnlyHandover(t *testing.T) {
 			t.Errorf("recorded as missed: %v, want [20s]; history %+v", missed, r.store.runs())
 		}
 		r.stop()
+	})
+}
+
+// TestLeaderOnlyOutwaitsDeadLeadersLock: a leader that died just after it
+// took a job's lock for a run leaves that lock held for up to a TTL after
+// its leader lease lapsed. The next leader's first firing of the job waits
+// that out and runs, rather than being skipped as "previous run still
+// going" after the usual half-period wait (CI saw the integration test
+// TestLeaderOnlyBackOnSchedule lose firings that way).
+func TestLeaderOnlyOutwaitsDeadLeadersLock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		lead := &flagLeader{}
+		r := newRig(t, time.Second, WithLeaderOnly(lead))
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 1s", log.job(nil))
+		_ = r.s.Start()
+		// The old leader's run took the lock at 9.8s; its leader lease,
+		// last renewed before, lapsed at 9.85s, when this instance leads.
+		time.Sleep(time.Until(epoch.Add(9800 * time.Millisecond)))
+		if a, err := r.locks.AcquireLocks(context.Background(), "old", r.s.LockID("j")); err != nil || len(a.Granted) != 1 {
+			t.Fatalf("the old leader's lock: %+v, %v", a, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		lead.Store(true)
+		time.Sleep(time.Until(epoch.Add(11500 * time.Millisecond)))
+		r.stop()
+
+		lapsed := epoch.Add(10800 * time.Millisecond)
+		runs := log.all()
+		if len(runs) == 0 || !runs[0].Scheduled.Equal(epoch.Add(10*time.Second)) {
+			t.Fatalf("runs %v, want the firing at 10s first; skipped: %+v", log.scheduled(), r.obs.all(lock.FiringSkipped))
+		}
+		if runs[0].began.Before(lapsed) {
+			t.Errorf("the firing at 10s began at %v, while the old leader's lock was held (to %v)", runs[0].began.Sub(epoch), lapsed.Sub(epoch))
+		}
+		if evs := r.obs.all(lock.FiringSkipped); len(evs) != 0 {
+			t.Errorf("skipped: %+v", evs)
+		}
 	})
 }
