@@ -106,10 +106,12 @@ func Example_scheduledJob() {
 	}
 	defer s.Stop(ctx)
 
-	// To the first firing in one step: the claim and the start are written
-	// to the database in real time meanwhile, with the clock still.
-	advanceBy(clk, time.Minute)
-	fence := <-started
+	// To the first firing, a second at a time: the claim and the start
+	// are written to the database in real time between steps. (One jump
+	// of a minute could land between the scheduler's reading of the clock
+	// and its setting of a timer, which would then fire a minute late.)
+	var fence uint64
+	advanceUntil(clk, func() bool { return receive(started, &fence) })
 	fmt.Println("running with a fence:", fence > 0)
 	store.TakeOver(s.LockID("nightly-report"), "other-instance")
 	var cause error
