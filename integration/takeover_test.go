@@ -324,7 +324,11 @@ func (c *claimantCluster) resumeClaimant(p *cluster.Proc, act cluster.Event, rac
 	// gets the job's lock (the taker, or the job's later runs, hold it
 	// throughout its wait: seen with the leader-only scenario's long runs
 	// on a loaded machine), it gives up on the firing as "lock held
-	// elsewhere", without learning of the takeover.
+	// elsewhere", without learning of the takeover. Or, if it got the
+	// lock before it stopped and its claim was not taken over yet, it
+	// records the start, finds its lease lost, and undoes the start: the
+	// claim is pending again, for its next poll or another instance (the
+	// checks of the firings say it then ran once).
 	covered := func(e cluster.Event) bool {
 		return e.Instance == p.Name() && e.Job == k.Job && !e.Triggered && !e.Firing.After(k.Scheduled)
 	}
@@ -332,7 +336,8 @@ func (c *claimantCluster) resumeClaimant(p *cluster.Proc, act cluster.Event, rac
 	defer cancel()
 	ended, err := c.Await(ctx, from, 1, func(e cluster.Event) bool {
 		return covered(e) && (e.Kind == cluster.EvRun || e.Kind == cluster.EvSkipped &&
-			(strings.HasPrefix(e.Msg, scheduler.ReasonTakenOver) || strings.HasPrefix(e.Msg, scheduler.ReasonLockHeld)))
+			(strings.HasPrefix(e.Msg, scheduler.ReasonTakenOver) || strings.HasPrefix(e.Msg, scheduler.ReasonLockHeld) ||
+				strings.HasPrefix(e.Msg, scheduler.ReasonUntrusted)))
 	})
 	var saw []string
 	for _, e := range cluster.Filter(c.Since(from), covered) {

@@ -68,8 +68,12 @@
 //     lock.Mutex), until G plus half the time to J's next firing or plus
 //     a lease TTL, whichever comes first (from now, for a late firing;
 //     in leader-only mode at least until a TTL after this instance began
-//     to lead, which outwaits a lock a leader that died left held), and
-//     then records G as not run (ReasonLockHeld). OverlapWait waits
+//     to lead, which outwaits a lock a leader that died left held). Then
+//     it reads the lock's holder once: if its lease was not renewed for
+//     over one and a half renew intervals, the run holding it is gone
+//     (its instance killed, or paused or cut off past its lease), and the
+//     instance waits on until the lease lapses, at most a TTL; otherwise
+//     it records G as not run (ReasonLockHeld). OverlapWait waits
 //     as long as it takes; OverlapCancel also has the previous run
 //     cancelled. A lease granted so late that the Session cannot trust it
 //     is released by the Session, and G recorded as not run;
@@ -81,7 +85,12 @@
 //     instance stops, and the one that took it over does what is left;
 //  5. runs the job, if its lease can still be trusted (lock.Lease.Err, which
 //     reads the clock: checked just before the call, since the keep-alive
-//     that ends a lease runs alongside), again after a pause while it
+//     that ends a lease runs alongside). If it cannot (the instance was
+//     paused or cut off between steps 3 and 5), the start is undone, on
+//     the same condition as it was written, so that the claim is pending
+//     again: the instance's next poll resumes it, or another instance
+//     takes it over once its presence lapsed, and the firing runs late
+//     rather than never. The job runs again after a pause while it
 //     fails, up to its retries (JobRetries). From step 3 on the Session's
 //     keep-alive renews the lease with every other lease the Session holds,
 //     one command per renew interval. The job's context is bound to the

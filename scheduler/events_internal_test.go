@@ -45,7 +45,7 @@ func TestFiringEvents(t *testing.T) {
 			return nil
 		})
 		r.store.doc("lost").Last = epoch.Add(time.Hour) // claimed far ahead elsewhere
-		r.locks.TakeOver(r.s.LockID("held"), "other")   // for the whole test
+		release := r.holdAlive(r.s.LockID("held"))      // for the whole test, renewed
 		r.store.onClaim = func(job string, _ time.Time) {
 			if job == "ran" {
 				time.Sleep(late)
@@ -54,6 +54,7 @@ func TestFiringEvents(t *testing.T) {
 		_ = r.s.Start()
 		time.Sleep(39 * time.Second) // before the fourth firings
 		r.stop()
+		release()
 
 		f := func(i int) time.Time { return epoch.Add(time.Duration(i) * 10 * time.Second) }
 		type key struct {

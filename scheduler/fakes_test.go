@@ -598,3 +598,26 @@ func (s *fakeStore) notRunOnly(f time.Time, reason string) bool {
 	return len(runs) == 1 && runs[0].Outcome == OutcomeSkipped && runs[0].Scheduled.Equal(f) &&
 		runs[0].Count == 1 && runs[0].Reason == reason && runs[0].Fence == 0
 }
+
+// holdAlive makes another keeper, "other", hold lockID through a Session
+// of its own, which keeps the lease renewed (a run still going elsewhere,
+// unlike locktest.Store.TakeOver's holder, which never renews), until
+// release, which the test calls before its rig stops.
+func (r *rig) holdAlive(lockID string) (release func()) {
+	r.t.Helper()
+	other, err := lock.NewSession(r.locks, lock.WithKeeperID("other"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	m, err := other.Mutex(lockID)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, _, err := m.AcquireLock(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	return func() {
+		_ = m.ReleaseLock(context.Background())
+		_ = other.Close()
+	}
+}

@@ -249,6 +249,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	}
 	b := s.lockBackoff()
 	mayHold := false // an attempt failed after its write may have happened
+	lookedAtHolder := false
 	var lastErr error
 	began := s.clock.Now()
 	attempt := 1
@@ -282,6 +283,13 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			break
 		}
 		now := s.clock.Now()
+		if !giveUp.IsZero() && !now.Before(giveUp) && !lookedAtHolder && lastErr == nil && s.ctx.Err() == nil {
+			// Once, before giving up: is the holder alive?
+			lookedAtHolder = true
+			if until, ok := s.deadHolder(fr); ok {
+				giveUp, now = until, s.clock.Now()
+			}
+		}
 		pause := b.Pause(attempt)
 		if !giveUp.IsZero() {
 			pause = min(pause, giveUp.Sub(now))
@@ -308,6 +316,32 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	}
 	s.emit(fr, e)
 	return nil, e.Reason, false
+}
+
+// deadHolder tells, when fr's wait for its job's lock is about to run
+// out, whether to wait on, and until when: if the lock's holder did not
+// renew its lease for over one and a half renew intervals (a live Session
+// renews every lease it holds each renew interval), the run that holds it
+// is gone (its instance killed, or paused or cut off past its lease) and
+// the lock lapses with the lease, at most a TTL away; if the lock is free
+// by now, one more attempt takes it. Only how long fr waits hangs on this
+// reading, never who runs: the lock decides that. One read, on the give-up
+// path only. A holder merely slow to renew costs a longer wait, after
+// which fr is skipped as before.
+func (s *Scheduler) deadHolder(fr *firing) (time.Time, bool) {
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	defer cancel()
+	h, err := s.session.Holder(ctx, fr.job.lockID)
+	switch {
+	case errors.Is(err, lock.ErrNotHeld):
+		return s.clock.Now().Add(lockRetryFirst), true
+	case err != nil || h.ReadAt.IsZero():
+		return time.Time{}, false
+	case h.ReadAt.Sub(h.RenewedAt) <= s.session.Timings().RenewInterval*3/2:
+		return time.Time{}, false // renewed: the previous run is still going
+	}
+	left := min(h.ExpiresAt.Sub(h.ReadAt), s.ttl)
+	return s.clock.Now().Add(left + lockRetryFirst), true
 }
 
 // releaseMaybe deletes the lock of j if a failed acquisition may have left
@@ -456,18 +490,24 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	}
 	if jobCtx.Err() != nil {
 		cause := context.Cause(jobCtx) // lease lost, or stopping
-		e := skip(ReasonUntrusted, cause)
+		e, why := skip(ReasonUntrusted, cause), "lease lost"
 		if stopping(cause) {
-			e.Reason = ReasonStopping
-			// Stopping while the start was written: undo it, so that the
-			// claim is pending again, for another instance to take over
-			// once this one's presence is released, rather than spent.
-			ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-			undone, err := s.st.unstart(ctx, r, w, fr.prev, "stopped")
-			cancel()
-			if err == nil && undone {
-				return ran{takenOver: true, end: e}
+			e.Reason, why = ReasonStopping, "stopped"
+		}
+		// Undo the start, so that the claim is pending again rather than
+		// the firing spent: stopping, for another instance to take over
+		// once this one's presence is released; the lease lost (this
+		// instance was paused, or cut off), for its next poll to resume,
+		// or another instance to take over if its presence lapsed too.
+		// The job was not called, so whoever runs the firing runs it once.
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		undone, err := s.st.unstart(ctx, r, w, fr.prev, why)
+		cancel()
+		if err == nil && undone {
+			if e.Reason == ReasonUntrusted {
+				e.Reason = note(e.Reason, "claim pending again")
 			}
+			return ran{takenOver: true, end: e}
 		}
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
 		if _, ferr := s.finish(fr, r, false); ferr != nil {
