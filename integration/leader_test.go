@@ -132,12 +132,8 @@ func leaderOnlyLeaderKilled(t *testing.T, skews []time.Duration) {
 // instances run their jobs on the leader only.
 type leaderCluster struct {
 	*claimantCluster
-	faults []fault
-	// spent are the firings whose start a failed leader recorded, by the
-	// scheduler's records, and which it did not end, or did not run: each
-	// counts as its firing's run.
-	spent   map[cluster.Firing]string // the failed leader
-	counted map[cluster.Firing]bool   // in firingsColl (countSpent)
+	faults  []fault
+	counted map[cluster.Firing]bool // spent firings counted in firingsColl (countSpent)
 }
 
 // fault is what a round did to the leader.
@@ -162,7 +158,6 @@ func newLeaderCluster(t *testing.T, skews []time.Duration, jobs ...string) *lead
 		claimantCluster: newClaimantCluster(t, skews, func(cfg *instanceConfig) {
 			cfg.LeaderOnly, cfg.RunTime = true, leaderRunTime
 		}, jobs...),
-		spent:   map[cluster.Firing]string{},
 		counted: map[cluster.Firing]bool{},
 	}
 	c.retire = true
@@ -277,23 +272,6 @@ func (c *leaderCluster) awaitCaughtUp(windowStart time.Time) {
 			return
 		}
 		sleep(200 * time.Millisecond)
-	}
-}
-
-// noteRunning reads, right after killed was killed, which runs it had
-// started and not ended, by the jobs' records: each job's last run. No
-// other instance can have started a run since: none leads until the
-// killed leader's lease lapsed.
-func (c *leaderCluster) noteRunning(killed string) {
-	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	recs, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), c.base.Jobs...)
-	must(c.tb, err)
-	for _, r := range recs {
-		if run := r.LastRun; run != nil && run.Keeper == killed && run.Outcome == scheduler.OutcomeRunning && !run.Triggered {
-			c.spent[cluster.NewFiring(r.Name, run.Scheduled)] = killed
-		}
 	}
 }
 

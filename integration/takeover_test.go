@@ -163,6 +163,11 @@ type claimantCluster struct {
 	wg      sync.WaitGroup // the stopped claimants' resumes
 	mu      sync.Mutex
 	stopped map[string]bool // until resumed (or retired): not armed
+	// spent are the firings whose start a killed or failed instance
+	// recorded, by the scheduler's records, and which it did not end, or
+	// did not run (noteRunning; the leader scenario's noteSpent): each
+	// counts as its firing's run.
+	spent map[cluster.Firing]string // the instance
 }
 
 // victim is an instance that acted on itself, and the firing it held.
@@ -178,7 +183,7 @@ type victim struct {
 func newClaimantCluster(tb testing.TB, skews []time.Duration, base func(*instanceConfig), jobs ...string) *claimantCluster {
 	tb.Helper()
 	c := &claimantCluster{testCluster: newCluster(tb, testTTL, jobs...), errorf: tb.Errorf, logf: tb.Logf,
-		armDir: tb.TempDir(), stopped: map[string]bool{}}
+		armDir: tb.TempDir(), stopped: map[string]bool{}, spent: map[cluster.Firing]string{}}
 	c.skews = skews
 	c.base.CatchUp = &catchUpAll
 	if base == nil {
@@ -269,6 +274,8 @@ func (c *claimantCluster) deal(acts []cluster.Event, raced bool) {
 		p := c.proc(act.Instance)
 		if strings.HasPrefix(act.Msg, "kill@") {
 			c.kill(p.Name()) // it killed itself: this marks its exit as expected
+			// Its runs of other jobs that it had started: killed with it.
+			c.noteRunning(p.Name())
 		} else {
 			c.wg.Go(func() {
 				c.resumeClaimant(p, act, raced)
@@ -284,6 +291,24 @@ func (c *claimantCluster) deal(acts []cluster.Event, raced bool) {
 	}
 	for _, name := range spawned {
 		c.awaitUp(from, name)
+	}
+}
+
+// noteRunning reads, right after killed was killed, which runs it had
+// started and not ended, by the jobs' records: each job's last run. No
+// other instance can have started a run of those jobs since: their locks
+// stay the killed instance's until its leases lapse (and in leader-only
+// mode none leads until the killed leader's lease lapsed).
+func (c *claimantCluster) noteRunning(killed string) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), c.base.Jobs...)
+	must(c.tb, err)
+	for _, r := range recs {
+		if run := r.LastRun; run != nil && run.Keeper == killed && run.Outcome == scheduler.OutcomeRunning && !run.Triggered {
+			c.spent[cluster.NewFiring(r.Name, run.Scheduled)] = killed
+		}
 	}
 }
 
