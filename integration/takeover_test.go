@@ -350,10 +350,10 @@ func (c *claimantCluster) resumeClaimant(p *cluster.Proc, act cluster.Event, rac
 	// throughout its wait: seen with the leader-only scenario's long runs
 	// on a loaded machine), it gives up on the firing as "lock held
 	// elsewhere", without learning of the takeover. Or, if it got the
-	// lock before it stopped and its claim was not taken over yet, it
-	// records the start, finds its lease lost, and undoes the start: the
-	// claim is pending again, for its next poll or another instance (the
-	// checks of the firings say it then ran once).
+	// lock before it stopped and its claim was not taken over yet, it finds
+	// its lease lost before it records the start, and leaves the claim
+	// pending, for its next poll or another instance (the checks of the
+	// firings say it then ran once).
 	covered := func(e cluster.Event) bool {
 		return e.Instance == p.Name() && e.Job == k.Job && !e.Triggered && !e.Firing.After(k.Scheduled)
 	}
@@ -362,7 +362,7 @@ func (c *claimantCluster) resumeClaimant(p *cluster.Proc, act cluster.Event, rac
 	ended, err := c.Await(ctx, from, 1, func(e cluster.Event) bool {
 		return covered(e) && (e.Kind == cluster.EvRun || e.Kind == cluster.EvSkipped &&
 			(strings.HasPrefix(e.Msg, scheduler.ReasonTakenOver) || strings.HasPrefix(e.Msg, scheduler.ReasonLockHeld) ||
-				strings.HasPrefix(e.Msg, scheduler.ReasonUntrusted)))
+				strings.HasPrefix(e.Msg, scheduler.ReasonNoStart)))
 	})
 	var saw []string
 	for _, e := range cluster.Filter(c.Since(from), covered) {

@@ -2,9 +2,11 @@ package scheduler_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -66,11 +68,15 @@ func BenchmarkCluster(b *testing.B) {
 	}
 }
 
+var (
+	clusterWarmup = flag.Duration("cluster.warmup", 1500*time.Millisecond,
+		"BenchmarkCluster: time from Start before the window, and after it before Stop")
+	clusterWindow = flag.Duration("cluster.window", 4*time.Second,
+		"BenchmarkCluster: the window whose firings are counted")
+)
+
 func benchCluster(b *testing.B, jobs, instances int) {
-	const (
-		window = 4 * time.Second
-		warmup = 1500 * time.Millisecond
-	)
+	window, warmup := *clusterWindow, *clusterWarmup
 	b.StopTimer()
 	dbName := mongotest.NewDatabase(b).Name()
 	type run struct {
@@ -80,6 +86,7 @@ func benchCluster(b *testing.B, jobs, instances int) {
 	}
 	var mu sync.Mutex
 	var runs []run
+	skips := map[string]int{} // FiringSkipped events by reason, up to its first colon
 	var counters []*mongotest.Counter
 	var scheds []*scheduler.Scheduler
 	for i := range instances {
@@ -90,7 +97,15 @@ func benchCluster(b *testing.B, jobs, instances int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithSessionLogger(benchLogger()))
+		session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithSessionLogger(benchLogger()),
+			lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+				if e.Kind == lock.FiringSkipped {
+					reason, _, _ := strings.Cut(e.Reason, ":")
+					mu.Lock()
+					skips[reason]++
+					mu.Unlock()
+				}
+			})))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -170,6 +185,14 @@ func benchCluster(b *testing.B, jobs, instances int) {
 		}
 	}
 	b.Logf("%d runs; %d of the %d firings in the window ran exactly once", len(runs), once, expected)
+	// Whether admission settled: runs begun in each second from the start.
+	perSecond := make([]int, int(wall/time.Second)+1)
+	for _, r := range runs {
+		if i := int(r.start.Sub(t0) / time.Second); i >= 0 && i < len(perSecond) {
+			perSecond[i]++
+		}
+	}
+	b.Logf("runs begun in each second from Start: %v; skipped, by reason: %v", perSecond, skips)
 	total := 0
 	byName := map[string]int{}
 	for _, c := range counters {

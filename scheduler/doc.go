@@ -85,12 +85,14 @@
 //     instance stops, and the one that took it over does what is left;
 //  5. runs the job, if its lease can still be trusted (lock.Lease.Err, which
 //     reads the clock: checked just before the call, since the keep-alive
-//     that ends a lease runs alongside). If it cannot (the instance was
-//     paused or cut off between steps 3 and 5), the start is undone, on
-//     the same condition as it was written, so that the claim is pending
-//     again: the instance's next poll resumes it, or another instance
-//     takes it over once its presence lapsed, and the firing runs late
-//     rather than never. The job runs again after a pause while it
+//     that ends a lease runs alongside). The same check before step 4
+//     catches a lease lost between the lock's grant and the start (the
+//     instance was paused past its lease): no start is written, and the
+//     claim stays pending, for the instance's next poll to resume, or for
+//     another instance to take over once its presence lapsed, so the firing
+//     runs late rather than never. A lease lost while the start write was in
+//     flight means a server too slow to trust: the firing is recorded as not
+//     run, which sheds load. The job runs again after a pause while it
 //     fails, up to its retries (JobRetries). From step 3 on the Session's
 //     keep-alive renews the lease with every other lease the Session holds,
 //     one command per renew interval. The job's context is bound to the

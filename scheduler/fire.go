@@ -433,6 +433,16 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		s.mu.Unlock()
 	}()
 
+	// The lease lost already, between the lock's grant and here: this
+	// instance was paused (or starved of CPU) past its lease, a moment the
+	// database's load has no part in. No start is written: the claim stays
+	// pending, for the next poll to resume, or another instance to take
+	// over once this one's presence lapsed, and the firing runs once,
+	// late, rather than never.
+	if err := lease.Err(); err != nil {
+		return ran{end: skip(note(ReasonNoStart, "lease lost before it was written; claim pending again"), err)}
+	}
+
 	// 4. Record the start, if the claim is still this instance's and no
 	// later firing of it was settled: under the lock, this keeps runs in
 	// firing order, and a claimant that stalled past its lease, whose claim
@@ -490,25 +500,24 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	}
 	if jobCtx.Err() != nil {
 		cause := context.Cause(jobCtx) // lease lost, or stopping
-		e, why := skip(ReasonUntrusted, cause), "lease lost"
+		e := skip(ReasonUntrusted, cause)
 		if stopping(cause) {
-			e.Reason, why = ReasonStopping, "stopped"
-		}
-		// Undo the start, so that the claim is pending again rather than
-		// the firing spent: stopping, for another instance to take over
-		// once this one's presence is released; the lease lost (this
-		// instance was paused, or cut off), for its next poll to resume,
-		// or another instance to take over if its presence lapsed too.
-		// The job was not called, so whoever runs the firing runs it once.
-		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-		undone, err := s.st.unstart(ctx, r, w, fr.prev, why)
-		cancel()
-		if err == nil && undone {
-			if e.Reason == ReasonUntrusted {
-				e.Reason = note(e.Reason, "claim pending again")
+			e.Reason = ReasonStopping
+			// Stopping while the start was written: undo it, so that the
+			// claim is pending again, for another instance to take over
+			// once this one's presence is released, rather than spent.
+			ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+			undone, err := s.st.unstart(ctx, r, w, fr.prev, "stopped")
+			cancel()
+			if err == nil && undone {
+				return ran{takenOver: true, end: e}
 			}
-			return ran{takenOver: true, end: e}
 		}
+		// The lease lost while the start write was in flight: a server
+		// too slow to trust, whose load this firing's record as not run
+		// sheds (undoing the start would have the next poll try it again,
+		// and again). A lease lost before the write is sent is caught
+		// above, and leaves the claim pending.
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
 		if _, ferr := s.finish(fr, r, false); ferr != nil {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -319,52 +320,90 @@ func TestLeaseTooLateToTrust(t *testing.T) {
 }
 
 // TestLeaseLapsesWhileRecordingStart: the lease can no longer be trusted
-// once the start is recorded (the instance was paused, or its renewals
-// failed). The job must not be called then, even if the keep-alive has not
-// ended the lease yet; the start is undone, so that the claim is pending
-// again, and the firing runs once, late, when the claim is resumed (here,
-// by the same instance's next poll, its renewals working again). It was
-// recorded as not run, for good, before: a firing lost while an instance
-// was up (BenchmarkClaimantsKilled, a claimant stopped at its lock).
+// once the start is recorded. The job must not be called, even if the
+// keep-alive has not ended the lease yet; the record ends as "not run".
 func TestLeaseLapsesWhileRecordingStart(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for i := range 20 { // the write returns when the keep-alive ends the lease: either may go first
 		synctest.Test(t, func(t *testing.T) {
 			r := newRig(t, time.Second)
 			f := epoch.Add(time.Minute)
-			starts := 0
 			r.store.onStart = func(context.Context, Run) (bool, error) {
-				if starts++; starts == 1 {
-					r.locks.Fail(locktest.OpRenew, locktest.Always, errBoom)
-					time.Sleep(time.Until(f.Add(r.session.Timings().RenewDeadline)))
-					r.locks.Fail(locktest.OpRenew, 0, nil)
-				}
+				r.locks.Fail(locktest.OpRenew, locktest.Always, errBoom)
+				time.Sleep(time.Until(f.Add(r.session.Timings().RenewDeadline)))
 				return true, nil
 			}
-			ran := make(chan time.Time, 2)
-			_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- time.Now(); return nil })
+			ran := make(chan struct{}, 1)
+			_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 			_ = r.s.Start()
 			e := r.end()
-			if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonUntrusted) || !errors.Is(e.Err, lock.ErrLeaseLost) || e.Fence == 0 {
+			if e.Kind != lock.FiringSkipped || e.Reason != ReasonUntrusted || !errors.Is(e.Err, lock.ErrLeaseLost) || e.Fence == 0 {
 				t.Fatalf("try %d: firing ended with %+v, want skipped: %s", i, e, ReasonUntrusted)
 			}
+			r.idle()
 			select {
 			case <-ran:
 				t.Fatalf("try %d: job started after its lease could no longer be trusted", i)
 			default:
 			}
-			time.Sleep(r.s.pollInterval()*2 + time.Second)
-			r.idle()
-			if n := len(ran); n != 1 {
-				t.Fatalf("try %d: the job was called %d times, want once, after the lapse; history %+v", i, n, r.store.runs())
-			}
 			runs := r.store.runs()
-			if len(runs) != 1 || runs[0].Outcome != OutcomeSucceeded || !runs[0].Scheduled.Equal(f) || starts != 2 {
-				t.Fatalf("try %d: %d starts, history %+v, want the firing run once", i, starts, runs)
+			if len(runs) != 1 || runs[0].Outcome != OutcomeFailed || !strings.HasPrefix(runs[0].Error, "not run: ") ||
+				!strings.Contains(runs[0].Error, lock.ErrLeaseLost.Error()) {
+				t.Fatalf("try %d: runs %+v", i, runs)
+			}
+			if n := len(r.obs.all(lock.RunStarted, lock.RunEnded)); n != 0 {
+				t.Fatalf("try %d: %d run events for a job never called", i, n)
 			}
 			r.stop()
 		})
 	}
+}
+
+// TestLeaseLostBeforeStart: the instance is paused (here: its observer
+// blocks, as the integration tests' instances stop themselves) between
+// the grant of the job's lock and the start record, past its lease (its
+// renewals fail meanwhile). The
+// start is not written and the job not called; the claim stays pending,
+// and the next poll resumes it: the firing runs once, late. It was
+// recorded as not run, for good, before (BenchmarkClaimantsKilled lost
+// firings of claimants stopped at their lock that way).
+func TestLeaseLostBeforeStart(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		var paused atomic.Bool
+		var r *rig
+		pause := lock.ObserverFunc(func(e lock.Event) {
+			if e.Kind == lock.Acquired && e.LockID == "scheduler/j" && paused.CompareAndSwap(false, true) {
+				// Stopped: nothing of this instance reaches the server,
+				// its renewals included.
+				r.locks.Fail(locktest.OpRenew, locktest.Always, errBoom)
+				time.Sleep(r.session.Timings().TTL)
+				r.locks.Fail(locktest.OpRenew, 0, nil)
+			}
+		})
+		r = newRigWith(t, time.Second, []lock.SessionOption{lock.WithObserver(pause)})
+		f := epoch.Add(time.Minute)
+		ran := make(chan time.Time, 2)
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- time.Now(); return nil })
+		_ = r.s.Start()
+		e := r.end()
+		if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !errors.Is(e.Err, lock.ErrLeaseLost) {
+			t.Fatalf("firing ended with %+v, want skipped: %s", e, ReasonNoStart)
+		}
+		if len(ran) != 0 || r.store.running("j") != nil {
+			t.Fatalf("the job was called, or its start recorded (%+v), under a lease lost", r.store.running("j"))
+		}
+		time.Sleep(r.s.pollInterval()*2 + time.Second)
+		r.idle()
+		r.stop()
+		if n := len(ran); n != 1 {
+			t.Fatalf("the job was called %d times, want once; history %+v", n, r.store.runs())
+		}
+		runs := r.store.runs()
+		if len(runs) != 1 || runs[0].Outcome != OutcomeSucceeded || !runs[0].Scheduled.Equal(f) {
+			t.Fatalf("history %+v, want the firing at %v run once", runs, f.Sub(epoch))
+		}
+	})
 }
 
 // TestStartNotRecorded: a firing whose start record failed did not run,
