@@ -10,11 +10,15 @@ import (
 // over before the lock is taken) and nothing runs at all. So each instance
 // limits the firings it is setting up at once (claiming, taking the lock,
 // recording the start: runs that go on do not count), additive increase,
-// multiplicative
-// decrease, as TCP does with its window: a firing whose claim, lock and
-// start took longer than admissionTarget shrinks the limit by a quarter (at
-// most once per target, so one slow batch counts once), one that took less
-// than half of it grows the limit by one. Firings over the limit are not
+// multiplicative decrease, as TCP does with its window: a firing whose
+// claim, lock and start took d, longer than admissionTarget, shrinks the
+// limit by a quarter at least, and down to the setups that fit in the target
+// at the pace the server kept (Little's law: setups in flight × target / d),
+// at most once per target, so one slow batch counts once; one that took less
+// than half of it grows the limit by one (so by the whole limit per round of
+// fast setups). The limit starts unbounded, so that jobs due together are
+// tried together on a server that keeps up: the first slow setups cut it, in
+// one step, to what the server kept up with. Firings over the limit are not
 // tried here (ReasonOverloaded); the claim after them covers them, and
 // records them as missed, so the share of firings run falls with the load
 // rather than to nothing.
@@ -46,7 +50,9 @@ func (s *Scheduler) setupTook(d time.Duration) {
 	switch {
 	case d > target:
 		if now.Sub(s.lastDecrease) >= target {
-			s.admitLimit = max(admissionMin, min(s.admitLimit, float64(s.setups+1))*0.75)
+			inFlight := float64(s.setups + 1)
+			fit := inFlight * float64(target) / float64(d)
+			s.admitLimit = max(admissionMin, min(s.admitLimit*0.75, inFlight*0.75, fit))
 			s.lastDecrease = now
 		}
 	case d < target/2:

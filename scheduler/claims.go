@@ -358,7 +358,10 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			// once no firing of the job is in progress here and the
 			// claim is older than a poll, so that this read cannot be
 			// older than the firing that just settled it.
-			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted {
+			// Through admission, as firings are: under a load the server
+			// cannot keep up with, many claims are left pending, and
+			// resuming them all at each poll would add to the load.
+			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted && s.admit() {
 				s.dispatchResume(j, d.At)
 			}
 		case d.Pending:
@@ -478,17 +481,21 @@ func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 // with s.mu held.
 func (s *Scheduler) dispatchResume(j *job, at time.Time) {
 	j.inflight++
+	s.setups++ // a setup, as a firing's (admission)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.idle(j)
+		fr := &firing{job: j, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
+		defer s.setupDone(fr)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
 		w, err := s.st.resume(ctx, j.name, s.keeper, at)
 		cancel()
 		if err != nil || w == nil {
 			return // settled meanwhile, or the next poll tries again
 		}
-		s.work(&firing{job: j, at: w.at(), ctx: s.ctx, trig: w.triggered()}, w)
+		fr.at, fr.trig = w.at(), w.triggered()
+		s.work(fr, w)
 	}()
 }
 
