@@ -736,73 +736,65 @@ func TestStopDoesNotAbandonLockAcquisition(t *testing.T) {
 	})
 }
 
-// TestLockOfDeadRunOutwaited: the previous run's instance died holding the
+// TestLockOfGoneRunOutwaited: the previous run's instance died holding the
 // job's lock (killed mid-run, or between its lock and its start), so the
 // lock stays held until its lease lapses, up to a TTL later: more than the
 // half period a firing waits for it (OverlapSkip). The holder's lease,
 // read when the wait runs out, was not renewed for over a renew interval:
 // the firing waits for it to lapse and runs, late, rather than being
 // recorded as "previous run still going" (BenchmarkClaimantsKilled lost
-// firings that way). A live holder renews its lease: the firing is skipped
-// as before (TestLockOfLiveRunNotOutwaited).
-func TestLockOfDeadRunOutwaited(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second)
-		log := newRunLog()
-		_ = r.s.AddJob("j", "@every 1s", log.job(nil))
-		_ = r.s.Start()
-		time.Sleep(time.Until(epoch.Add(9900 * time.Millisecond)))
-		if a, err := r.locks.AcquireLocks(context.Background(), "dead", r.s.LockID("j")); err != nil || len(a.Granted) != 1 {
-			t.Fatalf("the dead run's lock: %+v, %v", a, err)
-		}
-		time.Sleep(time.Until(epoch.Add(11500 * time.Millisecond)))
-		r.stop()
-
-		lapsed := epoch.Add(10900 * time.Millisecond)
-		var at10 *ranRun
-		for _, run := range log.all() {
-			if run.Scheduled.Equal(epoch.Add(10 * time.Second)) {
-				at10 = &run
+// firings that way). A run still going on another instance keeps its
+// lease renewed: the firing is skipped after half the period, as before.
+func TestLockOfGoneRunOutwaited(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hold func(r *rig, id string) (release func())
+		runs bool
+	}{
+		{"holder dead", func(r *rig, id string) func() {
+			if a, err := r.locks.AcquireLocks(context.Background(), "dead", id); err != nil || len(a.Granted) != 1 {
+				t.Fatalf("the dead run's lock: %+v, %v", a, err)
 			}
-		}
-		switch {
-		case at10 == nil:
-			t.Fatalf("the firing at 10s did not run; runs %v, skipped: %+v", log.scheduled(), r.obs.all(lock.FiringSkipped))
-		case at10.began.Before(lapsed):
-			t.Errorf("the firing at 10s began at %v, while the dead run's lock was held (to %v)", at10.began.Sub(epoch), lapsed.Sub(epoch))
-		}
-		if evs := r.obs.all(lock.FiringSkipped); len(evs) != 0 {
-			t.Errorf("skipped: %+v", evs)
-		}
-	})
-}
+			return func() {}
+		}, true},
+		{"holder alive", (*rig).holdAlive, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second)
+				log := newRunLog()
+				_ = r.s.AddJob("j", "@every 1s", log.job(nil))
+				_ = r.s.Start()
+				time.Sleep(time.Until(epoch.Add(9900 * time.Millisecond)))
+				release := tc.hold(r, r.s.LockID("j"))
+				time.Sleep(time.Until(epoch.Add(10950 * time.Millisecond)))
+				r.stop()
+				release()
 
-// TestLockOfLiveRunNotOutwaited: a run still going on another instance
-// keeps its lease renewed: the firing that finds its lock held waits half
-// the period, as OverlapSkip says, and is recorded as not run.
-func TestLockOfLiveRunNotOutwaited(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second)
-		log := newRunLog()
-		_ = r.s.AddJob("j", "@every 1s", log.job(nil))
-		_ = r.s.Start()
-		time.Sleep(time.Until(epoch.Add(9900 * time.Millisecond)))
-		release := r.holdAlive(r.s.LockID("j"))
-		time.Sleep(time.Until(epoch.Add(10900 * time.Millisecond)))
-		r.stop()
-		release()
-
-		for _, run := range log.all() {
-			if run.Scheduled.Equal(epoch.Add(10 * time.Second)) {
-				t.Errorf("the firing at 10s ran, at %v, while a live run held the lock", run.began.Sub(epoch))
-			}
-		}
-		skipped := r.obs.all(lock.FiringSkipped)
-		if len(skipped) != 1 || skipped[0].Reason != ReasonLockHeld || !skipped[0].Scheduled.Equal(epoch.Add(10*time.Second)) ||
-			!skipped[0].At.Equal(epoch.Add(10500*time.Millisecond)) {
-			t.Errorf("skipped: %+v, want the firing at 10s, at 10.5s, as %q", skipped, ReasonLockHeld)
-		}
-	})
+				f := epoch.Add(10 * time.Second)
+				lapsed := epoch.Add(10900 * time.Millisecond) // the dead holder's lease
+				var ran *ranRun
+				for _, run := range log.all() {
+					if run.Scheduled.Equal(f) {
+						ran = &run
+					}
+				}
+				skipped := r.obs.all(lock.FiringSkipped)
+				switch {
+				case tc.runs && ran == nil:
+					t.Fatalf("the firing at 10s did not run; runs %v, skipped: %+v", log.scheduled(), skipped)
+				case tc.runs && ran.began.Before(lapsed):
+					t.Errorf("the firing at 10s began at %v, while the dead run's lock was held (to %v)", ran.began.Sub(epoch), lapsed.Sub(epoch))
+				case tc.runs && len(skipped) != 0:
+					t.Errorf("skipped: %+v", skipped)
+				case !tc.runs && ran != nil:
+					t.Errorf("the firing at 10s ran, at %v, while a live run held the lock", ran.began.Sub(epoch))
+				case !tc.runs && (len(skipped) != 1 || skipped[0].Reason != ReasonLockHeld || !skipped[0].Scheduled.Equal(f) ||
+					!skipped[0].At.Equal(epoch.Add(10500*time.Millisecond))):
+					t.Errorf("skipped: %+v, want the firing at 10s, at 10.5s, as %q", skipped, ReasonLockHeld)
+				}
+			})
+		})
+	}
 }
