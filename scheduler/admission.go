@@ -8,20 +8,20 @@ import (
 // cannot keep up makes every command slower as more firings share it, until
 // none completes in time (a lease granted too late to trust, a lock wait
 // over before the lock is taken) and nothing runs at all. So each instance
-// limits the firings it is setting up at once (claiming, taking the lock,
-// recording the start: runs that go on do not count), additive increase,
-// multiplicative decrease, as TCP does with its window: a firing whose
-// claim, lock and start took d, longer than admissionTarget, shrinks the
-// limit by a quarter at least, and down to the setups that fit in the target
-// at the pace the server kept (Little's law: setups in flight × target / d),
-// at most once per target, so one slow batch counts once; one that took less
-// than half of it grows the limit by one (so by the whole limit per round of
-// fast setups). The limit starts unbounded, so that jobs due together are
-// tried together on a server that keeps up: the first slow setups cut it, in
-// one step, to what the server kept up with. Firings over the limit are not
-// tried here (ReasonOverloaded); the claim after them covers them, and
-// records them as missed, so the share of firings run falls with the load
-// rather than to nothing.
+// limits the firings it is setting up at once (claiming, or resuming its own
+// pending claims, taking the lock, recording the start: runs that go on do
+// not count), additive increase, multiplicative decrease, as TCP does with
+// its window: a firing whose claim, lock and start took d, longer than
+// admissionTarget, shrinks the limit by a quarter at least, and down to the
+// setups that fit in the target at the pace the server kept (Little's law:
+// setups in flight × target / d), at most once per target, so one slow batch
+// counts once; one that took less than half of it grows the limit by one (so
+// by the whole limit per round of fast setups). The limit starts unbounded,
+// so that jobs due together are tried together on a server that keeps up:
+// the first slow setups cut it, in one step, to what the server kept up
+// with. Firings over the limit are not tried here (ReasonOverloaded); the
+// claim after them covers them, and records them as missed, so the share of
+// firings run falls with the load rather than to nothing.
 const (
 	admissionMax = 100_000 // no limit, in effect
 	admissionMin = 1
@@ -61,7 +61,7 @@ func (s *Scheduler) setupTook(d time.Duration) {
 }
 
 // setupDone ends fr's setup, once: its start was recorded, or it was
-// given up. Only firings dispatched by the loop count.
+// given up. Only firings dispatched by the loop, and resumed claims, count.
 func (s *Scheduler) setupDone(fr *firing) {
 	if !fr.counted {
 		return

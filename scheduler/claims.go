@@ -340,6 +340,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	byKeeper := map[string][]string{}
 	removed := map[string]bool{}
 	var events []lock.Event
+	resumed := 0
 	s.mu.Lock()
 	for i := range docs {
 		d := &docs[i]
@@ -360,9 +361,13 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			// older than the firing that just settled it.
 			// Through admission, as firings are: under a load the server
 			// cannot keep up with, many claims are left pending, and
-			// resuming them all at each poll would add to the load.
-			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted && s.admit() {
+			// resuming them all at each poll would add to the load. One
+			// per poll goes ahead regardless, so that none waits for the
+			// load to drop (while pending here, its job's firings are lost
+			// to it, and no other instance takes it over).
+			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted && (s.admit() || resumed == 0) {
 				s.dispatchResume(j, d.At)
+				resumed++
 			}
 		case d.Pending:
 			// Its keeper's lease is checked only once the claim is older
@@ -563,9 +568,10 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		case s.ctx.Err() != nil || strings.HasPrefix(res.reason, ReasonStopping):
 			return // stopping, or the Session closed: what is left is taken over
 		case strings.HasPrefix(res.reason, ReasonNoLock) || strings.HasPrefix(res.reason, ReasonNoStart):
-			// The database failed: left pending, for the next poll to
-			// resume (or another instance to take over, if this one
-			// dies), rather than given up.
+			// The database failed, or the lease was lost before the
+			// start (a pause): left pending, for the next poll to resume
+			// (or another instance to take over, if this one dies),
+			// rather than given up.
 			return
 		default:
 			// Not run (its event said why): recorded with the others once

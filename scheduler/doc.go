@@ -298,8 +298,10 @@
 //     "lease could not be trusted" (step 3, granted too late, Err
 //     lock.ErrNotTrusted; or step 5, lost while the start was recorded,
 //     Err its cause); "claim taken over by another instance" (step 4, or
-//     settling); "start not recorded" (step 4, Err the write's error; also
-//     when settling failed: the next poll resumes the work); "stopping"
+//     settling); "start not recorded" (step 4, Err the write's error, or
+//     lock.ErrLeaseLost when the lease was lost before the start; also when
+//     settling failed: not final, the next poll resumes the work, and the
+//     firing may still run); "stopping"
 //     (Stop began, or the Session closed, before the job was called: the
 //     claim is left to be taken over); "presence lease not held" (step 2);
 //     "missed: not claimed in time", "catch-up window passed", "paused",

@@ -58,8 +58,9 @@ type firing struct {
 	job  *job
 	at   time.Time // scheduled, or triggered
 	trig bool      // a run asked for by Trigger
-	// dispatched is when this instance began trying the firing (zero for
-	// work taken over or resumed): admission measures from it.
+	// dispatched is when this instance began trying the firing, or
+	// resuming its claim (zero for work taken over): admission measures
+	// from it.
 	dispatched time.Time
 	counted    bool // in Scheduler.setups until its setup ends (admission.go)
 	// prev is the last firing of its work settled before it (the work's
@@ -135,7 +136,8 @@ func note(reason, more string) string {
 // fire tries to run firing f of j. The order of the steps is what makes a
 // double run impossible; see the package documentation. Every firing it
 // tries ends in exactly one of the events FiringLost, FiringSkipped and
-// RunEnded.
+// RunEnded; a FiringSkipped for "start not recorded" is not final, as the
+// claim stays pending, and a resume may still run the firing.
 // A catch-up claim (at Start) claims f only if the job was claimed before:
 // a job deployed for the first time has missed nothing.
 func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
@@ -195,7 +197,9 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 // lockWait is how long after firing f the lock of j is waited for: half the
 // time to the next firing, so that the wait ends well before it, and at
 // most a TTL, by when a holder that died has lost its lease and one that
-// is still running is a long run, not one recording its end.
+// is still running is a long run, not one recording its end. lockFor waits
+// longer, up to a TTL more, for a lock whose holder is gone (deadHolder),
+// and in a new leader's first TTL.
 func (s *Scheduler) lockWait(j *job, f time.Time) time.Duration {
 	wait := s.ttl
 	if next := nextAfter(j.sched, s.cfg.location, f); !next.IsZero() {
@@ -216,7 +220,8 @@ func (s *Scheduler) lockBackoff() lock.Backoff {
 // lockFor takes the lock of fr's job for fr, which this instance claimed.
 // The previous run, on another instance, may still hold it while it
 // records its end, or a failed release may have left it held: lockFor tries
-// again until the firing plus lockWait (OverlapSkip), or until it gets it.
+// again until the firing plus lockWait (OverlapSkip; longer for a holder
+// that is gone, see lockWait), or until it gets it.
 // Waiting is safe: the claim makes the firing this instance's alone, and
 // the start record keeps runs in firing order. If it returns no lease it
 // has emitted the firing's FiringSkipped event, whose reason it returns.
@@ -270,8 +275,13 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			return res.lease, "", true
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
-			// Session released it again.
-			s.setupTook(time.Duration(1 << 62))
+			// Session released it again. The setup took a renew deadline
+			// at least.
+			took := s.session.Timings().RenewDeadline
+			if !fr.dispatched.IsZero() {
+				took = max(took, s.clock.Since(fr.dispatched))
+			}
+			s.setupTook(took)
 			s.emit(fr, skip(ReasonUntrusted, lock.ErrNotTrusted))
 			return nil, ReasonUntrusted, false
 		case err != nil:
@@ -329,7 +339,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 // path only. A holder merely slow to renew costs a longer wait, after
 // which fr is skipped as before.
 func (s *Scheduler) deadHolder(fr *firing) (time.Time, bool) {
-	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
 	defer cancel()
 	h, err := s.session.Holder(ctx, fr.job.lockID)
 	switch {
@@ -440,6 +450,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	// over once this one's presence lapsed, and the firing runs once,
 	// late, rather than never.
 	if err := lease.Err(); err != nil {
+		if stopping(err) {
+			return ran{end: skip(ReasonStopping, err)}
+		}
 		return ran{end: skip(note(ReasonNoStart, "lease lost before it was written; claim pending again"), err)}
 	}
 
