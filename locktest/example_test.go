@@ -54,7 +54,7 @@ func Example() {
 		return nil
 	})
 	<-started
-	advanceBy(clk, 10*time.Second) // to the first renewal
+	advanceBy(clk, 1, 10*time.Second) // to the first renewal
 	<-renewed
 	fmt.Println("leading after 10s:", leader.IsLeader(), store.HeldBy("report-leader"))
 
@@ -106,12 +106,13 @@ func Example_scheduledJob() {
 	}
 	defer s.Stop(ctx)
 
-	// To the first firing, a second at a time: the claim and the start
-	// are written to the database in real time between steps. (One jump
-	// of a minute could land between the scheduler's reading of the clock
-	// and its setting of a timer, which would then fire a minute late.)
-	var fence uint64
-	advanceUntil(clk, func() bool { return receive(started, &fence) })
+	// To the first firing in one step, once the Session's keep-alive, the
+	// scheduler's loop and its poll all wait on the clock (a jump between
+	// the loop's reading of the clock and its setting of a timer would
+	// make the timer fire a minute late): the claim and the start are then
+	// written to the database in real time, with the clock still.
+	advanceBy(clk, 3, time.Minute)
+	fence := <-started
 	fmt.Println("running with a fence:", fence > 0)
 	store.TakeOver(s.LockID("nightly-report"), "other-instance")
 	var cause error
@@ -161,11 +162,12 @@ func Example_migrationLock() {
 	// then: 3 applied <nil>
 }
 
-// advanceBy moves clk forward d once the code under test waits on it.
-func advanceBy(clk *clockwork.FakeClock, d time.Duration) {
+// advanceBy moves clk forward d once waiters goroutines of the code under
+// test wait on it.
+func advanceBy(clk *clockwork.FakeClock, waiters int, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+	if err := clk.BlockUntilContext(ctx, waiters); err != nil {
 		panic("nothing waits on the clock")
 	}
 	clk.Advance(d)
