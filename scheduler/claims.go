@@ -389,7 +389,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	if s.cfg.leader != nil {
 		// Leader-only: what Start does for missed firings, a new leader
 		// does when it starts leading.
-		leads := s.leads()
+		leads := s.cfg.leader.IsLeader()
 		if leads && !s.leading && s.state == stateStarted {
 			now := s.clock.Now()
 			for _, j := range s.order {
@@ -409,21 +409,6 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	for keeper, jobs := range byKeeper {
 		s.takeOverFrom(ctx, keeper, jobs)
 	}
-}
-
-// leads reports whether this instance may claim firings: always with
-// per-job locks; in leader-only mode while it leads. It notes when it was
-// first seen leading (leadSince), for lockFor. Called with s.mu held.
-func (s *Scheduler) leads() bool {
-	if s.cfg.leader == nil {
-		return true
-	}
-	l := s.cfg.leader.IsLeader()
-	if l && !s.ledLast {
-		s.leadSince = s.clock.Now()
-	}
-	s.ledLast = l
-	return l
 }
 
 // takeOverFrom takes over the pending work of keeper in jobs if keeper's

@@ -59,24 +59,22 @@
 //     (with OverlapWait and OverlapCancel, if one also waits for it);
 //  2. claims F as above, and gives up if it lost. It claims only while it
 //     holds its presence lease (see Taking over);
-//  3. for each firing G of the claim's work that runs (the catch-up
-//     policy, pause and window decide), oldest first, acquires J's lock
-//     through the Session. If another keeper holds it, the previous run
-//     is still going there, or still recording its end; with OverlapSkip
-//     (the default) the instance tries again, at pauses doubling from
-//     20ms up to the Session's retry period (lock.Backoff, as a waiting
-//     lock.Mutex), until G plus half the time to J's next firing or plus
-//     a lease TTL, whichever comes first (from now, for a late firing;
-//     in leader-only mode at least until a TTL after this instance began
-//     to lead, which outwaits a lock a leader that died left held). Then
-//     it reads the lock's holder once: if its lease was not renewed for
-//     over one and a half renew intervals, the run holding it is gone
-//     (its instance killed, or paused or cut off past its lease), and the
-//     instance waits on until the lease lapses, at most a TTL; otherwise
-//     it records G as not run (ReasonLockHeld). OverlapWait waits
-//     as long as it takes; OverlapCancel also has the previous run
-//     cancelled. A lease granted so late that the Session cannot trust it
-//     is released by the Session, and G recorded as not run;
+//  3. for each firing G of the claim's work that runs (the catch-up policy,
+//     pause and window decide), oldest first, acquires J's lock through the
+//     Session. If another keeper holds it, the previous run is still going
+//     there, or still recording its end; with OverlapSkip (the default) the
+//     instance tries again, at pauses doubling from 20ms up to the Session's
+//     retry period (lock.Backoff, as a waiting lock.Mutex), until G plus
+//     half the time to J's next firing or plus a lease TTL, whichever comes
+//     first (from now, for a late firing). Then it reads the lock's holder
+//     once: if its lease was not renewed for over one and a half renew
+//     intervals, the run holding it is gone (its instance killed, or paused
+//     or cut off past its lease), and the instance waits on until the lease
+//     lapses, at most a TTL; otherwise it records G as not run
+//     (ReasonLockHeld). OverlapWait waits as long as it takes; OverlapCancel
+//     also has the previous run cancelled. A lease granted so late that the
+//     Session cannot trust it is released by the Session, and G recorded as
+//     not run;
 //  4. records the start of the run, on condition that the claim is still
 //     this instance's and no firing at or after G was settled; the write
 //     settles G (done = G), and the claim's work if G is its last. The

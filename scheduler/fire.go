@@ -198,8 +198,9 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 // time to the next firing, so that the wait ends well before it, and at
 // most a TTL, by when a holder that died has lost its lease and one that
 // is still running is a long run, not one recording its end. lockFor waits
-// longer, up to a TTL more, for a lock whose holder is gone (deadHolder),
-// and in a new leader's first TTL.
+// longer, up to a TTL more, for a lock whose holder is gone (deadHolder):
+// a run killed mid-way, or, in leader-only mode, the run of a leader that
+// died.
 func (s *Scheduler) lockWait(j *job, f time.Time) time.Duration {
 	wait := s.ttl
 	if next := nextAfter(j.sched, s.cfg.location, f); !next.IsZero() {
@@ -236,20 +237,6 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			// lock of a claimant that died may outlive its presence lease
 			// by a renew interval.
 			giveUp = now.Add(s.ttl)
-		}
-		if s.cfg.leader != nil {
-			// Leader-only: a leader that died just after it took this
-			// lock for a run leaves it held for up to a TTL after this
-			// instance began to lead (it took the lock while its own
-			// leader lease was still trusted, so before that lease
-			// lapsed). Waiting that out runs the firing rather than
-			// skipping it for a run that is gone.
-			s.mu.Lock()
-			since := s.leadSince
-			s.mu.Unlock()
-			if until := since.Add(s.ttl); until.After(giveUp) {
-				giveUp = until
-			}
 		}
 	}
 	b := s.lockBackoff()

@@ -130,8 +130,9 @@ func TestLeaderOnlyHandover(t *testing.T) {
 // TestLeaderOnlyOutwaitsDeadLeadersLock: a leader that died just after it
 // took a job's lock for a run leaves that lock held for up to a TTL after
 // its leader lease lapsed. The next leader's first firing of the job waits
-// that out and runs, rather than being skipped as "previous run still
-// going" after the usual half-period wait (CI saw the integration test
+// that out and runs (the holder's lease is not renewed: lockFor's
+// deadHolder), rather than being skipped as "previous run still going"
+// after the usual half-period wait (CI saw the integration test
 // TestLeaderOnlyBackOnSchedule lose firings that way).
 func TestLeaderOnlyOutwaitsDeadLeadersLock(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())

@@ -186,10 +186,9 @@ type Leader interface {
 // claims the previous one left pending (its lease lapsed or was released,
 // or it would not lead), runs the firings missed meanwhile as the catch-up
 // policy says, and a run the previous leader still has going keeps its
-// job's lock until it ends (the overlap policy applies). A job's lock that
-// a leader which died left held is waited out: for up to a TTL from when
-// this instance began to lead, a firing waits for its job's lock however
-// the overlap policy bounds the wait. Default: none
+// job's lock until it ends (the overlap policy applies), while a job's lock
+// that a leader which died left held is waited out, as any lock whose
+// holder stopped renewing it (see the package documentation). Default: none
 // (each firing runs on whichever instance claims it).
 func WithLeaderOnly(leader Leader) Option {
 	return func(c *config) error {

@@ -51,10 +51,6 @@ type Scheduler struct {
 	presenceMu sync.Mutex
 	presence   *lock.Lease
 	leading    bool // leader-only: led at the last poll; guarded by mu
-	// Leader-only, guarded by mu: whether this instance led when last
-	// asked (leads), and since when, by its clock.
-	ledLast   bool
-	leadSince time.Time
 
 	// Admission (admission.go), guarded by mu: firings dispatched here
 	// and not started or given up yet, and how many may be.
@@ -450,7 +446,7 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		limit += j.catchUps
 	}
 	switch {
-	case !s.leads():
+	case s.cfg.leader != nil && !s.cfg.leader.IsLeader():
 		return lock.Event{}, true // a follower tries nothing
 	case j.removed:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false
