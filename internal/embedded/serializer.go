@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/internal/wiremsg"
@@ -239,13 +240,11 @@ func (s *serializer) roundTripSplit(backend net.Conn, req []byte, sp *updateSpli
 		case !ok: // a command error: FerretDB's answer is the answer
 			return reply, nil
 		case sp.ordered && len(t.writeErrors) > errs:
-			return t.reply(requestID(req))
+			return t.reply(sp.requestID)
 		}
 	}
-	return t.reply(requestID(req))
+	return t.reply(sp.requestID)
 }
-
-func requestID(msg []byte) int32 { return int32(binary.LittleEndian.Uint32(msg[4:8])) }
 
 // noReply turns a deadline passing on the backend connection into errNoReply,
 // and logs it: it means FerretDB hung, which nothing else would show.
@@ -334,10 +333,6 @@ func serializedReply(req []byte) []byte {
 	if err != nil {
 		panic(err) // a constant document
 	}
-	reply := make([]byte, headerLen+4+1, headerLen+4+1+len(body))
-	reply = append(reply, body...)
-	binary.LittleEndian.PutUint32(reply[0:], uint32(len(reply)))
-	copy(reply[8:12], req[4:8]) // responseTo: the request's requestID
-	binary.LittleEndian.PutUint32(reply[12:], opMsg)
-	return reply
+	_, requestID, _, _, _, _ := wiremessage.ReadHeader(req) // an OP_MSG: commandName read it
+	return opMsgParts{body: body}.build(requestID)
 }

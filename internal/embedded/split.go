@@ -1,11 +1,11 @@
 package embedded
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 )
 
 // maxUpdateStatements is the most update statements the proxy sends to
@@ -29,33 +29,29 @@ import (
 // count would no longer be MongoDB's.
 const maxUpdateStatements = 32
 
-// opMsg flag bits (see the MongoDB wire protocol specification).
-const (
-	flagChecksumPresent = 1 << 0
-	flagMoreToCome      = 1 << 1
-)
-
 // opMsgParts is an OP_MSG taken apart: the body (section kind 0) and the
 // document sequences (kind 1), by identifier, in order.
 type opMsgParts struct {
 	requestID int32
-	flags     uint32
+	flags     wiremessage.MsgFlag
 	body      bson.Raw
 	seqIDs    []string
 	seqs      map[string][]bson.Raw
 }
 
-// parseOpMsg takes msg apart; false if it is not an OP_MSG or is malformed.
+// parseOpMsg takes msg apart with the driver's wire message readers; false
+// if it is not an OP_MSG or is malformed.
 func parseOpMsg(msg []byte) (opMsgParts, bool) {
 	var p opMsgParts
-	if len(msg) < headerLen+4 || int32(binary.LittleEndian.Uint32(msg[12:16])) != opMsg ||
-		int(binary.LittleEndian.Uint32(msg[0:4])) != len(msg) {
+	length, requestID, _, op, rest, ok := wiremessage.ReadHeader(msg)
+	if !ok || int(length) != len(msg) || op != wiremessage.OpMsg {
 		return p, false
 	}
-	p.requestID = int32(binary.LittleEndian.Uint32(msg[4:8]))
-	p.flags = binary.LittleEndian.Uint32(msg[16:20])
-	rest := msg[headerLen+4:]
-	if p.flags&flagChecksumPresent != 0 {
+	p.requestID = requestID
+	if p.flags, rest, ok = wiremessage.ReadMsgFlags(rest); !ok {
+		return p, false
+	}
+	if p.flags&wiremessage.ChecksumPresent != 0 {
 		if len(rest) < 4 {
 			return p, false
 		}
@@ -63,43 +59,35 @@ func parseOpMsg(msg []byte) (opMsgParts, bool) {
 	}
 	p.seqs = map[string][]bson.Raw{}
 	for len(rest) > 0 {
-		kind := rest[0]
-		rest = rest[1:]
+		kind, rem, ok := wiremessage.ReadMsgSectionType(rest)
+		if !ok {
+			return p, false
+		}
 		switch kind {
-		case 0:
-			doc, n, ok := readDoc(rest)
-			if !ok || p.body != nil {
+		case wiremessage.SingleDocument:
+			var doc bsoncore.Document
+			if doc, rest, ok = wiremessage.ReadMsgSectionSingleDocument(rem); !ok || p.body != nil || doc.Validate() != nil {
 				return p, false
 			}
-			p.body, rest = doc, rest[n:]
-		case 1:
-			if len(rest) < 4 {
+			p.body = bson.Raw(doc)
+		case wiremessage.DocumentSequence:
+			var id string
+			var docs []bsoncore.Document
+			if id, docs, rest, ok = wiremessage.ReadMsgSectionDocumentSequence(rem); !ok {
 				return p, false
 			}
-			size := int(int32(binary.LittleEndian.Uint32(rest)))
-			if size < 5 || size > len(rest) {
-				return p, false
-			}
-			sec := rest[4:size]
-			rest = rest[size:]
-			end := bytes.IndexByte(sec, 0)
-			if end < 0 {
-				return p, false
-			}
-			id := string(sec[:end])
 			if _, dup := p.seqs[id]; dup {
 				return p, false
 			}
-			var docs []bson.Raw
-			for sec = sec[end+1:]; len(sec) > 0; {
-				doc, n, ok := readDoc(sec)
-				if !ok {
+			raws := make([]bson.Raw, len(docs))
+			for i, d := range docs {
+				if d.Validate() != nil {
 					return p, false
 				}
-				docs, sec = append(docs, doc), sec[n:]
+				raws[i] = bson.Raw(d)
 			}
 			p.seqIDs = append(p.seqIDs, id)
-			p.seqs[id] = docs
+			p.seqs[id] = raws
 		default:
 			return p, false
 		}
@@ -107,47 +95,33 @@ func parseOpMsg(msg []byte) (opMsgParts, bool) {
 	return p, p.body != nil
 }
 
-// readDoc reads the BSON document at the start of b and its length.
-func readDoc(b []byte) (bson.Raw, int, bool) {
-	if len(b) < 5 {
-		return nil, 0, false
-	}
-	n := int(int32(binary.LittleEndian.Uint32(b)))
-	if n < 5 || n > len(b) || bson.Raw(b[:n]).Validate() != nil {
-		return nil, 0, false
-	}
-	return bson.Raw(b[:n]), n, true
-}
-
 // build puts p together as a wire message, without a checksum.
 func (p opMsgParts) build(responseTo int32) []byte {
-	msg := make([]byte, headerLen+4, headerLen+4+len(p.body)+1)
-	binary.LittleEndian.PutUint32(msg[4:], uint32(p.requestID))
-	binary.LittleEndian.PutUint32(msg[8:], uint32(responseTo))
-	binary.LittleEndian.PutUint32(msg[12:], opMsg)
-	binary.LittleEndian.PutUint32(msg[16:], p.flags&^flagChecksumPresent)
-	msg = append(msg, 0)
+	idx, msg := wiremessage.AppendHeaderStart(nil, p.requestID, responseTo, wiremessage.OpMsg)
+	msg = wiremessage.AppendMsgFlags(msg, p.flags&^wiremessage.ChecksumPresent)
+	msg = wiremessage.AppendMsgSectionType(msg, wiremessage.SingleDocument)
 	msg = append(msg, p.body...)
 	for _, id := range p.seqIDs {
-		start := len(msg)
-		msg = append(msg, 1, 0, 0, 0, 0)
+		msg = wiremessage.AppendMsgSectionType(msg, wiremessage.DocumentSequence)
+		var seq int32
+		seq, msg = bsoncore.ReserveLength(msg)
 		msg = append(msg, id...)
 		msg = append(msg, 0)
 		for _, d := range p.seqs[id] {
 			msg = append(msg, d...)
 		}
-		binary.LittleEndian.PutUint32(msg[start+1:], uint32(len(msg)-start-1))
+		msg = bsoncore.UpdateLength(msg, seq, int32(len(msg[seq:])))
 	}
-	binary.LittleEndian.PutUint32(msg[0:], uint32(len(msg)))
-	return msg
+	return bsoncore.UpdateLength(msg, idx, int32(len(msg[idx:])))
 }
 
 // updateSplit is an update command cut into commands of at most
 // maxUpdateStatements statements each.
 type updateSplit struct {
-	chunks  [][]byte
-	offsets []int // index in the whole command of each chunk's first statement
-	ordered bool
+	requestID int32 // the whole command's
+	chunks    [][]byte
+	offsets   []int // index in the whole command of each chunk's first statement
+	ordered   bool
 }
 
 // splitUpdate cuts req if it is an update command of more than max
@@ -159,12 +133,12 @@ func splitUpdate(req []byte, max int) *updateSplit {
 		return nil
 	}
 	p, ok := parseOpMsg(req)
-	if !ok || p.flags&flagMoreToCome != 0 || len(p.seqIDs) != 1 || p.seqIDs[0] != "updates" ||
+	if !ok || p.flags&wiremessage.MoreToCome != 0 || len(p.seqIDs) != 1 || p.seqIDs[0] != "updates" ||
 		len(p.seqs["updates"]) <= max {
 		return nil
 	}
 	all := p.seqs["updates"]
-	sp := &updateSplit{ordered: true}
+	sp := &updateSplit{requestID: p.requestID, ordered: true}
 	if v, err := p.body.LookupErr("ordered"); err == nil {
 		b, isBool := v.BooleanOK()
 		if !isBool {
