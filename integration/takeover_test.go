@@ -317,9 +317,10 @@ func (c *claimantCluster) noteRunning(killed string) {
 // elsewhere and more than a TTL after it stopped, or, if raced, at a
 // random instant from one to two and a half TTLs after it stopped.
 // Resumed after the takeover, p must not run any firing its claim covered,
-// and must report its claim taken over, or the job's lock held elsewhere
-// throughout its wait. It runs in a goroutine of its own:
-// it reports with errorf.
+// and must report its claim taken over, the job's lock held elsewhere
+// throughout its wait, or (stopped holding the lock) its lease lost before
+// it recorded the start. It runs in a goroutine of its own: it reports with
+// errorf.
 func (c *claimantCluster) resumeClaimant(p *cluster.Proc, act cluster.Event, raced bool) {
 	claim := act
 	k := cluster.NewFiring(claim.Job, claim.Firing)
