@@ -249,16 +249,25 @@ func benchServer(b *testing.B) {
 	coll := mongotest.NewDatabase(b).Collection("baseline")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var n atomic.Int64
-	stop := time.Now().Add(time.Second)
 	b.ResetTimer()
+	b.ReportMetric(writesPerSecond(b, 64, time.Second, func(g, i int) error {
+		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprint(g, "-", i%50)}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: i}}}}, options.UpdateOne().SetUpsert(true))
+		return err
+	}), "writes/s")
+}
+
+// writesPerSecond calls write(g, i) from workers goroutines g, each with
+// i = 0, 1, ..., until d has passed, and returns the successful calls per
+// second. A failed call fails b and ends its goroutine.
+func writesPerSecond(b *testing.B, workers int, d time.Duration, write func(g, i int) error) float64 {
+	var n atomic.Int64
+	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for g := range 64 {
+	for g := range workers {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(stop); i++ {
-				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprint(g, "-", i%50)}},
-					bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: i}}}}, options.UpdateOne().SetUpsert(true))
-				if err != nil {
+				if err := write(g, i); err != nil {
 					b.Error(err)
 					return
 				}
@@ -267,7 +276,7 @@ func benchServer(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	b.ReportMetric(float64(n.Load()), "writes/s")
+	return float64(n.Load()) / d.Seconds()
 }
 
 // benchServerScan measures the conditional single-document updates per
@@ -287,26 +296,13 @@ func benchServerScan(b *testing.B, docs int) {
 	if _, err := coll.InsertMany(ctx, seed); err != nil {
 		b.Fatal(err)
 	}
-	var n atomic.Int64
-	const d = 2 * time.Second
-	stop := time.Now().Add(d)
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Go(func() {
-			for i := g; time.Now().Before(stop); i += 16 {
-				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("job-%04d", i%docs)}, {Key: "v", Value: bson.D{{Key: "$gte", Value: 0}}}},
-					bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(n.Load())/d.Seconds(), "writes/s")
+	const workers = 16
+	b.ReportMetric(writesPerSecond(b, workers, 2*time.Second, func(g, i int) error {
+		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("job-%04d", (g+i*workers)%docs)}, {Key: "v", Value: bson.D{{Key: "$gte", Value: 0}}}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
+		return err
+	}), "writes/s")
 }
 
 // benchLogger shows warnings with -v.
