@@ -1,8 +1,6 @@
 package wirefault
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/mongolock/mongolock/internal/wiremsg"
@@ -14,7 +12,7 @@ const headerLen = wiremsg.HeaderLen
 
 // errMalformed reports a message the proxy cannot parse. The connection is
 // closed: forwarding half-understood bytes would only move the failure.
-var errMalformed = errors.New("wirefault: malformed wire message")
+var errMalformed = wiremsg.ErrMalformed
 
 // message is one wire message and, for the opcodes rules can see, its
 // command or reply document.
@@ -45,7 +43,7 @@ func parse(raw []byte) (*message, error) {
 	var err error
 	switch op {
 	case wiremessage.OpMsg:
-		m.flags, m.doc, err = parseMsg(rem)
+		m.flags, m.doc, err = wiremsg.FoldMsg(rem)
 	case wiremessage.OpQuery:
 		err = m.parseQuery(rem)
 	case wiremessage.OpReply:
@@ -55,79 +53,6 @@ func parse(raw []byte) (*message, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// parseMsg reads OP_MSG flags and sections, folding every kind 1 document
-// sequence into the body as an array named by its identifier.
-func parseMsg(src []byte) (wiremessage.MsgFlag, bsoncore.Document, error) {
-	flags, src, ok := wiremessage.ReadMsgFlags(src)
-	if !ok {
-		return 0, nil, errMalformed
-	}
-	if flags&wiremessage.ChecksumPresent != 0 {
-		if len(src) < 4 {
-			return 0, nil, errMalformed
-		}
-		src = src[:len(src)-4]
-	}
-	var body bsoncore.Document
-	type sequence struct {
-		id   string
-		docs []bsoncore.Document
-	}
-	var seqs []sequence
-	for len(src) > 0 {
-		kind, rem, ok := wiremessage.ReadMsgSectionType(src)
-		if !ok {
-			return 0, nil, errMalformed
-		}
-		switch kind {
-		case wiremessage.SingleDocument:
-			if body != nil {
-				return 0, nil, fmt.Errorf("%w: two body sections", errMalformed)
-			}
-			body, src, ok = wiremessage.ReadMsgSectionSingleDocument(rem)
-		case wiremessage.DocumentSequence:
-			var s sequence
-			s.id, s.docs, src, ok = wiremessage.ReadMsgSectionDocumentSequence(rem)
-			seqs = append(seqs, s)
-		default:
-			return 0, nil, fmt.Errorf("%w: section kind %d", errMalformed, kind)
-		}
-		if !ok {
-			return 0, nil, errMalformed
-		}
-	}
-	if body == nil {
-		return 0, nil, fmt.Errorf("%w: no body section", errMalformed)
-	}
-	if err := body.Validate(); err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", errMalformed, err)
-	}
-	if len(seqs) == 0 {
-		return flags, body, nil
-	}
-	elems, err := body.Elements()
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", errMalformed, err)
-	}
-	idx, doc := bsoncore.AppendDocumentStart(nil)
-	for _, e := range elems {
-		doc = append(doc, e...)
-	}
-	for _, s := range seqs {
-		var aidx int32
-		aidx, doc = bsoncore.AppendArrayElementStart(doc, s.id)
-		for i, d := range s.docs {
-			doc = bsoncore.AppendDocumentElement(doc, fmt.Sprint(i), d)
-		}
-		doc, _ = bsoncore.AppendArrayEnd(doc, aidx)
-	}
-	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
-	if err := bsoncore.Document(doc).Validate(); err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", errMalformed, err)
-	}
-	return flags, bsoncore.Document(doc), nil
 }
 
 // parseQuery reads an OP_QUERY. Only commands (on a "db.$cmd" namespace)
@@ -190,7 +115,7 @@ func (m *message) moreToCome() bool {
 // single body section and loses its checksum, which would no longer match.
 func (m *message) withDoc(doc bsoncore.Document) []byte {
 	if m.op == wiremessage.OpMsg {
-		return buildMsg(m.requestID, m.responseTo, m.flags&^wiremessage.ChecksumPresent, doc)
+		return wiremsg.BuildMsg(m.requestID, m.responseTo, m.flags&^wiremessage.ChecksumPresent, doc)
 	}
 	idx, dst := wiremessage.AppendHeaderStart(nil, m.requestID, m.responseTo, m.op)
 	dst = append(dst, m.raw[headerLen:m.docStart]...)
@@ -203,22 +128,13 @@ func (m *message) withDoc(doc bsoncore.Document) []byte {
 // OP_MSG, an OP_REPLY with one document for an OP_QUERY.
 func (m *message) replyTo(requestID int32, doc bsoncore.Document) []byte {
 	if m.op == wiremessage.OpMsg {
-		return buildMsg(requestID, m.requestID, 0, doc)
+		return wiremsg.BuildMsg(requestID, m.requestID, 0, doc)
 	}
 	idx, dst := wiremessage.AppendHeaderStart(nil, requestID, m.requestID, wiremessage.OpReply)
 	dst = wiremessage.AppendReplyFlags(dst, 0)
 	dst = wiremessage.AppendReplyCursorID(dst, 0)
 	dst = wiremessage.AppendReplyStartingFrom(dst, 0)
 	dst = wiremessage.AppendReplyNumberReturned(dst, 1)
-	dst = append(dst, doc...)
-	return bsoncore.UpdateLength(dst, idx, int32(len(dst[idx:])))
-}
-
-// buildMsg builds an OP_MSG with one body section.
-func buildMsg(requestID, responseTo int32, flags wiremessage.MsgFlag, doc bsoncore.Document) []byte {
-	idx, dst := wiremessage.AppendHeaderStart(nil, requestID, responseTo, wiremessage.OpMsg)
-	dst = wiremessage.AppendMsgFlags(dst, flags)
-	dst = wiremessage.AppendMsgSectionType(dst, wiremessage.SingleDocument)
 	dst = append(dst, doc...)
 	return bsoncore.UpdateLength(dst, idx, int32(len(dst[idx:])))
 }

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 )
 
 const (
@@ -20,6 +23,9 @@ const (
 	opMsg          = 2013
 	flagMoreToCome = 1 << 1
 )
+
+// ErrMalformed reports a message that cannot be parsed.
+var ErrMalformed = errors.New("wiremsg: malformed wire message")
 
 // ErrLength reports a message whose length prefix is out of bounds.
 var ErrLength = errors.New("wiremsg: bad wire message length")
@@ -53,4 +59,87 @@ func MoreToCome(msg []byte) bool {
 		return false
 	}
 	return binary.LittleEndian.Uint32(msg[16:20])&flagMoreToCome != 0
+}
+
+// FoldMsg reads the flags and sections of an OP_MSG (src follows its
+// header), folding every kind 1 document sequence into the body as an array
+// named by its identifier: the command as the server sees it.
+func FoldMsg(src []byte) (wiremessage.MsgFlag, bsoncore.Document, error) {
+	flags, src, ok := wiremessage.ReadMsgFlags(src)
+	if !ok {
+		return 0, nil, ErrMalformed
+	}
+	if flags&wiremessage.ChecksumPresent != 0 {
+		if len(src) < 4 {
+			return 0, nil, ErrMalformed
+		}
+		src = src[:len(src)-4]
+	}
+	var body bsoncore.Document
+	type sequence struct {
+		id   string
+		docs []bsoncore.Document
+	}
+	var seqs []sequence
+	for len(src) > 0 {
+		kind, rem, ok := wiremessage.ReadMsgSectionType(src)
+		if !ok {
+			return 0, nil, ErrMalformed
+		}
+		switch kind {
+		case wiremessage.SingleDocument:
+			if body != nil {
+				return 0, nil, fmt.Errorf("%w: two body sections", ErrMalformed)
+			}
+			body, src, ok = wiremessage.ReadMsgSectionSingleDocument(rem)
+		case wiremessage.DocumentSequence:
+			var s sequence
+			s.id, s.docs, src, ok = wiremessage.ReadMsgSectionDocumentSequence(rem)
+			seqs = append(seqs, s)
+		default:
+			return 0, nil, fmt.Errorf("%w: section kind %d", ErrMalformed, kind)
+		}
+		if !ok {
+			return 0, nil, ErrMalformed
+		}
+	}
+	if body == nil {
+		return 0, nil, fmt.Errorf("%w: no body section", ErrMalformed)
+	}
+	if err := body.Validate(); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if len(seqs) == 0 {
+		return flags, body, nil
+	}
+	elems, err := body.Elements()
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	for _, e := range elems {
+		doc = append(doc, e...)
+	}
+	for _, s := range seqs {
+		var aidx int32
+		aidx, doc = bsoncore.AppendArrayElementStart(doc, s.id)
+		for i, d := range s.docs {
+			doc = bsoncore.AppendDocumentElement(doc, fmt.Sprint(i), d)
+		}
+		doc, _ = bsoncore.AppendArrayEnd(doc, aidx)
+	}
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	if err := bsoncore.Document(doc).Validate(); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return flags, bsoncore.Document(doc), nil
+}
+
+// BuildMsg builds an OP_MSG with one body section.
+func BuildMsg(requestID, responseTo int32, flags wiremessage.MsgFlag, doc bsoncore.Document) []byte {
+	idx, dst := wiremessage.AppendHeaderStart(nil, requestID, responseTo, wiremessage.OpMsg)
+	dst = wiremessage.AppendMsgFlags(dst, flags)
+	dst = wiremessage.AppendMsgSectionType(dst, wiremessage.SingleDocument)
+	dst = append(dst, doc...)
+	return bsoncore.UpdateLength(dst, idx, int32(len(dst[idx:])))
 }
