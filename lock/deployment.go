@@ -12,13 +12,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/mongolock/mongolock/internal/ctxlock"
 	"github.com/mongolock/mongolock/internal/mongoutil"
 )
 
 // deployment is what a Locker learns, once, of the server behind its
 // collection.
 type deployment struct {
-	mu      sync.Mutex
+	probing *ctxlock.Mutex // held by the call that probes
+	mu      sync.Mutex     // guards the fields below
 	known   bool
 	isMongo bool   // behind mongos (directly or through a load balancer)
 	warning string // why mutual exclusion is not guaranteed here; "" if it is
@@ -41,15 +43,28 @@ const notAtomic = "mutual exclusion is not guaranteed: FerretDB 1.x does not mak
 // warning logged to log, once.
 func (d *deployment) probe(ctx context.Context, coll *mongo.Collection, log zerolog.Logger) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.known {
-		return d.err
+	known, err := d.known, d.err
+	d.mu.Unlock()
+	if known {
+		return err
 	}
 	what := "probe the deployment (" + lockColl(coll) + ")"
+	// One call probes; the others wait for it, or for their contexts.
+	if err := d.probing.Lock(ctx); err != nil {
+		return mongoutil.WrapErr(ctx, what, err)
+	}
+	defer d.probing.Unlock()
+	d.mu.Lock()
+	known, err = d.known, d.err
+	d.mu.Unlock()
+	if known {
+		return err
+	}
 	dep, err := mongoutil.Probe(ctx, coll.Database())
 	if err != nil {
 		return mongoutil.WrapErr(ctx, what, err)
 	}
+	var refused error // for good
 	if dep.Sharded {
 		sharded, err := isSharded(ctx, coll)
 		var se mongo.ServerError
@@ -57,15 +72,18 @@ func (d *deployment) probe(ctx context.Context, coll *mongo.Collection, log zero
 			return mongoutil.WrapErr(ctx, what, err)
 		}
 		if sharded {
-			d.err = fmt.Errorf("%w: %s is sharded: keep it unsharded", ErrUnsupportedDeployment, lockColl(coll))
+			refused = fmt.Errorf("%w: %s is sharded: keep it unsharded", ErrUnsupportedDeployment, lockColl(coll))
 		}
 	}
+	var warning string
 	if dep.FerretDB1 && !dep.Serialized {
-		d.warning = notAtomic
+		warning = notAtomic
 		log.Warn().Str("collection", mongoutil.Namespace(coll)).Str("ferretdb", dep.FerretDBVersion).Msg(notAtomic)
 	}
-	d.known, d.isMongo = true, dep.Sharded
-	return d.err
+	d.mu.Lock()
+	d.known, d.isMongo, d.warning, d.err = true, dep.Sharded, warning, refused
+	d.mu.Unlock()
+	return refused
 }
 
 // warned returns the warning the probe logged, if any.

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/mongolock/mongolock/internal/ctxlock"
 	"github.com/mongolock/mongolock/internal/mongoutil"
 )
 
@@ -149,7 +150,7 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 	// renewed, Holder): the primary's answer, whatever the client's read
 	// preference.
 	coll := db.Collection(cfg.collection, options.Collection().SetWriteConcern(cfg.wc).SetReadPreference(readpref.Primary()))
-	return &Locker{coll: coll, cfg: cfg}, nil
+	return &Locker{coll: coll, cfg: cfg, deploy: deployment{probing: ctxlock.New()}}, nil
 }
 
 // ServerTime returns the interval the server's clock is in now, by the

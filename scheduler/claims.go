@@ -240,7 +240,9 @@ func (s *Scheduler) present(ctx context.Context) bool {
 		// Leader-only: leading is presence (WithLeaderOnly).
 		return s.cfg.leader.IsLeader()
 	}
-	s.presenceMu.Lock()
+	if s.presenceMu.Lock(ctx) != nil {
+		return false
+	}
 	defer s.presenceMu.Unlock()
 	if s.presence != nil && s.presence.Err() == nil {
 		return true
@@ -264,7 +266,7 @@ func (s *Scheduler) present(ctx context.Context) bool {
 // absent ends this instance's presence: its claims not started can be
 // taken over at once. Called once every firing of the Scheduler is gone.
 func (s *Scheduler) absent() {
-	s.presenceMu.Lock()
+	_ = s.presenceMu.Lock(context.Background())
 	defer s.presenceMu.Unlock()
 	if s.presence != nil {
 		_ = s.session.ReleaseLocks(context.Background(), s.presence)

@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongolock/mongolock/internal/ctxlock"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -48,7 +49,7 @@ type Scheduler struct {
 
 	// presence is this instance's presence lease (claims.go), guarded by
 	// presenceMu, which also serializes taking it.
-	presenceMu sync.Mutex
+	presenceMu *ctxlock.Mutex
 	presence   *lock.Lease
 	leading    bool // leader-only: led at the last poll; guarded by mu
 
@@ -140,6 +141,8 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		jobs:    make(map[string]*job),
 		wake:    make(chan struct{}, 1),
 		pollNow: make(chan struct{}, 1),
+
+		presenceMu: ctxlock.New(),
 
 		admitLimit: admissionMax,
 	}
