@@ -48,10 +48,19 @@
 // after a failed command, and when a TopologyWatch saw a new primary, a
 // $currentDate write to a clock document in the lock collection reads the
 // clock of the node that stamps the leases (behind mongos, hello would
-// answer with mongos's own). Only elapsed times of the local monotonic
-// clock are used. A lease is trusted until its renew deadline, measured
-// from the sending of its last successful acquire or renew, which passes at
-// least max(MinSafetyMargin, TTL/10) before anyone else can take over.
+// answer with mongos's own). Only elapsed times of the local clocks are
+// used, never their readings. A lease is trusted until its renew deadline,
+// measured from the sending of its last successful acquire or renew, which
+// passes at least max(MinSafetyMargin, TTL/10) before anyone else can take
+// over. The time left is measured on the monotonic clock and on the wall
+// clock, and the smaller counts: the monotonic clock Go reads stops while
+// the host is suspended (and often while a hypervisor pauses a VM), so a
+// lease that lapsed during a suspend would otherwise be trusted after it,
+// beside its next holder. A wall clock stepped forward therefore ends
+// leases early. A pause that stops both clocks (a VM whose wall clock is
+// set right only later) cannot be seen. The keep-alive checks at least
+// every retry period, so a lease outlasted by a suspend ends (Done) within
+// a retry period of the resume; Err and Remaining read the clocks at once.
 // Clocks are assumed to run at the same rate within 0.1%, and the clocks of
 // the nodes that can become primary to agree within a session's safety
 // margin (TTL minus renew deadline) less the time work needs to stop: after

@@ -50,7 +50,7 @@ func (s *Session) keepAlive() {
 			retryAt, failures = time.Time{}, 0 // nothing left that failed
 		}
 		var batch []*Lease
-		if any && cur == nil && !now.Before(due) {
+		if any && cur == nil && left(due, now) <= 0 {
 			batch = s.activeLocked()
 		}
 		s.mu.Unlock()
@@ -65,11 +65,14 @@ func (s *Session) keepAlive() {
 		var timer clockwork.Timer
 		var timerC <-chan time.Time
 		if any {
-			at := expiry
+			wait := left(expiry, now)
 			if cur == nil {
-				at = earliest(at, due)
+				wait = min(wait, left(due, now))
 			}
-			timer = s.clock.NewTimer(max(0, at.Sub(now)))
+			// At least every retry period: after a suspend the monotonic
+			// clock, and so the timer, is late; the wall clock shows it.
+			wait = min(wait, s.cfg.timings.RetryPeriod)
+			timer = s.clock.NewTimer(max(0, wait))
 			timerC = timer.Chan()
 		}
 		var resultC chan renewalResult
@@ -149,7 +152,7 @@ func (s *Session) expireLocked(now time.Time) []Event {
 	var ev []Event
 	for _, sl := range s.slots {
 		l := sl.lease
-		if l == nil || l.ended || now.Before(l.trustUntil) {
+		if l == nil || l.ended || left(l.trustUntil, now) > 0 {
 			continue
 		}
 		s.endLocked(l, ErrLeaseLost)
@@ -164,11 +167,11 @@ func (s *Session) expireLocked(now time.Time) []Event {
 // startRenewal sends one renewal of leases, the attempt-th since the last
 // that succeeded.
 func (s *Session) startRenewal(leases []*Lease, now time.Time, attempt int) *renewal {
-	remaining := leases[0].trustUntil.Sub(now)
+	remaining := left(leases[0].trustUntil, now)
 	ids := make([]string, len(leases))
 	for i, l := range leases {
 		ids[i] = l.grant.LockID
-		remaining = min(remaining, l.trustUntil.Sub(now))
+		remaining = min(remaining, left(l.trustUntil, now))
 	}
 	rp := s.cfg.timings.RetryPeriod
 	timeout := min(remaining, max(rp, remaining/2))
@@ -219,7 +222,7 @@ func (s *Session) applyRenewal(leases []*Lease, r Renewal, sent time.Time) []Eve
 		}
 		if s.observed() {
 			ev = append(ev, Event{Kind: Renewed, LockID: l.grant.LockID, Fence: l.grant.Fence,
-				Took: now.Sub(sent), Remaining: l.trustUntil.Sub(now)})
+				Took: now.Sub(sent), Remaining: left(l.trustUntil, now)})
 		}
 	}
 	s.mu.Unlock()
@@ -238,7 +241,7 @@ func (s *Session) renewalFailed(leases []*Lease, err error, attempt int) []Event
 	for _, l := range leases {
 		if !l.ended {
 			ev = append(ev, Event{Kind: RenewFailed, LockID: l.grant.LockID, Fence: l.grant.Fence,
-				Err: err, Remaining: max(0, l.trustUntil.Sub(now)), Attempt: attempt})
+				Err: err, Remaining: max(0, left(l.trustUntil, now)), Attempt: attempt})
 		}
 	}
 	s.mu.Unlock()

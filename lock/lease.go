@@ -62,7 +62,9 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Remaining returns how long the lease is still trusted, on the local
-// monotonic clock: zero once it ended or its deadline passed.
+// monotonic clock, or on the wall clock if that says less (a suspended
+// host's monotonic clock stops, see elapsed.go): zero once it ended or its
+// deadline passed.
 func (l *Lease) Remaining() time.Duration {
 	l.s.mu.Lock()
 	ended, until := l.ended, l.trustUntil
@@ -70,7 +72,7 @@ func (l *Lease) Remaining() time.Duration {
 	if ended {
 		return 0
 	}
-	return max(0, l.s.clock.Until(until))
+	return max(0, left(until, l.s.clock.Now()))
 }
 
 // Done is closed when the lease ends.

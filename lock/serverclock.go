@@ -31,13 +31,16 @@ type sample struct {
 	sent, recv time.Time // local, with monotonic readings
 }
 
+// lower and upper measure the time since the sample on whichever of the
+// monotonic and wall clocks keeps the bound safe (elapsed.go): a suspended
+// host's monotonic clock undercounts, a stepped wall clock miscounts.
 func (s *sample) lower(now time.Time) time.Time {
-	d := now.Sub(s.recv)
+	d := elapsedMin(s.recv, now)
 	return s.server.Add(d - driftOf(d))
 }
 
 func (s *sample) upper(now time.Time) time.Time {
-	d := now.Sub(s.sent)
+	d := elapsedMax(s.sent, now)
 	return s.server.Add(d + driftOf(d) + time.Millisecond)
 }
 

@@ -259,13 +259,13 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	for _, id := range mine {
 		g, ok := granted[id]
 		switch {
-		case ok && !closed && now.Before(s.trustUntil(g)):
+		case ok && !closed && left(s.trustUntil(g), now) > 0:
 			l := s.newLease(g)
 			s.slots[id].lease = l
 			delete(s.maybe, id)
 			leases[id] = l
 			if s.observed() {
-				events = append(events, Event{Kind: Acquired, LockID: id, Fence: g.Fence, Took: now.Sub(sent), Remaining: l.trustUntil.Sub(now)})
+				events = append(events, Event{Kind: Acquired, LockID: id, Fence: g.Fence, Took: now.Sub(sent), Remaining: left(l.trustUntil, now)})
 			}
 		case ok:
 			// Too late to trust, or the Session closed meanwhile: release
