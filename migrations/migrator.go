@@ -428,6 +428,14 @@ func (m *Migrator) runOne(ctx context.Context, r run, mig Migration, dir string,
 	if err := m.claim(ctx, mig, r.s.KeeperID(), r.fence); err != nil {
 		return fail(0, fmt.Errorf("version %d (%s): %w", mig.Version, mig.Description, err))
 	}
+	// The lease may have lapsed during the claim's round trip (this
+	// process paused or suspended): the keep-alive cancels ctx only when
+	// it runs, Err reads the clocks now.
+	if l, ok := lock.LeaseFrom(ctx); ok {
+		if err := l.Err(); err != nil {
+			return fail(0, fmt.Errorf("stopped before version %d (%s): %w", mig.Version, mig.Description, err))
+		}
+	}
 	clk := r.s.Clock()
 	start := clk.Now()
 	runErr := call(ctx, m.db, fn)
