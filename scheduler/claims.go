@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -18,14 +20,57 @@ import (
 // at a time.
 type work struct {
 	job    string
-	keeper string    // whose it is: the keeper that claimed or took it over
-	last   time.Time // the claimed firing
+	keeper string        // whose it is: the claimant that claimed or took it over
+	cid    bson.ObjectID // its token: every write of the work matches it
+	last   time.Time     // the claimed firing
 	// done is the last firing settled before this work's, or since: the
 	// firings of the work are those after it. Zero when the document
 	// predates it: then only last.
 	done    time.Time
 	trig    time.Time // non-zero: the work is the run triggered then
 	control controlDoc
+	// The claim before this one was pending, on the server's clock, from
+	// prevAt (its claim) to settled: firings that fell then could not be
+	// claimed.
+	prevAt, settled time.Time
+	// claimed is the server's time this work's claim was made, stamped
+	// the time of its last claim, resume or takeover (the reply this work
+	// came in), and got the local time (wall clock) that reply came: the
+	// two tell how far the server's clock is from this instance's.
+	claimed, stamped, got time.Time
+	// prevRun is the job's last run when the claim was made.
+	prevRun runDoc
+}
+
+// pendingFrom is what the write settling w records of it, for the claim
+// after it: when it was made (it was pending from then on).
+func (w *work) pendingFrom() bson.D {
+	if w.claimed.IsZero() {
+		return nil
+	}
+	return bson.D{{Key: fieldPrevAt, Value: w.claimed}}
+}
+
+// blocked reports whether firing f (by this instance's clock) fell while
+// the claim before w was pending, as w's times say. Server times are
+// turned into this instance's by the offset w's own claim showed (its
+// server time against the local time its reply came), so that a skewed
+// clock does not count old firings as blocked.
+func (w *work) blocked(f time.Time) bool {
+	if w.settled.IsZero() || w.prevAt.IsZero() || w.stamped.IsZero() || w.got.IsZero() {
+		return false
+	}
+	offset := w.stamped.Sub(w.got.Round(0))
+	from, to := w.prevAt.Add(-offset), w.settled.Add(-offset)
+	return !f.Before(from) && f.Before(to)
+}
+
+// runGoing reports whether the job's previous run, as the claim found it,
+// was going at f: started before it and ended after it (a run whose end
+// is not recorded is not counted: it may be of an instance that died).
+func (w *work) runGoing(f time.Time) bool {
+	r := &w.prevRun
+	return !r.Start.IsZero() && !r.End.IsZero() && !r.Start.After(f) && r.End.After(f)
 }
 
 func (w *work) triggered() bool { return !w.trig.IsZero() }
@@ -38,14 +83,15 @@ func (w *work) at() time.Time {
 	return w.last
 }
 
-// is reports whether d's pending claim is w.
+// is reports whether d's pending claim is w, under any token.
 func (w *work) is(d *jobDoc) bool {
 	return w != nil && d.By == w.keeper && d.Last.Equal(w.last) && d.PTrig.Equal(w.trig)
 }
 
-// workOf is the work d's pending claim leaves to its keeper.
+// workOf is the work d's pending claim leaves to its claimant.
 func workOf(d *jobDoc) *work {
-	w := &work{job: d.ID, keeper: d.By, last: d.Last, trig: d.PTrig, control: d.Control}
+	w := &work{job: d.ID, keeper: d.By, cid: d.ClaimID, last: d.Last, trig: d.PTrig, control: d.Control,
+		prevAt: d.PrevAt, settled: d.Settled, claimed: d.Claimed, stamped: d.At, prevRun: d.Run}
 	if d.Done.After(neverClaimed) {
 		w.done = d.Done
 	}
@@ -55,11 +101,17 @@ func workOf(d *jobDoc) *work {
 // Reasons a firing is recorded as not run, in the history (Run.Reason) and
 // in FiringSkipped events, besides those of fire.go.
 const (
-	// ReasonMissed: no instance claimed the firing in time (none was up,
-	// or an earlier claim of the job was waiting to be taken over, or
-	// every instance fell behind), and the catch-up policy does not run
-	// it.
+	// ReasonMissed: no instance claimed the firing in time, none being up
+	// to, and the catch-up policy does not run it.
 	ReasonMissed = "missed: not claimed in time"
+	// ReasonRunGoing: the firing fell while the job's previous run was
+	// still going, and nobody claimed it (the instance running it was
+	// busy): the overlap policy (see Overlap) skips it.
+	ReasonRunGoing = "previous run still going"
+	// ReasonBacklog: more than MaxLate firings of one claim were late (they
+	// fell while an earlier claim waited, or while the instances up were
+	// overloaded or behind): the oldest are not run.
+	ReasonBacklog = "too many firings late"
 	// ReasonWindow: the firing was older than the catch-up window when an
 	// instance could run it.
 	ReasonWindow = "catch-up window passed"
@@ -88,9 +140,28 @@ type step struct {
 // one; older ones are recorded as not run together, their count unknown.
 const maxEnumerated = 100_000
 
+// MaxLate bounds how many firings one claim runs late: firings that fell,
+// while some instance was up, without being claimed (an earlier claim of
+// the job was pending, waiting to be taken over from an instance that
+// died; or the instances up were overloaded, behind, or their claims
+// failed). They run in order, the newest MaxLate of them; the older ones
+// are recorded as not run (ReasonBacklog).
+const MaxLate = 100
+
 // plan says what w's work does, at now by this instance's clock: which of
-// its firings run, oldest first, and which are recorded as not run, under
-// the job's catch-up policy and control.
+// its firings run, oldest first, and which are recorded as not run. The
+// claimed firing runs. Each other firing of the work fell without being
+// claimed, and
+//   - is not run if the job was paused or removed at it (ReasonPaused,
+//     ReasonRemoved), or if it is older than the catch-up window
+//     (ReasonWindow);
+//   - is not run if the job's previous run was still going at it
+//     (ReasonRunGoing): the overlap policy;
+//   - runs late if it fell while the claim before this one was pending,
+//     or while this Scheduler was up (leading, in leader-only mode), up
+//     to MaxLate of them (ReasonBacklog);
+//   - otherwise fell while no instance was up to claim it: the catch-up
+//     policy decides (ReasonMissed).
 func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	if w.triggered() {
 		if w.control.Removed {
@@ -124,21 +195,38 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 			x = f
 		}
 	}
-	slices.Reverse(firings)
-	runs := max(cu.Max, 1)
-	var steps []step
-	if older != nil {
-		steps = append(steps, *older)
-	}
-	for i, f := range firings {
+	up := s.upSince()
+	reasons := make([]string, len(firings))
+	late, caught := 0, 0
+	for i, f := range firings { // newest first
 		reason := w.control.suspendedAt(f)
 		switch {
 		case reason != "":
 		case now.Sub(f) > cu.Window:
 			reason = ReasonWindow
-		case i < len(firings)-runs:
-			reason = ReasonMissed
+		case i == 0:
+			caught++ // the claimed firing, one of the catch-up policy's Max
+		case w.runGoing(f):
+			reason = ReasonRunGoing
+		case w.blocked(f) || !up.IsZero() && !f.Before(up):
+			if late++; late > MaxLate {
+				reason = ReasonBacklog
+			}
+		default:
+			if caught++; caught > max(cu.Max, 1) {
+				reason = ReasonMissed
+			}
 		}
+		reasons[i] = reason
+	}
+	slices.Reverse(firings)
+	slices.Reverse(reasons)
+	var steps []step
+	if older != nil {
+		steps = append(steps, *older)
+	}
+	for i, f := range firings {
+		reason := reasons[i]
 		if n := len(steps); reason != "" && n > 0 && steps[n-1].reason == reason && steps[n-1].count > 0 {
 			steps[n-1].through = f
 			steps[n-1].count++
@@ -151,6 +239,18 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		steps = append(steps, st)
 	}
 	return steps
+}
+
+// upSince is when, by its clock, this Scheduler began to claim firings:
+// its Start, or in leader-only mode when it began leading (zero while it
+// does not lead).
+func (s *Scheduler) upSince() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.leader != nil {
+		return s.leadSince
+	}
+	return s.startedAt
 }
 
 // missedAtStart returns the firing of j that Start claims, as j's
@@ -224,11 +324,11 @@ func (s *Scheduler) notRun(j *job, st step) Run {
 // lock prefix); job names may not begin with it.
 const presenceMark = "@instance/"
 
-// presenceID is the lock id of keeper's presence lock: one per jobs
-// collection, so that Schedulers on one Session with collections of their
-// own each have one.
-func (s *Scheduler) presenceID(keeper string) string {
-	return s.cfg.lockPrefix + presenceMark + s.cfg.jobsColl + "/" + keeper
+// presenceID is the lock id of the presence lock of claimant, a
+// Scheduler (its Session's keeper id and a suffix of its own: Schedulers
+// on one Session each have one), in its jobs collection.
+func (s *Scheduler) presenceID(claimant string) string {
+	return s.cfg.lockPrefix + presenceMark + s.cfg.jobsColl + "/" + claimant
 }
 
 // present reports whether this instance holds its presence lease, taking
@@ -255,7 +355,7 @@ func (s *Scheduler) present(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
-	t, err := s.session.AcquireLocks(ctx, s.presenceID(s.keeper))
+	t, err := s.session.AcquireLocks(ctx, s.presenceID(s.claimant))
 	if err == nil && len(t.Leases) == 1 {
 		s.presence = t.Leases[0]
 		return true
@@ -338,12 +438,13 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	if err != nil {
 		return // the next poll tries again
 	}
-	stale := s.clock.Now().Add(-s.pollInterval())
+	now := s.clock.Now()
 	byKeeper := map[string][]string{}
 	removed := map[string]bool{}
 	var events []lock.Event
 	resumed := 0
 	s.mu.Lock()
+	pending := make(map[string]pendingClaim, len(docs))
 	for i := range docs {
 		d := &docs[i]
 		j := s.jobs[d.ID]
@@ -355,28 +456,40 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			// A later claim waits for the run here: end it.
 			j.cancel(ErrOverlapCancelled)
 		}
+		// A pending claim is old once polls a poll interval apart, by this
+		// instance's clock, saw it under one token: never by comparing
+		// this instance's clock with the server's claim time, which any
+		// skew would throw off. A claim being worked on gets a new token
+		// when it is resumed or taken over.
+		stale := false
+		if d.Pending {
+			seen, ok := s.pending[d.ID]
+			if !ok || seen.cid != d.ClaimID {
+				seen = pendingClaim{cid: d.ClaimID, since: now}
+			}
+			pending[d.ID] = seen
+			stale = now.Sub(seen.since) >= s.pollInterval()
+		}
 		switch {
-		case d.Pending && d.By == s.keeper:
+		case d.Pending && d.By == s.claimant:
 			// Left undone here (a write that settled it failed): resumed
-			// once no firing of the job is in progress here and the
-			// claim is older than a poll, so that this read cannot be
-			// older than the firing that just settled it.
+			// once no firing of the job is in progress here and the claim
+			// is old, so that this read cannot be older than the firing
+			// that just settled it.
 			// Through admission, as firings are: under a load the server
 			// cannot keep up with, many claims are left pending, and
 			// resuming them all at each poll would add to the load. One
 			// per poll goes ahead regardless, so that none waits for the
-			// load to drop (while pending here, its job's firings are lost
-			// to it, and no other instance takes it over).
-			if j.inflight == 0 && d.At.Before(stale) && s.state == stateStarted && (s.admit() || resumed == 0) {
-				s.dispatchResume(j, d.At)
+			// load to drop (while pending here, its job's firings wait,
+			// and no other instance takes it over).
+			if j.inflight == 0 && stale && s.state == stateStarted && (s.admit() || resumed == 0) {
+				s.dispatchResume(j, d.ClaimID)
 				resumed++
 			}
 		case d.Pending:
-			// Its keeper's lease is checked only once the claim is older
-			// than a poll interval, by this instance's clock (the claim
-			// time is the server's: skew only makes the check early or
-			// late, and a check is only an attempt to take a lock).
-			if d.At.Before(stale) {
+			// Its claimant's presence is checked only once the claim is
+			// old: a check is an attempt to take a lock.
+			if stale {
 				byKeeper[d.By] = append(byKeeper[d.By], d.ID)
 			}
 		case !d.Control.Trigger.IsZero() && !d.Control.Removed:
@@ -385,13 +498,14 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			}
 		}
 	}
+	s.pending = pending
 	for _, j := range s.order {
 		j.removed = removed[j.name]
 	}
 	if s.cfg.leader != nil {
 		// Leader-only: what Start does for missed firings, a new leader
 		// does when it starts leading.
-		leads := s.cfg.leader.IsLeader()
+		leads := s.noteLeading()
 		if leads && !s.leading && s.state == stateStarted {
 			now := s.clock.Now()
 			for _, j := range s.order {
@@ -422,31 +536,43 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 // In leader-only mode (WithLeaderOnly) leading is enough: claims are made
 // only by leaders, and this instance leads only once the lease of the
 // leader before it lapsed or was released.
-func (s *Scheduler) takeOverFrom(ctx context.Context, keeper string, jobs []string) {
+func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []string) {
 	if !s.present(ctx) {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
 	if s.cfg.leader == nil {
-		t, err := s.session.AcquireLocks(actx, s.presenceID(keeper))
+		t, err := s.session.AcquireLocks(actx, s.presenceID(claimant))
 		if err != nil || len(t.Leases) != 1 {
 			return // alive, or unknown: the next poll looks again
 		}
 		defer func() { _ = s.session.ReleaseLocks(context.WithoutCancel(ctx), t.Leases...) }()
 	}
-	ws, err := s.st.takeOver(actx, jobs, keeper, s.keeper)
+	ws, err := s.st.takeOver(actx, jobs, claimant, s.claimant)
 	if err != nil {
 		return
+	}
+	got := s.clock.Now()
+	for _, w := range ws {
+		w.got = got
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range ws {
 		if j := s.jobs[w.job]; j != nil && s.state == stateStarted {
-			s.dispatchWork(j, w, &lock.Event{Kind: lock.FiringTakenOver, Leader: keeper,
-				Reason: fmt.Sprintf("claimed by %s, whose lease lapsed", keeper)})
+			s.dispatchWork(j, w, &lock.Event{Kind: lock.FiringTakenOver, Leader: keeperOf(claimant),
+				Reason: fmt.Sprintf("claimed by %s, whose lease lapsed", claimant)})
 		}
 	}
+}
+
+// keeperOf is the keeper id of claimant (ClaimantID).
+func keeperOf(claimant string) string {
+	if i := strings.LastIndexByte(claimant, '/'); i > 0 {
+		return claimant[:i]
+	}
+	return claimant
 }
 
 // dispatchWork does w, work of j this instance claimed or took over, in a
@@ -467,11 +593,11 @@ func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 }
 
 // dispatchResume resumes, in a goroutine of its own, the pending work of j
-// that this instance claimed at (server time) and no firing here is doing:
-// if the claim is still as this poll read it (a read can be older than the
-// firing that settled it), it stamps it anew and does the work. Called
-// with s.mu held.
-func (s *Scheduler) dispatchResume(j *job, at time.Time) {
+// that this Scheduler claimed under token cid and no firing here is doing:
+// if the claim still has that token (a read can be older than the firing
+// that settled it), it gives it a new one and does the work. Called with
+// s.mu held.
+func (s *Scheduler) dispatchResume(j *job, cid bson.ObjectID) {
 	j.inflight++
 	s.setups++ // a setup, as a firing's (admission)
 	s.wg.Add(1)
@@ -481,8 +607,11 @@ func (s *Scheduler) dispatchResume(j *job, at time.Time) {
 		fr := &firing{job: j, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
 		defer s.setupDone(fr)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-		w, err := s.st.resume(ctx, j.name, s.keeper, at)
+		w, err := s.st.resume(ctx, j.name, s.claimant, cid)
 		cancel()
+		if w != nil {
+			w.got = s.clock.Now()
+		}
 		if err != nil || w == nil {
 			return // settled meanwhile, or the next poll tries again
 		}
@@ -508,8 +637,11 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-		w, err := s.st.claimTrigger(ctx, j.name, t, s.keeper)
+		w, err := s.st.claimTrigger(ctx, j.name, t, s.claimant)
 		cancel()
+		if w != nil {
+			w.got = s.clock.Now()
+		}
 		if err != nil || w == nil {
 			return // claimed elsewhere, or the next poll tries again
 		}

@@ -634,7 +634,8 @@ func TestResumeAfterPauseRunsNoFiringOfThePause(t *testing.T) {
 // TestResumeAfterPauseEnded: a pause with an end pauses the firings
 // before the end only, whether or not the job is resumed after the end:
 // here the firings after the end fell while the only instance was busy
-// (not claimed), and the catch-up policy runs them once it is free.
+// with the previous run (not claimed), and are recorded as such (the
+// overlap policy), not as paused, whatever the catch-up policy.
 func TestResumeAfterPauseEnded(t *testing.T) {
 	for _, resumed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("resumed %v", resumed), func(t *testing.T) {
@@ -650,8 +651,11 @@ func TestResumeAfterPauseEnded(t *testing.T) {
 				}
 				sleepUntil(at(45))
 				r.idle()
-				if got, want := log.scheduled(), []string{"10s", "20s", "30s", "40s"}; !slices.Equal(got, want) {
+				if got, want := log.scheduled(), []string{"10s", "40s"}; !slices.Equal(got, want) {
 					t.Errorf("ran %v, want %v; history %q", got, want, hists(r.store.runs()))
+				}
+				if got, want := notRunAs(r.store.runs(), ReasonRunGoing, 10*time.Second), []string{"20s", "30s"}; !slices.Equal(got, want) {
+					t.Errorf("recorded as overlapping the previous run %v, want %v; history %q", got, want, hists(r.store.runs()))
 				}
 				r.stop()
 			})
@@ -1193,7 +1197,7 @@ func TestTakeOver(t *testing.T) {
 			// Not before a stopped trusting its presence lease.
 			var lastRenewed time.Time
 			for _, c := range locks.Calls(locktest.OpRenew) {
-				if c.KeeperID == "a" && c.Err == nil && slices.Contains(c.LockIDs, a.s.presenceID("a")) {
+				if c.KeeperID == "a" && c.Err == nil && slices.Contains(c.LockIDs, a.s.presenceID(a.s.claimant)) {
 					lastRenewed = c.Start
 				}
 			}
@@ -1261,7 +1265,7 @@ func TestTakeOver(t *testing.T) {
 			if got := hists(a.st.runs()); !slices.Equal(got, want) {
 				t.Fatalf("history %q, want %q", got, want)
 			}
-			if d := a.st.docOf("j"); d.Pending || !d.Done.Equal(f1) || d.By != "b" {
+			if d := a.st.docOf("j"); d.Pending || !d.Done.Equal(f1) || d.By != b.s.claimant {
 				t.Errorf("document %+v, want settled by b", d)
 			}
 			if e := b.events(lock.FiringSkipped, f1); len(e) != 1 || e[0].Reason != ReasonWindow {
@@ -1353,7 +1357,7 @@ func TestTakeOver(t *testing.T) {
 			}
 			looked := false
 			for _, c := range locks.Calls(locktest.OpAcquire) {
-				if c.KeeperID == "b" && slices.Contains(c.LockIDs, a.s.presenceID("a")) {
+				if c.KeeperID == "b" && slices.Contains(c.LockIDs, a.s.presenceID(a.s.claimant)) {
 					looked = true
 					if len(c.Acquisition.Granted) > 0 {
 						t.Fatalf("b took a's presence lock while a renewed it: %+v", c)

@@ -145,8 +145,8 @@ func TestFiringEvents(t *testing.T) {
 			t.Errorf("long@1: ended %+v, want after 15s", evs[2])
 		}
 		if evs := got[key{"long", f(2)}]; len(evs) == 2 && (evs[0].Reason != ReasonBusy || !evs[0].At.Equal(f(2)) ||
-			evs[1].Reason != ReasonMissed || evs[1].At.Before(f(3))) {
-			t.Errorf("long@2: skipped %+v, want %q, then %q once f(3) started", evs, ReasonBusy, ReasonMissed)
+			evs[1].Reason != ReasonRunGoing || evs[1].At.Before(f(3))) {
+			t.Errorf("long@2: skipped %+v, want %q, then %q once f(3) started", evs, ReasonBusy, ReasonRunGoing)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/locktest"
@@ -71,7 +72,8 @@ func (s *fakeStore) claim(_ context.Context, job, spec string, f time.Time, keep
 		return nil, nil
 	}
 	d = s.doc(job)
-	d.Last, d.By, d.Pending, d.Spec, d.At = f, keeper, true, spec, s.clock.Now()
+	d.Last, d.By, d.Pending, d.Spec, d.At, d.ClaimID = f, keeper, true, spec, s.clock.Now(), bson.NewObjectID()
+	d.Claimed = d.At
 	w := workOf(d)
 	hook := s.onClaim
 	s.mu.Unlock()
@@ -88,7 +90,8 @@ func (s *fakeStore) claimTrigger(_ context.Context, job string, t time.Time, kee
 	if d == nil || !d.Control.Trigger.Equal(t) || d.Pending {
 		return nil, nil
 	}
-	d.Control.Trigger, d.PTrig, d.By, d.Pending, d.At = time.Time{}, t, keeper, true, s.clock.Now()
+	d.Control.Trigger, d.PTrig, d.By, d.Pending, d.At, d.ClaimID = time.Time{}, t, keeper, true, s.clock.Now(), bson.NewObjectID()
+	d.Claimed = d.At
 	return workOf(d), nil
 }
 
@@ -96,23 +99,24 @@ func (s *fakeStore) takeOver(_ context.Context, jobs []string, from, keeper stri
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*work
+	cid := bson.NewObjectID()
 	for _, job := range jobs {
 		if d := s.docs[job]; d != nil && d.Pending && d.By == from {
-			d.By, d.At = keeper, s.clock.Now()
+			d.By, d.At, d.ClaimID = keeper, s.clock.Now(), cid
 			out = append(out, workOf(d))
 		}
 	}
 	return out, nil
 }
 
-func (s *fakeStore) resume(_ context.Context, job, keeper string, at time.Time) (*work, error) {
+func (s *fakeStore) resume(_ context.Context, job, keeper string, cid bson.ObjectID) (*work, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.docs[job]
-	if d == nil || !d.Pending || d.By != keeper || !d.At.Equal(at) {
+	if d == nil || !d.Pending || d.By != keeper || d.ClaimID != cid {
 		return nil, nil
 	}
-	d.At = s.clock.Now()
+	d.At, d.ClaimID = s.clock.Now(), bson.NewObjectID()
 	return workOf(d), nil
 }
 
@@ -130,7 +134,7 @@ func (s *fakeStore) poll(_ context.Context, jobs []string) ([]jobDoc, error) {
 
 // mayStart is startFilter. Called with s.mu held.
 func (s *fakeStore) mayStart(d *jobDoc, r Run, w *work) bool {
-	if !d.Pending || d.By != r.Keeper {
+	if !d.Pending || d.By != w.keeper || d.ClaimID != w.cid {
 		return false
 	}
 	if w.triggered() {
@@ -152,9 +156,9 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		}
 		switch {
 		case w.triggered():
-			d.Pending, d.PTrig = false, time.Time{}
+			d.Pending, d.PTrig, d.Settled, d.PrevAt = false, time.Time{}, s.clock.Now(), w.claimed
 		case r.Scheduled.Equal(w.last):
-			d.Done, d.Pending = r.Scheduled, false
+			d.Done, d.Pending, d.Settled, d.PrevAt = r.Scheduled, false, s.clock.Now(), w.claimed
 		default:
 			d.Done = r.Scheduled
 		}
@@ -182,23 +186,26 @@ func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.docs[w.job]
-	if d == nil || !d.Pending || d.By != w.keeper ||
+	if d == nil || !d.Pending || d.By != w.keeper || d.ClaimID != w.cid ||
 		w.triggered() && !d.PTrig.Equal(w.trig) || !w.triggered() && (!d.Last.Equal(w.last) || !d.PTrig.IsZero()) {
 		return false, nil
 	}
-	d.Pending, d.PTrig = false, time.Time{}
+	d.Pending, d.PTrig, d.Settled, d.PrevAt = false, time.Time{}, s.clock.Now(), w.claimed
 	if !w.triggered() {
 		d.Done = w.last
 	}
 	return true, nil
 }
 
-func (s *fakeStore) unstart(_ context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
+func (s *fakeStore) abandon(_ context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.docs[r.Job]
-	if d == nil || d.By != r.Keeper || !d.Run.holds(r) || d.Run.Outcome != string(OutcomeRunning) ||
-		!d.Last.Equal(w.last) || !d.PTrig.IsZero() {
+	if d == nil || d.By != w.keeper || d.ClaimID != w.cid {
+		return false, nil
+	}
+	d.ClaimID = bson.NewObjectID() // a start still on its way cannot apply
+	if !d.Run.holds(r) || d.Run.Outcome != string(OutcomeRunning) {
 		return false, nil
 	}
 	d.Pending, d.Run.Outcome, d.Run.Error = true, string(OutcomeFailed), unstartError(why)
@@ -215,8 +222,11 @@ func (s *fakeStore) finish(_ context.Context, r Run, ran bool) (bool, error) {
 	defer s.mu.Unlock()
 	s.finishCalls++
 	d := s.docs[r.Job]
-	if d == nil || !d.Run.Scheduled.Equal(r.Scheduled) || d.Run.Keeper != r.Keeper {
+	if d == nil || !d.Run.holds(r) {
 		return false, nil
+	}
+	if d.Run.Outcome != string(OutcomeRunning) {
+		return !d.Run.End.IsZero(), nil // ended already: a retried write
 	}
 	d.Run.Outcome, d.Run.Error, d.Run.End, d.Run.Attempt = string(r.Outcome), r.Error, s.clock.Now(), max(r.Attempt, 1)
 	switch {

@@ -174,8 +174,11 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-	w, err := s.st.claim(ctx, j.name, j.spec, f, s.keeper, catchUp)
+	w, err := s.st.claim(ctx, j.name, j.spec, f, s.claimant, catchUp)
 	cancel()
+	if w != nil {
+		w.got = s.clock.Now()
+	}
 	switch {
 	case err != nil && s.ctx.Err() != nil:
 		s.emit(fr, skip(ReasonStopping, ErrStopped))
@@ -269,8 +272,10 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 				took = max(took, s.clock.Since(fr.dispatched))
 			}
 			s.setupTook(took)
-			s.emit(fr, skip(ReasonUntrusted, lock.ErrNotTrusted))
-			return nil, ReasonUntrusted, false
+			// The claim stays pending: the next poll resumes it.
+			e := skip(ReasonNoLock+lock.ErrNotTrusted.Error(), lock.ErrNotTrusted)
+			s.emit(fr, e)
+			return nil, e.Reason, false
 		case err != nil:
 			mayHold, lastErr = true, err
 		default:
@@ -460,13 +465,15 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		if s.ctx.Err() != nil {
 			e.Reason = ReasonStopping
 		}
-		// The write may have happened: undo it if so, so that the claim is
-		// pending again, for the next poll to resume (or another instance
-		// to take over) rather than spent. If that fails too, end the
-		// record if it is there, so that it does not stay "running", and
-		// only then keep it in the history.
+		// The write may have happened, or may still happen (it may be on
+		// its way): undo it if it did, and give the claim a new token so
+		// that it cannot happen later, so that the claim is pending again,
+		// for the next poll to resume (or another instance to take over)
+		// rather than spent. If that fails too, end the record if it is
+		// there, so that it does not stay "running", and only then keep
+		// it in the history.
 		uctx, ucancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-		_, uerr := s.st.unstart(uctx, r, w, fr.prev, "start not recorded")
+		_, uerr := s.st.abandon(uctx, r, w, fr.prev, "start not recorded")
 		ucancel()
 		if uerr == nil {
 			return ran{end: e} // pending: undone, or never applied
@@ -500,24 +507,29 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	}
 	if jobCtx.Err() != nil {
 		cause := context.Cause(jobCtx) // lease lost, or stopping
-		e := skip(ReasonUntrusted, cause)
+		// Stopping, or the lease lost, while the start was written: undo
+		// it, so that the claim is pending again, for another instance to
+		// take over once this one's presence is released, or for the next
+		// poll here to resume (the firing runs late, as when the lease is
+		// lost before the start), rather than spent.
+		e := skip(note(ReasonNoStart, "lease lost while the start was recorded; claim pending again"), cause)
+		why := "lease lost"
 		if stopping(cause) {
-			e.Reason = ReasonStopping
-			// Stopping while the start was written: undo it, so that the
-			// claim is pending again, for another instance to take over
-			// once this one's presence is released, rather than spent.
-			ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-			undone, err := s.st.unstart(ctx, r, w, fr.prev, "stopped")
-			cancel()
-			if err == nil && undone {
-				return ran{takenOver: true, end: e}
-			}
+			e, why = skip(ReasonStopping, cause), "stopped"
 		}
-		// The lease lost while the start write was in flight: a server
-		// too slow to trust, whose load this firing's record as not run
-		// sheds (undoing the start would have the next poll try it again,
-		// and again). A lease lost before the write is sent is caught
-		// above, and leaves the claim pending.
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		undone, err := s.st.abandon(ctx, r, w, fr.prev, why)
+		cancel()
+		switch {
+		case err == nil && undone && stopping(cause):
+			return ran{takenOver: true, end: e}
+		case err == nil && undone:
+			return ran{end: e}
+		}
+		// Not undone: a later claim came meanwhile (the lease was lost:
+		// another instance may have moved on), or the write failed. The
+		// firing is recorded as started but not run: spent.
+		e.Reason = ReasonUntrusted
 		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
 		if _, ferr := s.finish(fr, r, false); ferr != nil {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
@@ -539,6 +551,14 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		}
 		s.emit(fr, lock.Event{Kind: lock.RunRetrying, Attempt: r.Attempt, Err: e.Err, Took: pause, Reason: e.Reason})
 		if lock.Sleep(jobCtx, s.clock, pause) != nil {
+			out.end = e
+			break
+		}
+		// As before the first attempt: the keep-alive ends the lease (and
+		// jobCtx) asynchronously, and this instance may have been paused
+		// past it while it waited.
+		if err := lease.Err(); err != nil {
+			cancelJob(err)
 			out.end = e
 			break
 		}
@@ -639,15 +659,38 @@ func call(ctx context.Context, fn func(context.Context) error) (stack []byte, er
 // finish records the end of r in the job document, and reports whether the
 // document held r's record. ran: the job was called.
 func (s *Scheduler) finish(fr *firing, r Run, ran bool) (bool, error) {
-	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	defer cancel()
-	return s.st.finish(ctx, r, ran)
+	var held bool
+	err := s.persist(fr, func(ctx context.Context) (err error) {
+		held, err = s.st.finish(ctx, r, ran)
+		return err
+	})
+	return held, err
 }
 
 func (s *Scheduler) addHistory(fr *firing, r Run) error {
-	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	defer cancel()
-	return s.st.addHistory(ctx, r)
+	return s.persist(fr, func(ctx context.Context) error { return s.st.addHistory(ctx, r) })
+}
+
+// persist runs write, an idempotent write of fr's records, until it
+// succeeds, pausing between attempts as the Session's backoff says, for
+// up to twice the op timeout: a record lost to one failed command would
+// leave the history disagreeing with what ran, or a run "running" for
+// good. Stop does not end it.
+func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) error {
+	giveUp := s.clock.Now().Add(2 * s.cfg.opTimeout)
+	b := s.session.Backoff()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		err := write(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		pause := b.Pause(attempt)
+		if !s.clock.Now().Add(pause).Before(giveUp) || lock.Sleep(fr.detached(), s.clock, pause) != nil {
+			return err
+		}
+	}
 }
 
 // release releases lease. Locks of jobs that end together are released in

@@ -87,7 +87,8 @@ const (
 	// (ReasonLockHeld). The default.
 	OverlapSkip Overlap = iota
 	// OverlapWait waits for the previous run to end, however long, and
-	// then runs. Firings that fall meanwhile are missed (CatchUp).
+	// then runs. Other firings that fall meanwhile, which the instances
+	// busy with the two do not claim, are not run (ReasonRunGoing).
 	OverlapWait
 	// OverlapCancel cancels the previous run (its context's cause is
 	// ErrOverlapCancelled), on whichever instance it runs, within that

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"container/heap"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/robfig/cron/v3"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/ctxlock"
@@ -22,9 +25,13 @@ import (
 // its locks through a lock.Session, which keeps their leases alive. It is
 // safe for concurrent use.
 type Scheduler struct {
-	session  *lock.Session
-	clock    clockwork.Clock // the Session's
-	keeper   string          // the Session's
+	session *lock.Session
+	clock   clockwork.Clock // the Session's
+	keeper  string          // the Session's
+	// claimant names this Scheduler in its claims, and its presence
+	// lock: the keeper id and a suffix of its own, so that Schedulers
+	// sharing a Session (and a jobs collection) have claims of their own.
+	claimant string
 	st       store
 	acquires *batcher[struct{}, string, acquireResult] // job locks, taken together
 	releases *batcher[struct{}, *lock.Lease, struct{}] // and released together
@@ -53,11 +60,25 @@ type Scheduler struct {
 	presence   *lock.Lease
 	leading    bool // leader-only: led at the last poll; guarded by mu
 
+	// Guarded by mu: when Start was called, and (leader-only) since when
+	// this instance leads, by its clock (upSince); the pending claims the
+	// last poll saw, by job (pollOnce).
+	startedAt time.Time
+	leadSince time.Time
+	pending   map[string]pendingClaim
+
 	// Admission (admission.go), guarded by mu: firings dispatched here
 	// and not started or given up yet, and how many may be.
 	setups       int
 	admitLimit   float64
 	lastDecrease time.Time
+}
+
+// pendingClaim is a pending claim a poll saw, under token cid, first at
+// since by this instance's clock.
+type pendingClaim struct {
+	cid   bson.ObjectID
+	since time.Time
 }
 
 type state int
@@ -131,22 +152,23 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 	default:
 	}
 	s := &Scheduler{
-		session: session,
-		clock:   session.Clock(),
-		keeper:  session.KeeperID(),
-		st:      st,
-		cfg:     cfg,
-		parser:  newParser(cfg.seconds),
-		ttl:     session.Timings().TTL,
-		jobs:    make(map[string]*job),
-		wake:    make(chan struct{}, 1),
-		pollNow: make(chan struct{}, 1),
+		session:  session,
+		clock:    session.Clock(),
+		keeper:   session.KeeperID(),
+		claimant: session.KeeperID() + "/" + claimantSuffix(),
+		st:       st,
+		cfg:      cfg,
+		parser:   newParser(cfg.seconds),
+		ttl:      session.Timings().TTL,
+		jobs:     make(map[string]*job),
+		wake:     make(chan struct{}, 1),
+		pollNow:  make(chan struct{}, 1),
 
 		presenceMu: ctxlock.New(),
 
 		admitLimit: admissionMax,
 	}
-	if err := lock.ValidateID("presence lock id (lock prefix, jobs collection and keeper id)", s.presenceID(s.keeper)); err != nil {
+	if err := lock.ValidateID("presence lock id (lock prefix, jobs collection and keeper id)", s.presenceID(s.claimant)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
@@ -161,6 +183,32 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 // KeeperID returns the keeper id the Scheduler takes job locks as: its
 // Session's.
 func (s *Scheduler) KeeperID() string { return s.keeper }
+
+// ClaimantID returns the id the Scheduler claims firings as (Record's
+// ClaimedBy): its keeper id, a slash and a suffix of its own, so that
+// Schedulers sharing a Session each have their own claims.
+func (s *Scheduler) ClaimantID() string { return s.claimant }
+
+// claimantSuffix is a random suffix naming a Scheduler among those of its
+// Session.
+func claimantSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// noteLeading reports whether this instance leads (leader-only mode), and
+// notes since when. Called with s.mu held.
+func (s *Scheduler) noteLeading() bool {
+	leads := s.cfg.leader.IsLeader()
+	switch {
+	case !leads:
+		s.leadSince = time.Time{}
+	case s.leadSince.IsZero():
+		s.leadSince = s.clock.Now()
+	}
+	return leads
+}
 
 // LockID returns the lock id of the job called name.
 func (s *Scheduler) LockID(name string) string { return s.cfg.lockPrefix + name }
@@ -272,6 +320,7 @@ func (s *Scheduler) Start() error {
 	default:
 	}
 	now := s.clock.Now()
+	s.startedAt = now
 	for _, j := range s.order {
 		s.schedule(j, now)
 	}
@@ -449,7 +498,7 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		limit += j.catchUps
 	}
 	switch {
-	case s.cfg.leader != nil && !s.cfg.leader.IsLeader():
+	case s.cfg.leader != nil && !s.noteLeading():
 		return lock.Event{}, true // a follower tries nothing
 	case j.removed:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
@@ -38,9 +39,9 @@ type store interface {
 	// and returns it. The caller holds from's presence lock: from's lease
 	// has lapsed, and from can start none of it any more.
 	takeOver(ctx context.Context, jobs []string, from, keeper string) ([]*work, error)
-	// resume stamps anew, and returns, the pending work of job if keeper
-	// claimed it at at (server time) and it is still pending: nil if not.
-	resume(ctx context.Context, job, keeper string, at time.Time) (*work, error)
+	// resume gives a new token to, and returns, the pending work of job if
+	// keeper still holds it under token cid: nil if not.
+	resume(ctx context.Context, job, keeper string, cid bson.ObjectID) (*work, error)
 	// poll reads the documents of jobs with pending work, a trigger, or
 	// removed.
 	poll(ctx context.Context, jobs []string) ([]jobDoc, error)
@@ -51,13 +52,16 @@ type store interface {
 	// nothing, whatever was claimed since.
 	start(ctx context.Context, r Run, w *work) (time.Time, bool, error)
 	// settle records that w's work is done without starting its last
-	// firing (or its triggered run), if w is still its keeper's.
+	// firing (or its triggered run), if w is still its keeper's under its
+	// token.
 	settle(ctx context.Context, w *work) (bool, error)
-	// unstart undoes the start of r, of w, whose job was not called, if
-	// nothing was claimed since, by any keeper: w is pending again, from
-	// prev (the last firing settled before r's) on.
-	// why says why, in the record's error.
-	unstart(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error)
+	// abandon gives w's claim a new token, so that a start of r whose
+	// reply never came cannot apply later, and undoes that start if it
+	// applied (r's job was not called): w is pending again, from prev (the
+	// last firing settled before r's) on, for the next poll to resume. It
+	// reports whether it undid a start. why says why, in the record's
+	// error.
+	abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error)
 	// finish records how r ended in the job document, and reports whether
 	// the document still held r's record (no later run overwrote it, and
 	// r's start was written). ran: the job was called, and its outcome
@@ -89,8 +93,9 @@ const (
 	fieldLast      = "last" // scheduled time of the last claimed firing
 	fieldSpec      = "spec"
 	fieldBy        = "by"  // keeper of the last claim
-	fieldAt        = "at"  // server time of the last claim
-	fieldClaimID   = "cid" // id of the batch that made the last claim; means nothing without last
+	fieldAt        = "at"  // server time of the last claim, resume or takeover
+	fieldClaimed   = "cat" // server time of the last claim
+	fieldClaimID   = "cid" // the pending claim's token: every write of its work matches it
 	fieldJob       = "job"
 	fieldKeeper    = "keeper"
 	fieldScheduled = "scheduled"
@@ -105,6 +110,8 @@ const (
 	fieldPending = "pend"  // true while the last claim's work is not settled
 	fieldDone    = "done"  // the last firing settled: started, or recorded as not run
 	fieldPTrig   = "ptrig" // the time of the triggered run the pending claim is for
+	fieldSettled = "sat"   // server time the last claim's work was settled
+	fieldPrevAt  = "pcat"  // server time that claim was made: it was pending from pcat to sat
 
 	// Control, written by Pause, Resume, Trigger and Remove (control.go)
 	// from any instance or tool, and read by every claim.
@@ -142,6 +149,9 @@ type jobDoc struct {
 	Pending bool          `bson:"pend,omitempty"`
 	Done    time.Time     `bson:"done,omitempty"`
 	PTrig   time.Time     `bson:"ptrig,omitempty"`
+	Claimed time.Time     `bson:"cat,omitempty"`
+	Settled time.Time     `bson:"sat,omitempty"`
+	PrevAt  time.Time     `bson:"pcat,omitempty"`
 	Control controlDoc    `bson:",inline"`
 	Run     runDoc        `bson:",inline"`
 }
@@ -223,10 +233,15 @@ func (d *runDoc) run(job string) *Run {
 func fenceTS(f uint64) bson.Timestamp { return bson.Timestamp{T: uint32(f >> 32), I: uint32(f)} }
 
 // historyID is the _id of a run in the history: a firing runs at most once,
-// so the job, the firing and the attempt identify it, and recording it
-// twice is harmless. A record of firings not run is named by the first.
+// so the job, the firing (or trigger) and the attempt identify it, and
+// recording it twice is harmless. A record of firings not run is named by
+// the first.
 func historyID(r Run) string {
 	id := r.Job + "@" + r.Scheduled.UTC().Format(time.RFC3339Nano)
+	if r.Triggered {
+		// A trigger's server time can equal a firing's instant.
+		id += "!trigger"
+	}
 	if r.Attempt > 1 {
 		id += "#" + strconv.Itoa(r.Attempt)
 	}
@@ -449,17 +464,13 @@ func claimFilter(id any, f time.Time, catchUp bool) bson.D {
 var notPending = bson.E{Key: fieldPending, Value: bson.D{{Key: "$ne", Value: true}}}
 
 // claimUpdate records keeper's claim of firing f, with spec unless it is
-// empty, and claim id cid, or none if cid is zero.
+// empty, and the claim's token cid.
 func claimUpdate(f time.Time, keeper, spec string, cid bson.ObjectID) bson.D {
-	set := bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}}
+	set := bson.D{{Key: fieldLast, Value: f}, {Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}, {Key: fieldClaimID, Value: cid}}
 	if spec != "" {
 		set = append(set, bson.E{Key: fieldSpec, Value: spec})
 	}
-	update := bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}}
-	if cid.IsZero() {
-		return append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldClaimID, Value: ""}}}, bson.E{Key: "$set", Value: set})
-	}
-	return append(update, bson.E{Key: "$set", Value: append(set, bson.E{Key: fieldClaimID, Value: cid})})
+	return bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}, {Key: fieldClaimed, Value: true}}}, {Key: "$set", Value: set}}
 }
 
 // recoveryContext is the context of the read that finds out which claims
@@ -488,7 +499,7 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 	// is the job's first claim. The document after tells the work: the
 	// firings after done, and what operators set.
 	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, f, catchUp), claimUpdate(f, keeper, r.spec, bson.ObjectID{}),
+	err := s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, f, catchUp), claimUpdate(f, keeper, r.spec, bson.NewObjectID()),
 		options.FindOneAndUpdate().SetUpsert(!catchUp).SetReturnDocument(options.After)).Decode(&d)
 	switch {
 	case mongoutil.IsDuplicateKey(err), errors.Is(err, mongo.ErrNoDocuments):
@@ -540,14 +551,16 @@ type startReq struct {
 }
 
 // startFilter matches the document of r's job if r may start: w is still
-// r.Keeper's, and (for a firing) no firing at or after r's was settled, so
+// its claimant's, under w's token, and (for a firing) no firing at or
+// after r's was settled, so
 // that the firings of a claim start in order and none twice. A write
 // retried after it was applied (the driver retries on network errors, and
 // FerretDB does not recognise the retry) matches nothing: applied again,
 // it would settle whatever claim came since. The read after it finds r's
 // record (startOf).
 func startFilter(r Run, w *work) bson.D {
-	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper}, {Key: fieldPending, Value: true}}
+	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid},
+		{Key: fieldPending, Value: true}}
 	if w.triggered() {
 		return append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
 	}
@@ -576,19 +589,24 @@ func startUpdate(r Run, w *work) bson.D {
 		{Key: fieldTriggered, Value: r.Triggered},
 	}
 	unset := bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}
+	now := bson.D{{Key: fieldStart, Value: true}}
 	switch {
 	case w.triggered():
 		set = append(set, bson.E{Key: fieldPending, Value: false})
+		set = append(set, w.pendingFrom()...)
 		unset = append(unset, bson.E{Key: fieldPTrig, Value: ""})
+		now = append(now, bson.E{Key: fieldSettled, Value: true})
 	case r.Scheduled.Equal(w.last):
 		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled}, bson.E{Key: fieldPending, Value: false})
+		set = append(set, w.pendingFrom()...)
+		now = append(now, bson.E{Key: fieldSettled, Value: true})
 	default:
 		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled})
 	}
 	return bson.D{
 		{Key: "$set", Value: set},
 		{Key: "$unset", Value: unset},
-		{Key: "$currentDate", Value: bson.D{{Key: fieldStart, Value: true}}},
+		{Key: "$currentDate", Value: now},
 	}
 }
 
@@ -649,8 +667,9 @@ func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, b
 // settle marks w's work done, if it is still w's keeper's: nothing of it
 // is pending any more (its firings were recorded as not run).
 func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
-	filter := bson.D{{Key: fieldID, Value: w.job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldPending, Value: true}}
-	set := bson.D{{Key: fieldPending, Value: false}}
+	filter := bson.D{{Key: fieldID, Value: w.job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid},
+		{Key: fieldPending, Value: true}}
+	set := append(bson.D{{Key: fieldPending, Value: false}}, w.pendingFrom()...)
 	if w.triggered() {
 		filter = append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
 	} else {
@@ -659,7 +678,8 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 		set = append(set, bson.E{Key: fieldDone, Value: w.last})
 	}
 	res, err := s.jobs.UpdateOne(ctx, filter, bson.D{
-		{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: fieldPTrig, Value: ""}}}})
+		{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: fieldPTrig, Value: ""}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fieldSettled, Value: true}}}})
 	if err != nil {
 		return false, wrapErr(ctx, "settle claim of", w.job, err)
 	}
@@ -669,17 +689,16 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 // unstartError is the error recorded for a start undone for why.
 func unstartError(why string) string { return "not run: " + why + "; claim pending again" }
 
-func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
-	// The claim as r's start left it, and r's record: a later claim, of
-	// this keeper too (a later firing, or a trigger), has another last
-	// firing or a pending trigger.
+func (s *mongoStore) abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
+	cid := bson.NewObjectID()
+	// Undo r's start if it applied: the claim as r's start left it, under
+	// w's token, and r's record.
 	filter := bson.D{
-		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: r.Keeper}, {Key: fieldLast, Value: w.last},
-		{Key: fieldPTrig, Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid},
 		{Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper},
 		{Key: fieldFence, Value: fenceTS(r.Fence)}, {Key: fieldOutcome, Value: string(OutcomeRunning)},
 	}
-	set := bson.D{{Key: fieldPending, Value: true}, {Key: fieldOutcome, Value: string(OutcomeFailed)},
+	set := bson.D{{Key: fieldPending, Value: true}, {Key: fieldClaimID, Value: cid}, {Key: fieldOutcome, Value: string(OutcomeFailed)},
 		{Key: fieldError, Value: unstartError(why)}}
 	var unset bson.D
 	switch {
@@ -698,7 +717,19 @@ func (s *mongoStore) unstart(ctx context.Context, r Run, w *work, prev time.Time
 	if err != nil {
 		return false, wrapErr(ctx, "undo start of", r.Job, err)
 	}
-	return res.MatchedCount == 1, nil
+	if res.MatchedCount == 1 {
+		return true, nil
+	}
+	// Not applied (or applied and settled by now, which this write
+	// cannot tell from not applied yet): a new token, so that the start,
+	// if it is still on its way, matches nothing when it lands.
+	_, err = s.jobs.UpdateOne(ctx,
+		bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldClaimID, Value: cid}}}})
+	if err != nil {
+		return false, wrapErr(ctx, "fence off the start of", r.Job, err)
+	}
+	return false, nil
 }
 
 func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error) {
@@ -706,9 +737,10 @@ func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, 
 	err := s.jobs.FindOneAndUpdate(ctx,
 		bson.D{{Key: fieldID, Value: job}, {Key: fieldTrigger, Value: t}, notPending},
 		bson.D{
-			{Key: "$set", Value: bson.D{{Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}, {Key: fieldPTrig, Value: t}}},
-			{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}, {Key: fieldClaimID, Value: ""}}},
-			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
+			{Key: "$set", Value: bson.D{{Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}, {Key: fieldPTrig, Value: t},
+				{Key: fieldClaimID, Value: bson.NewObjectID()}}},
+			{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}, {Key: fieldClaimed, Value: true}}},
 		},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
@@ -750,11 +782,12 @@ func (s *mongoStore) takeOver(ctx context.Context, jobs []string, from, keeper s
 	return out, nil
 }
 
-func (s *mongoStore) resume(ctx context.Context, job, keeper string, at time.Time) (*work, error) {
+func (s *mongoStore) resume(ctx context.Context, job, keeper string, cid bson.ObjectID) (*work, error) {
 	var d jobDoc
 	err := s.jobs.FindOneAndUpdate(ctx,
-		bson.D{{Key: fieldID, Value: job}, {Key: fieldPending, Value: true}, {Key: fieldBy, Value: keeper}, {Key: fieldAt, Value: at}},
-		bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}},
+		bson.D{{Key: fieldID, Value: job}, {Key: fieldPending, Value: true}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldClaimID, Value: bson.NewObjectID()}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
@@ -800,6 +833,26 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
 	return nil
 }
 
+// MaxErrorLen bounds the error text recorded of a run, in bytes: a job's
+// error is kept whole in its RunEnded event, and cut in the records, so
+// that one huge error cannot make the batch of records it shares a command
+// with fail (MongoDB's 16 MB document limit).
+const MaxErrorLen = 4096
+
+// truncateError cuts msg to MaxErrorLen bytes, on a rune boundary, saying
+// so.
+func truncateError(msg string) string {
+	if len(msg) <= MaxErrorLen {
+		return msg
+	}
+	const more = "… (truncated)"
+	cut := MaxErrorLen - len(more)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + more
+}
+
 // runsDesc names the jobs of a batch of runs in errors: the job, quoted,
 // when there is one.
 func runsDesc(runs []Run) string {
@@ -828,7 +881,7 @@ func finishModel(q finishReq) *mongo.UpdateOneModel {
 	r := q.r
 	set := bson.D{{Key: fieldOutcome, Value: string(r.Outcome)}, {Key: fieldAttempt, Value: max(r.Attempt, 1)}}
 	if r.Error != "" {
-		set = append(set, bson.E{Key: fieldError, Value: r.Error})
+		set = append(set, bson.E{Key: fieldError, Value: truncateError(r.Error)})
 	}
 	update := bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
 	switch {
@@ -838,9 +891,13 @@ func finishModel(q finishReq) *mongo.UpdateOneModel {
 		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: fieldFails, Value: 1}}})
 	}
 	// Only this run's record: if a later run started meanwhile (this one
-	// lost its lease), its record stays.
+	// lost its lease), its record stays, even if it is of the same firing
+	// and keeper (a trigger at the firing's instant). And only once: a
+	// write sent again after it applied matches nothing (it would count
+	// a failure twice).
 	return mongo.NewUpdateOneModel().
-		SetFilter(bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper}}).
+		SetFilter(bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper},
+			{Key: fieldFence, Value: fenceTS(r.Fence)}, {Key: fieldOutcome, Value: string(OutcomeRunning)}}).
 		SetUpdate(append(update, bson.E{Key: "$set", Value: set}))
 }
 
@@ -866,9 +923,8 @@ func (s *mongoStore) finishBatch(ctx context.Context, _ struct{}, reqs []finishR
 		}
 		return out, nil
 	}
-	if res.MatchedCount == 0 {
-		return out, nil // nothing held
-	}
+	// Some did not match: not held (a later run's record), or ended
+	// already (a retried write): the documents tell.
 	docs, err := s.jobDocs(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -921,7 +977,7 @@ func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) (
 			{Key: fieldOutcome, Value: string(r.Outcome)},
 		}
 		if r.Error != "" {
-			doc = append(doc, bson.E{Key: fieldError, Value: r.Error})
+			doc = append(doc, bson.E{Key: fieldError, Value: truncateError(r.Error)})
 		}
 		if r.Attempt > 1 {
 			doc = append(doc, bson.E{Key: fieldAttempt, Value: r.Attempt})

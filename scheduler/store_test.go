@@ -73,13 +73,14 @@ func TestClaimOncePerFiring(t *testing.T) {
 		t.Fatal("the next firing was not claimable once the earlier one started")
 	}
 	// A claim taken over cannot be started by its first claimant.
-	if ws, err := a.takeOver(ctx, []string{"j"}, "B", "C"); err != nil || len(ws) != 1 || !ws[0].last.Equal(base.Add(time.Second)) {
+	ws, err := a.takeOver(ctx, []string{"j"}, "B", "C")
+	if err != nil || len(ws) != 1 || !ws[0].last.Equal(base.Add(time.Second)) {
 		t.Fatalf("take over: %+v %v", ws, err)
 	}
 	if start(b, base.Add(time.Second), "B", 8) {
 		t.Fatal("a claim taken over was started by its first claimant")
 	}
-	works["C"] = &work{job: "j", keeper: "C", last: base.Add(time.Second), done: base}
+	works["C"] = ws[0]
 	if !start(a, base.Add(time.Second), "C", 9) {
 		t.Fatal("the keeper that took the claim over could not start it")
 	}
@@ -490,13 +491,14 @@ func TestRetriedStartSparesNewerClaim(t *testing.T) {
 	f, next := testFiring, testFiring.Add(24*time.Hour)
 	jobs := []string{"alone", "batch-1", "batch-2"}
 	reqs := map[string]startReq{}
+	newer := map[string]*work{}
 	for i, job := range jobs {
 		w := mustClaim(t, ctx, s, job, "@daily", f, "A")
 		r := Run{Job: job, Keeper: "A", Scheduled: f, Fence: uint64(i + 1)}
 		if _, ok, err := s.start(ctx, r, w); err != nil || !ok {
 			t.Fatalf("start of %s: %v %v", job, ok, err)
 		}
-		mustClaim(t, ctx, s, job, "@daily", next, "B")
+		newer[job] = mustClaim(t, ctx, s, job, "@daily", next, "B")
 		reqs[job] = startReq{r, w}
 	}
 	first, _ := LoadRecords(ctx, s.jobs, "alone")
@@ -512,7 +514,7 @@ func TestRetriedStartSparesNewerClaim(t *testing.T) {
 	}
 	// The failure path's undoing.
 	for _, job := range jobs {
-		if undone, err := s.unstart(ctx, reqs[job].r, reqs[job].w, time.Time{}, "test"); err != nil || undone {
+		if undone, err := s.abandon(ctx, reqs[job].r, reqs[job].w, time.Time{}, "test"); err != nil || undone {
 			t.Errorf("undo start of %s: %v %v, want nothing undone", job, undone, err)
 		}
 	}
@@ -527,8 +529,7 @@ func TestRetriedStartSparesNewerClaim(t *testing.T) {
 				rec.Pending, rec.ClaimedBy, rec.LastClaimed, next)
 		}
 	}
-	w := &work{job: "alone", keeper: "B", last: next, done: f}
-	if _, ok, err := s.start(ctx, Run{Job: "alone", Keeper: "B", Scheduled: next, Fence: 9}, w); err != nil || !ok {
+	if _, ok, err := s.start(ctx, Run{Job: "alone", Keeper: "B", Scheduled: next, Fence: 9}, newer["alone"]); err != nil || !ok {
 		t.Errorf("start of the newer claim: %v %v", ok, err)
 	}
 }
@@ -561,7 +562,7 @@ func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) {
 		t.Fatalf("start of the triggered run: %v %v", ok, err)
 	}
 	mustClaim(t, ctx, s, "j", "@daily", next, "A")
-	if undone, err := s.unstart(ctx, rt, wt, time.Time{}, "test"); err != nil || undone {
+	if undone, err := s.abandon(ctx, rt, wt, time.Time{}, "test"); err != nil || undone {
 		t.Errorf("undo start of the triggered run: %v %v, want nothing undone", undone, err)
 	}
 	docs, err = s.jobDocs(ctx, []string{"j"})

@@ -1,0 +1,275 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/goleak"
+
+	"github.com/mongolock/mongolock/internal/simclock"
+	"github.com/mongolock/mongolock/internal/simdb"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
+)
+
+// Targeted tests of findings the simulation (internal/sim) reaches only
+// by chance: each plays the one sequence that broke a promise, on the
+// simulated server, with the real store.
+
+// simInstance is a Scheduler on srv through a link of its own with plan,
+// on a clock offset from the bubble's time, with a Session whose TTL is
+// ttl. It is stopped, and its Session closed, when the test ends.
+type simInstance struct {
+	s       *Scheduler
+	session *lock.Session
+	clock   *simclock.Clock
+	runs    chan Run
+}
+
+func newSimInstance(t *testing.T, srv *simdb.Server, name string, offset, ttl time.Duration, plan simdb.Plan, opts ...Option) *simInstance {
+	t.Helper()
+	client, err := srv.NewLink(name, plan).Connect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	in := &simInstance{clock: simclock.New(offset), runs: make(chan Run, 100)}
+	db := client.Database("app")
+	locker, err := lock.New(db, lock.WithTTL(ttl), lock.WithClock(in.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.session, err = lock.NewSession(locker, lock.WithKeeperID(name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.session.Close() })
+	if in.s, err = New(db, in.session, opts...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = in.s.Stop(ctx)
+	})
+	return in
+}
+
+// record is a job that sends its run to in.runs.
+func (in *simInstance) record(ctx context.Context) error {
+	r, _ := RunFromContext(ctx)
+	in.runs <- r
+	return nil
+}
+
+// scheduledRuns drains in.runs: the firings run, by their time since
+// base.
+func (in *simInstance) scheduledRuns(base time.Time) []time.Duration {
+	var out []time.Duration
+	for {
+		select {
+		case r := <-in.runs:
+			out = append(out, r.Scheduled.Sub(base))
+		default:
+			return out
+		}
+	}
+}
+
+// isStart reports whether cmd is a start record of a run of the jobs
+// collection: an update setting its outcome to running.
+func isStart(cmd bson.D) bool {
+	if len(cmd) == 0 || cmd[0].Value != DefaultJobsCollection {
+		return false
+	}
+	var update bson.D
+	switch cmd[0].Key {
+	case "findAndModify":
+		update, _ = lookupD(cmd, "update").(bson.D)
+	case "update":
+		ups, _ := lookupD(cmd, "updates").(bson.A)
+		if len(ups) == 0 {
+			return false
+		}
+		st, _ := ups[0].(bson.D)
+		update, _ = lookupD(st, "u").(bson.D)
+	default:
+		return false
+	}
+	set, _ := lookupD(update, "$set").(bson.D)
+	return lookupD(set, fieldOutcome) == string(OutcomeRunning)
+}
+
+func lookupD(d bson.D, key string) any {
+	for _, e := range d {
+		if e.Key == key {
+			return e.Value
+		}
+	}
+	return nil
+}
+
+// TestLateStartAfterItsUndo (finding 3): the start of a firing reaches the
+// server after the client gave up on it and after the undo that followed
+// (here: it travels longer than the op timeout). The undo found nothing
+// to undo; the start then lands, settling the firing as running, and
+// nobody ever runs it. The undo must leave the claim so that a late start
+// cannot apply, and the firing runs, late.
+func TestLateStartAfterItsUndo(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		var late atomic.Bool
+		plan := func(cmd bson.D) simdb.Fate {
+			if isStart(cmd) && late.CompareAndSwap(false, true) {
+				// After the 1s op timeout and the undo that follows it,
+				// before the claim would be resumed.
+				return simdb.Fate{Send: 1500 * time.Millisecond}
+			}
+			return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond}
+		}
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
+		if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		got := a.scheduledRuns(base)
+		if len(got) != 2 || got[0] != 10*time.Second || got[1] != 20*time.Second {
+			t.Errorf("runs of the firings %v, want 10s (late) and 20s", got)
+		}
+		recs, err := a.s.Jobs(context.Background())
+		if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Outcome == OutcomeRunning {
+			t.Errorf("records %+v %v: a run left running", recs, err)
+		}
+	})
+}
+
+// TestClaimResumedWhateverTheClock (finding 1): an instance whose clock is
+// ten minutes behind the server's leaves its claim pending after a failed
+// start. It used to compare its own clock with the server's claim time to
+// decide when to resume the claim, and so waited ten minutes, while no
+// other instance could take it over (its presence lease was live), and
+// every firing of the job was lost meanwhile.
+func TestClaimResumedWhateverTheClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 10*time.Minute)
+		var failed atomic.Int32
+		plan := func(cmd bson.D) simdb.Fate {
+			if isStart(cmd) && failed.Add(1) <= 2 { // the write and the driver's retry
+				return simdb.Fate{Drop: true}
+			}
+			return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond}
+		}
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
+		if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(45 * time.Second)
+		synctest.Wait()
+		got := a.scheduledRuns(base)
+		want := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second}
+		if len(got) != len(want) {
+			t.Fatalf("runs of the firings %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("runs of the firings %v, want %v", got, want)
+			}
+		}
+	})
+}
+
+// TestNoRetryOnLostLease (finding 4): a job fails, and while it waits to
+// be tried again its lease stops being trusted (here the wall clock moves
+// past it, as after a suspend, before the keep-alive looks). The retry
+// must not start: another instance may be running the next firing.
+func TestNoRetryOnLostLease(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		clk := simclock.New(0)
+		locks := locktest.New(locktest.WithTTL(3*time.Second), locktest.WithClock(clk))
+		r := rigOn(t, locks, nil)
+		var mu sync.Mutex
+		var attempts []int
+		err := r.s.AddJob("j", "@every 10s", func(ctx context.Context) error {
+			run, _ := RunFromContext(ctx)
+			mu.Lock()
+			attempts = append(attempts, run.Attempt)
+			mu.Unlock()
+			if run.Attempt == 1 {
+				// Between two wakes of the keep-alive (every retry period,
+				// 200ms here), the wall clock jumps past the lease, not
+				// past the next firing.
+				time.Sleep(100 * time.Millisecond)
+				clk.Step(4 * time.Second)
+				return errBoom
+			}
+			return nil
+		}, JobRetries(1, lock.Backoff{First: time.Millisecond, Max: time.Millisecond}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.s.Start()
+		e := r.end()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(attempts) != 1 {
+			t.Fatalf("attempts %v, want only the first: the lease was lost before the retry (%+v)", attempts, e)
+		}
+		r.stop()
+	})
+}
+
+// TestTwoSchedulersOneSessionOneCollection (finding 2): two Schedulers on one Session
+// and one jobs collection each run their jobs. They shared one presence
+// lock id, which the Session refused to the second: it claimed nothing.
+func TestTwoSchedulersOneSessionOneCollection(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, nil)
+		b, err := New(a.s.mst.jobs.Database(), a.session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = b.Stop(context.Background()) }()
+		if err := a.s.AddJob("x", "@every 10s", a.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AddJob("y", "@every 10s", a.record); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.s.Start()
+		_ = b.Start()
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		ran := map[string]int{}
+		for {
+			select {
+			case r := <-a.runs:
+				ran[r.Job]++
+				continue
+			default:
+			}
+			break
+		}
+		if ran["x"] != 2 || ran["y"] != 2 {
+			t.Errorf("runs %v, want 2 of each of x and y (firings 10s and 20s) since %v", ran, base)
+		}
+	})
+}
