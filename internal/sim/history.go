@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/simdb"
+)
+
+// History is what a run observed: every action taken under a lease, every
+// job run, every change the server made, and the instances' lives, at true
+// times. The checks read it after the run.
+type History struct {
+	mu      sync.Mutex
+	start   time.Time
+	acts    []Act
+	runs    []*JobRun
+	lives   []*Life
+	changes []Change
+	ops     []OpAction
+	migs    []MigRun
+	trace   []string
+}
+
+// Act is one action taken under a lease the actor trusted.
+type Act struct {
+	At       time.Duration
+	Instance string
+	LockID   string
+	Fence    uint64
+	What     string
+}
+
+// JobRun is one call of a job's function.
+type JobRun struct {
+	Job       string
+	Scheduled time.Time
+	Triggered bool
+	Attempt   int
+	Fence     uint64
+	Keeper    string
+	Instance  string
+	Began     time.Duration
+	Ended     time.Duration // 0 while running, or if its instance died
+	Err       error
+}
+
+// Life is one instance process: from its start to its death or stop.
+type Life struct {
+	Name   string
+	Slot   int
+	Keeper string
+	// Offsets are its wall clock's offsets from true time, from the
+	// instant each began.
+	Offsets []OffsetAt
+	Started time.Duration
+	Down    time.Duration // 0 while up
+	Died    bool          // killed rather than stopped
+	// Frozen are the intervals it was stopped or suspended.
+	Frozen [][2]time.Duration
+	// SchedStarted is when its schedulers started (true time).
+	SchedStarted time.Duration
+	Jobs         []string
+}
+
+// OffsetAt is a clock offset from true time At on.
+type OffsetAt struct {
+	At, Offset time.Duration
+}
+
+// offset is the wall clock's offset at true time t.
+func (l *Life) offset(t time.Duration) time.Duration {
+	off := l.Offsets[0].Offset
+	for _, o := range l.Offsets {
+		if o.At <= t {
+			off = o.Offset
+		}
+	}
+	return off
+}
+
+// Change is a document the server wrote.
+type Change struct {
+	At   time.Duration
+	Link string
+	simdb.Change
+}
+
+// OpAction is an operator's control, as applied by the server.
+type OpAction struct {
+	At   time.Duration
+	Kind EventKind
+	Job  string
+	D    time.Duration
+	Err  error
+}
+
+// MigRun is a migration's Up, called.
+type MigRun struct {
+	Version  int64
+	Instance string
+	Fence    uint64
+	Began    time.Duration
+	Ended    time.Duration
+	Err      error
+}
+
+func (h *History) now() time.Duration { return time.Since(h.start) }
+
+func (h *History) act(a Act) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a.At = h.now()
+	h.acts = append(h.acts, a)
+}
+
+func (h *History) runBegan(r *JobRun) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.Began = h.now()
+	h.runs = append(h.runs, r)
+}
+
+func (h *History) runEnded(r *JobRun, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.Ended, r.Err = h.now(), err
+}
+
+func (h *History) life(l *Life) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lives = append(h.lives, l)
+}
+
+func (h *History) update(fn func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn()
+}
+
+func (h *History) applied(a simdb.Applied) {
+	// Called with the server's lock held: only record.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at := h.now()
+	for _, c := range a.Changed {
+		h.changes = append(h.changes, Change{At: at, Link: a.Link, Change: c})
+	}
+}
+
+func (h *History) logf(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.trace = append(h.trace, fmt.Sprintf("%9.3fs  ", h.now().Seconds())+fmt.Sprintf(format, args...))
+}
+
+// docString shows a document briefly, for traces.
+func docString(d bson.D) string {
+	b, err := bson.MarshalExtJSON(d, false, false)
+	if err != nil {
+		return fmt.Sprint(d)
+	}
+	return string(b)
+}

@@ -1,0 +1,329 @@
+// Package sim is a deterministic simulation of whole mongolock clusters:
+// several instances (Sessions with Do, leader elections, Schedulers,
+// migrators) and an operator, on a simulated MongoDB (internal/simdb),
+// under testing/synctest, with every fault chosen by a seed: commands
+// lost, their replies lost, applied late or slow; instances paused,
+// suspended, killed, restarted, their clocks skewed and stepped; the
+// server's clock stepped and its primary failed over. After each run the
+// whole history is checked against the promises (Check). Run it with
+// `go test ./internal/sim -run Sim` (-sim.seed=N replays one seed,
+// -sim.seeds=N runs N).
+package sim
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/simdb"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// epoch is the true time the simulated clocks start at, near today so
+// that traces read naturally (a bubble's clock starts in 2000).
+var epoch = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+
+// Sim is one run.
+type Sim struct {
+	world World
+	base  time.Duration // clocks read true time + base (+ skew)
+	srv   *simdb.Server
+	hist  *History
+	op    *operator
+
+	mu        sync.Mutex
+	instances []*instance // by slot: the current incarnation
+	gone      []*instance // earlier incarnations
+	errs      []string
+}
+
+// Result is what a run found.
+type Result struct {
+	World      World
+	Violations []string
+	Trace      []string
+}
+
+// Failed reports whether the run broke a promise.
+func (r Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Report is the failing run's story: the world, the violations, and the
+// trace.
+func (r Result) Report(traceLines int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v\n", r.World)
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "VIOLATION: %s\n", v)
+	}
+	trace := r.Trace
+	if traceLines > 0 && len(trace) > traceLines {
+		fmt.Fprintf(&b, "... (%d earlier trace lines)\n", len(trace)-traceLines)
+		trace = trace[len(trace)-traceLines:]
+	}
+	for _, l := range trace {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Run runs world to its end, in the calling goroutine's synctest bubble,
+// and checks it.
+func Run(w World) Result {
+	s := &Sim{world: w, hist: &History{start: time.Now()}}
+	s.base = epoch.Sub(time.Now())
+	s.srv = simdb.NewServer(w.Flavor, s.base)
+	s.srv.Observe(s.hist.applied)
+	s.op = newOperator(s)
+	s.hist.logf("%s", strings.ReplaceAll(w.String(), "\n", "\n           "))
+
+	for i := range w.Instances {
+		s.instances = append(s.instances, s.startInstance(i, keeperID(w.Seed, i, 0), 0))
+	}
+	incarnations := make([]int, w.Instances)
+	for _, e := range w.Events {
+		if d := time.Duration(e.At) - s.hist.now(); d > 0 {
+			time.Sleep(d)
+		}
+		s.hist.logf("EVENT %v", e)
+		switch e.Kind {
+		case Pause, Suspend:
+			in := s.instances[e.Instance]
+			if in.isDead() || in.frozen() {
+				continue
+			}
+			in.freeze(e.Kind == Suspend)
+			go func() {
+				time.Sleep(e.D)
+				if !in.isDead() {
+					s.hist.logf("%s resumes", in.life.Name)
+					in.thaw()
+				}
+			}()
+		case Kill:
+			in := s.instances[e.Instance]
+			if !in.isDead() && !in.isStopped() {
+				in.kill()
+			}
+		case StopGraceful:
+			in := s.instances[e.Instance]
+			if !in.isDead() && !in.isStopped() && !in.frozen() {
+				go in.stop()
+			}
+		case Restart:
+			old := s.instances[e.Instance]
+			if !old.isDead() && !old.isStopped() {
+				continue
+			}
+			old.waitStopped()
+			incarnations[e.Instance]++
+			keeper := keeperID(w.Seed, e.Instance, incarnations[e.Instance])
+			if w.SameKeeper {
+				keeper = keeperID(w.Seed, e.Instance, 0)
+			}
+			s.mu.Lock()
+			s.gone = append(s.gone, old)
+			s.mu.Unlock()
+			s.instances[e.Instance] = s.startInstance(e.Instance, keeper, incarnations[e.Instance])
+		case StepClock:
+			in := s.instances[e.Instance]
+			in.clock.Step(e.D)
+			s.hist.update(func() {
+				in.life.Offsets = append(in.life.Offsets, OffsetAt{At: s.hist.now(), Offset: in.clock.Offset() - s.base})
+			})
+		case ServerStep:
+			s.srv.StepClock(e.D)
+		case Failover:
+			s.srv.SetElecting(true)
+			go func() {
+				time.Sleep(e.D)
+				s.srv.StepClock(e.Step)
+				s.srv.SetElecting(false)
+				s.hist.logf("new primary elected")
+			}()
+		default:
+			s.op.do(e)
+		}
+	}
+	if d := w.Duration - s.hist.now(); d > 0 {
+		time.Sleep(d)
+	}
+	s.hist.logf("END: stopping every instance")
+	end := s.hist.now()
+	var wg sync.WaitGroup
+	for _, in := range append(s.instances, s.gone...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if in.frozen() && !in.isDead() {
+				in.thaw()
+			}
+			in.stop()
+		}()
+	}
+	wg.Wait()
+	s.op.close()
+	res := Result{World: w}
+	res.Violations = append(res.Violations, s.errs...)
+	res.Violations = append(res.Violations, check(s, end)...)
+	res.Trace = s.hist.trace
+	return res
+}
+
+func keeperID(seed uint64, slot, incarnation int) string {
+	return fmt.Sprintf("k%d-%d-%d", seed%1000, slot+1, incarnation)
+}
+
+func (s *Sim) fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.hist.logf("FATAL %s", msg)
+	s.mu.Lock()
+	s.errs = append(s.errs, msg)
+	s.mu.Unlock()
+}
+
+// plan is a link's fate for each command. It is drawn from the command's
+// content (less what is random or per-session: lsid, txnNumber, object
+// ids, nonces) and how many commands of that content the link sent before,
+// with the link's seed, so that concurrent commands of one instance get the
+// same fates whichever is sent first.
+func (s *Sim) plan(linkSeed uint64) simdb.Plan {
+	f := s.world.Faults
+	ttl := s.world.TTL
+	var mu sync.Mutex
+	seen := map[uint64]uint64{}
+	return func(cmd bson.D) simdb.Fate {
+		h := digest(cmd)
+		mu.Lock()
+		n := seen[h]
+		seen[h]++
+		mu.Unlock()
+		rng := rand.New(rand.NewPCG(linkSeed^h, n))
+		lat := func() time.Duration { return randDur(rng, 100*time.Microsecond, 2*time.Millisecond) }
+		fate := simdb.Fate{Send: lat(), Reply: lat()}
+		r := rng.Float64()
+		switch {
+		case r < f.Drop:
+			fate.Drop = true
+		case r < f.Drop+f.LoseReply:
+			fate.LoseReply = true
+		case r < f.Drop+f.LoseReply+f.Late:
+			fate.Send = randDur(rng, ttl/2, 4*ttl) // after the client gave up, and after its next command
+		case r < f.Drop+f.LoseReply+f.Late+f.Slow:
+			fate.Reply = randDur(rng, ttl/4, 2*ttl)
+		case r < f.Drop+f.LoseReply+f.Late+f.Slow+f.Queue:
+			fate.Queue = randDur(rng, ttl/4, 3*ttl)
+		}
+		return fate
+	}
+}
+
+// digest hashes cmd without what differs from run to run of one seed:
+// lsid, txnNumber, object ids, nonces, and the order of arrays (a map's
+// order, in the code that builds them).
+func digest(cmd bson.D) uint64 {
+	var hash func(v any) uint64
+	hash = func(v any) uint64 {
+		h := fnv.New64a()
+		switch x := v.(type) {
+		case bson.D:
+			for _, e := range x {
+				switch e.Key {
+				case "lsid", "txnNumber", "$clusterTime", "maxTimeMS", "$db", "rn", "cid":
+					continue
+				}
+				h.Write([]byte(e.Key))
+				fmt.Fprint(h, hash(e.Value))
+			}
+		case bson.A:
+			sums := make([]uint64, len(x))
+			for i, e := range x {
+				sums[i] = hash(e)
+			}
+			slices.Sort(sums)
+			fmt.Fprint(h, sums)
+		case bson.ObjectID:
+		default:
+			fmt.Fprint(h, v)
+		}
+		return h.Sum64()
+	}
+	return hash(cmd)
+}
+
+func (in *instance) frozen() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	select {
+	case <-in.running:
+		return false
+	default:
+		return true
+	}
+}
+
+func (in *instance) isStopped() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.stopped
+}
+
+// operator pauses, resumes, triggers and removes jobs, from a client of
+// its own.
+type operator struct {
+	s    *Sim
+	link *simdb.Link
+	cli  interface{ Disconnect(context.Context) error }
+	do   func(Event)
+}
+
+func newOperator(s *Sim) *operator {
+	o := &operator{s: s, link: s.srv.NewLink("operator", nil)}
+	client, err := o.link.Connect(nil)
+	if err != nil {
+		s.fatalf("operator: connect: %v", err)
+		o.do = func(Event) {}
+		return o
+	}
+	o.cli = client
+	jobs := client.Database(dbName).Collection(scheduler.DefaultJobsCollection)
+	o.do = func(e Event) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		switch e.Kind {
+		case OpPause:
+			p := scheduler.Pause{Note: "sim"}
+			if e.D > 0 {
+				p.Until = s.srv.Now().Add(e.D)
+			}
+			err = scheduler.PauseJob(ctx, jobs, e.Job, p)
+		case OpResume:
+			err = scheduler.ResumeJob(ctx, jobs, e.Job)
+		case OpTrigger:
+			_, err = scheduler.TriggerJob(ctx, jobs, e.Job)
+		case OpRemove:
+			err = scheduler.RemoveJob(ctx, jobs, e.Job)
+		}
+		s.hist.update(func() {
+			s.hist.ops = append(s.hist.ops, OpAction{At: s.hist.now(), Kind: e.Kind, Job: e.Job, D: e.D, Err: err})
+		})
+		if err != nil {
+			s.hist.logf("operator: %v: %v", e, err)
+		}
+	}
+	return o
+}
+
+func (o *operator) close() {
+	if o.cli != nil {
+		_ = o.cli.Disconnect(context.Background())
+	}
+}

@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var (
+	seedFlag  = flag.Uint64("sim.seed", 0, "run only this seed, with its whole trace")
+	seedsFlag = flag.Int("sim.seeds", 1000, "how many seeds to run, from -sim.first")
+	firstFlag = flag.Uint64("sim.first", 1, "the first seed to run")
+	traceFlag = flag.Bool("sim.trace", false, "print the trace of every seed run")
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestSim runs the seeds, in parallel, and fails with the story of each
+// seed that broke a promise. A failing seed replays with -sim.seed=N.
+func TestSim(t *testing.T) {
+	if *seedFlag != 0 {
+		res := runSeed(t, *seedFlag)
+		if res.Failed() || *traceFlag || testing.Verbose() {
+			t.Log("\n" + res.Report(0))
+		}
+		if res.Failed() {
+			t.Fatalf("seed %d broke %d promises", *seedFlag, len(res.Violations))
+		}
+		return
+	}
+	n := *seedsFlag
+	if testing.Short() {
+		n = min(n, 100)
+	}
+	shards := runtime.GOMAXPROCS(0)
+	var next atomic.Uint64
+	next.Store(*firstFlag)
+	last := *firstFlag + uint64(n)
+	var mu sync.Mutex
+	var failed []Result
+	ran := 0
+	start := time.Now()
+	for i := range shards {
+		t.Run(fmt.Sprintf("shard%d", i), func(t *testing.T) {
+			t.Parallel()
+			for {
+				seed := next.Add(1) - 1
+				if seed >= last {
+					return
+				}
+				res := runSeed(t, seed)
+				mu.Lock()
+				ran++
+				if res.Failed() {
+					failed = append(failed, res)
+				}
+				mu.Unlock()
+				if res.Failed() {
+					t.Errorf("seed %d broke %d promises; replay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d\n%s",
+						seed, len(res.Violations), seed, res.Report(200))
+				} else if *traceFlag {
+					t.Log("\n" + res.Report(0))
+				}
+			}
+		})
+	}
+	t.Cleanup(func() {
+		t.Logf("%d seeds from %d in %v, %d failed", ran, *firstFlag, time.Since(start).Round(time.Millisecond), len(failed))
+	})
+}
+
+// runSeed runs seed's world in a bubble of its own.
+func runSeed(t *testing.T, seed uint64) Result {
+	var res Result
+	synctest.Test(t, func(t *testing.T) {
+		res = Run(Draw(seed))
+	})
+	return res
+}
