@@ -58,6 +58,7 @@ type Session struct {
 	wake   chan struct{} // the keep-alive plans again
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the keep-alive returned
+	watch  watchers      // observers added later, components (components.go)
 }
 
 // slot is a lock held, or being acquired or released, in a Session. It
@@ -157,7 +158,8 @@ func (s *Session) Done() <-chan struct{} { return s.stop }
 // when empty. It is for the packages built on Sessions; with no observer it
 // costs nothing.
 func (s *Session) Emit(e Event) {
-	if len(s.cfg.observers) == 0 {
+	obs := s.observers()
+	if len(obs) == 0 {
 		return
 	}
 	if e.KeeperID == "" {
@@ -166,12 +168,12 @@ func (s *Session) Emit(e Event) {
 	if e.At.IsZero() {
 		e.At = s.clock.Now()
 	}
-	s.cfg.observers.Observe(e)
+	obs.Observe(e)
 }
 
 // observed reports whether anyone receives events, observers or a tracer's
 // spans, so that callers build none for nobody.
-func (s *Session) observed() bool { return len(s.cfg.observers) > 0 || s.cfg.tracer != nil }
+func (s *Session) observed() bool { return len(s.observers()) > 0 || s.cfg.tracer != nil }
 
 // Holder returns who holds lockID (Locker.Holder).
 func (s *Session) Holder(ctx context.Context, lockID string) (Holder, error) {
