@@ -77,7 +77,9 @@ type abandonedTask struct {
 // New returns a runner that leads through lockID, holding it in session as
 // the session's keeper. The session renews the lease and gives the timings
 // (lock.Session.Timings) and the clock; the runner must not be given a
-// closed session. lockID names the leadership.
+// closed session. lockID names the leadership. The runner is added to the
+// session's components (lock.Session.AddComponent), so that the metrics and
+// health of the session cover it.
 func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunner, error) {
 	if session == nil {
 		return nil, fmt.Errorf("new runner: %w: nil session", lock.ErrInvalidArgument)
@@ -103,13 +105,15 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 	if cfg.gracePeriod == 0 {
 		cfg.gracePeriod = session.GracePeriod()
 	}
-	return &LeaderAwareRunner{
+	r := &LeaderAwareRunner{
 		session: session,
 		mutex:   m,
 		lockID:  lockID,
 		clock:   session.Clock(),
 		cfg:     cfg,
-	}, nil
+	}
+	session.AddComponent(r) // for those who watch the session: metrics, health
+	return r, nil
 }
 
 // LockID returns the lock the runner campaigns for.
