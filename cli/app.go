@@ -116,7 +116,7 @@ func (a *app) commands() []command {
 		{name: "demo-instance", args: "[--name N] [--for D] [flags]", summary: "one instance of the demo, as docker-compose runs it", run: (*app).demoInstance},
 	}
 	if a.cfg.devServer != nil {
-		cmds = append(cmds, command{name: "dev", args: "[--dir D]", summary: "run a local server (embedded FerretDB) until Ctrl-C, for trying things out", run: (*app).dev})
+		cmds = append(cmds, command{name: "dev", args: "[--dir D] [--port P]", summary: "run a local server (embedded FerretDB) until Ctrl-C, for trying things out", run: (*app).dev})
 	}
 	return cmds
 }
@@ -290,6 +290,20 @@ func (a *app) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	a.g.register(fs)
+	return fs
+}
+
+// flagSetWith returns a flag set with only the global flags named, for a
+// command that uses no others; it prints nothing.
+func (a *app) flagSetWith(name string, globals ...string) *flag.FlagSet {
+	all := a.flagSet(name)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, g := range globals {
+		if f := all.Lookup(g); f != nil {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	}
 	return fs
 }
 

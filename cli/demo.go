@@ -112,7 +112,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		// FerretDB logs failed commands (duplicate keys are how locks say
 		// "taken") at Warn: only errors are worth showing.
 		flog := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-		srv, err := a.cfg.devServer(ctx, "", flog)
+		srv, err := a.cfg.devServer(ctx, DevServerConfig{Addr: anyLoopbackAddr, Logger: flog})
 		if err != nil {
 			return err
 		}
