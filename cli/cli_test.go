@@ -615,8 +615,10 @@ func TestErrors(t *testing.T) {
 		{"no server", invocation{}, []string{"locks", "list"}, ExitUsage, []string{"no server: set --uri or MONGODB_URI"}},
 		{"bad uri", invocation{}, []string{"--uri", "mongodb://alice:hunter2@host:notaport/", "locks", "list"}, ExitUsage, []string{"invalid URI mongodb://xxxxx@host:notaport/"}},
 		{"bad uri escape", invocation{}, []string{"--uri", "mongodb://alice:hun%zzter2@host/", "locks", "list"}, ExitUsage, []string{"invalid URI"}},
-		{"not a uri", invocation{}, []string{"--uri", "hunter2", "locks", "list"}, ExitUsage, []string{"invalid URI"}},
-		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, ExitUsage, []string{"invalid URI"}},
+		{"not a uri", invocation{}, []string{"--uri", "notauri", "locks", "list"}, ExitUsage, []string{"invalid URI notauri:"}},
+		{"other scheme", invocation{}, []string{"--uri", "http://localhost:27017", "locks", "list"}, ExitUsage, []string{"invalid URI http://localhost:27017:"}},
+		{"no scheme, credentials", invocation{}, []string{"--uri", "alice:hunter2@localhost:27017", "locks", "list"}, ExitUsage, []string{"invalid URI xxxxx@localhost:27017:"}},
+		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, ExitUsage, []string{"invalid URI postgres://xxxxx@h/:"}},
 		{"unreachable", invocation{}, []string{"--uri", dead, "--timeout", "300ms", "locks", "list"}, ExitFailure, []string{"cannot reach mongodb://xxxxx@127.0.0.1:", "within 300ms"}},
 		{"unreachable migrate", invocation{env: map[string]string{envURI: dead}}, []string{"migrate", "up", "--timeout", "300ms"}, ExitFailure, []string{"cannot reach"}},
 		{"bad log level", invocation{}, []string{"--uri", dead, "--log-level", "loud", "locks", "list"}, ExitUsage, []string{"invalid --log-level"}},
@@ -697,7 +699,11 @@ func TestRedactor(t *testing.T) {
 			"mongodb+srv://xxxxx@cluster.example.com/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx", []string{"pw", "tok123"}},
 		{"mongodb://h/?tlsCertificateKeyFilePassword=kfp", "mongodb://h/?tlsCertificateKeyFilePassword=xxxxx", []string{"kfp"}},
 		{"mongodb://localhost:27017", "mongodb://localhost:27017", nil},
-		{"garbage-with-secret", "<the given URI>", []string{"garbage-with-secret"}},
+		// Not URIs: shown, but for what looks like credentials.
+		{"notauri", "notauri", nil},
+		{"u:pw@host:27017/db", "xxxxx@host:27017/db", []string{"pw"}},
+		{"mongodb:/u:pw@host", "xxxxx@host", []string{"pw"}},
+		{"http://u:pw@localhost:27017", "http://xxxxx@localhost:27017", []string{"pw"}},
 	}
 	for _, tt := range tests {
 		r := newRedactor(tt.uri)
