@@ -105,7 +105,7 @@ func (a *app) commands() []command {
 			{name: "status", args: "[--json] [flags]", summary: "applied, pending and failed migrations", run: (*app).migrateStatus},
 			{name: "plan", args: "[flags]", summary: "what up would do, without doing it", run: (*app).migratePlan},
 		}},
-		{name: "locks", summary: "look at and release locks", sub: []command{
+		{name: "locks", args: "[--json] [flags]", summary: "every held lock, as locks list", run: (*app).locks, help: locksHelp, sub: []command{
 			{name: "list", args: "[--json]", summary: "every held lock, expired ones included (not released ones)", run: (*app).locksList},
 			{name: "show", args: "ID [--json]", summary: "one lock", run: (*app).locksShow},
 			{name: "release", args: "ID (--keeper K | --force [--yes])", summary: "release a lock as its keeper, or force it", run: (*app).locksRelease},

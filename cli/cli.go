@@ -18,7 +18,7 @@
 // jobs registered, and WithDevServer:
 //
 //	NAME [global flags] migrate up|status|plan
-//	NAME [global flags] locks list [--json]
+//	NAME [global flags] locks [list] [--json]
 //	NAME [global flags] locks show ID [--json]
 //	NAME [global flags] locks release ID --keeper K
 //	NAME [global flags] locks release ID --force [--yes]
@@ -28,6 +28,9 @@
 //	NAME [global flags] demo [--duration D] [--instances N] [--keep]
 //	NAME [global flags] demo-instance [--name N] [--for D]
 //	NAME dev [--dir D] [--port P]     (with WithDevServer)
+//
+// A command that names a collection lists it when given no subcommand
+// (locks, jobs); migrate needs its verb.
 //
 // migrate applies mongolock's built-in migrations and those of
 // WithMigrations, in version order, once however many invocations run at

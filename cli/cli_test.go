@@ -376,6 +376,19 @@ func TestLocks(t *testing.T) {
 		t.Errorf("list --json: %+v", list)
 	}
 
+	// locks alone lists, as jobs alone does.
+	for _, flags := range [][]string{nil, {"--json"}} {
+		want := cli(t, args(g, append([]string{"locks", "list"}, flags...)...)...)
+		alone := append([]string{"locks"}, flags...)
+		r := cli(t, args(g, alone...)...)
+		wantOK(t, r)
+		// The time left differs from one call to the next.
+		timeLeft := regexp.MustCompile(`(?m)"expiresInMs": \d+|\S+\s+\d+$`)
+		if got, want := timeLeft.ReplaceAllString(r.stdout, ""), timeLeft.ReplaceAllString(want.stdout, ""); got != want {
+			t.Errorf("%q:\n%s\nwant, as locks list:\n%s", alone, got, want)
+		}
+	}
+
 	r = cli(t, args(g, "locks", "show", "reports")...)
 	wantOK(t, r)
 	for _, w := range []string{"keeper-2", "held, expires in", strconv.FormatUint(leaseB.Fence, 10)} {

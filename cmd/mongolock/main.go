@@ -2,7 +2,7 @@
 // migrations at deploy and looks inside the lock and job collections.
 //
 //	mongolock [global flags] migrate up|status|plan
-//	mongolock [global flags] locks list [--json]
+//	mongolock [global flags] locks [list] [--json]
 //	mongolock [global flags] locks show ID [--json]
 //	mongolock [global flags] locks release ID --keeper K
 //	mongolock [global flags] locks release ID --force [--yes]
