@@ -539,7 +539,10 @@ func (a *app) jobsTrigger(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "%q already has a trigger waiting; it runs once\n", name)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "triggered %q: one instance runs it within its poll interval\n", name)
+	// Whether an instance runs is not known here (one in leader-only mode
+	// holds no presence lease to find): say what happens either way.
+	fmt.Fprintf(a.stdout, "triggered %q: it runs once, on the first instance to poll: within its poll interval "+
+		"if one is running, or when one starts\n", name)
 	return nil
 }
 
