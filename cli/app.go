@@ -396,11 +396,8 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 		return nil, nil, usagef("no server: set --uri or %s", envURI)
 	}
 	a.red = newRedactor(uri)
-	if a.g.db == "" {
-		return nil, nil, usagef("--db is empty")
-	}
-	if a.g.timeout <= 0 {
-		return nil, nil, usagef("--timeout must be positive")
+	if err := a.checkGlobals(); err != nil {
+		return nil, nil, err
 	}
 	a.watch = lock.NewTopologyWatch()
 	opts := options.Client().ApplyURI(uri).

@@ -650,6 +650,18 @@ func TestErrors(t *testing.T) {
 		{"pause until a negative duration", invocation{}, []string{"--uri", dead, "jobs", "pause", "a", "--until", "-2h"}, ExitUsage, []string{"must be positive"}},
 		{"trigger without a job", invocation{}, []string{"--uri", dead, "jobs", "trigger"}, ExitUsage, []string{"jobs trigger needs one job name"}},
 		{"resume with a bad flag", invocation{}, []string{"--uri", dead, "jobs", "resume", "a", "--note", "x"}, ExitUsage, []string{"-note"}},
+		// Flag values the library refuses: named as flags, before connecting.
+		{"negative ttl", invocation{}, []string{"--uri", dead, "--ttl", "-5s", "migrate", "up"}, ExitUsage, []string{"--ttl -5s: want a lease TTL from 300ms to 24h0m0s"}},
+		{"ttl too short for a session", invocation{}, []string{"--uri", dead, "--ttl", "200ms", "migrate", "up"}, ExitUsage, []string{"--ttl 200ms: want"}},
+		{"ttl too long", invocation{}, []string{"--uri", dead, "--ttl", "25h", "locks", "list"}, ExitUsage, []string{"--ttl 25h0m0s: want a lease TTL from 100ms to 24h0m0s"}},
+		{"bad lock collection", invocation{}, []string{"--uri", dead, "--collection", "a$b", "locks", "list"}, ExitUsage, []string{`--collection "a$b": not a valid collection name`}},
+		{"empty lock collection", invocation{}, []string{"--uri", dead, "--collection", "", "jobs"}, ExitUsage, []string{`--collection "": not a valid collection name`}},
+		{"bad migrations collection", invocation{}, []string{"--uri", dead, "migrate", "status", "--migrations-collection", "system.x"}, ExitUsage, []string{`--migrations-collection "system.x": not a valid collection name`}},
+		{"bad runs collection", invocation{}, []string{"--uri", dead, "migrate", "plan", "--runs-collection", ""}, ExitUsage, []string{`--runs-collection "": not a valid collection name`}},
+		{"bad retention", invocation{}, []string{"--uri", dead, "migrate", "up", "--history-retention", "500ms"}, ExitUsage, []string{"--history-retention 500ms: want 0 (no history) or at least 1s"}},
+		{"negative wait", invocation{}, []string{"--uri", dead, "migrate", "up", "--wait", "-1s"}, ExitUsage, []string{"--wait -1s: must not be negative"}},
+		{"bad jobs collection", invocation{}, []string{"--uri", dead, "jobs", "--jobs-collection", "a$"}, ExitUsage, []string{`--jobs-collection "a$": not a valid collection name`}},
+		{"bad jobs collection of a verb", invocation{}, []string{"--uri", dead, "jobs", "trigger", "a", "--jobs-collection", ""}, ExitUsage, []string{`--jobs-collection "": not a valid collection name`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -658,6 +670,9 @@ func TestErrors(t *testing.T) {
 			wantErr(t, r, tt.code, tt.want...)
 			if strings.Contains(r.stderr, "hunter2") || strings.Contains(r.stdout, "hunter2") {
 				t.Errorf("password printed: %s", r.stderr)
+			}
+			if opt := regexp.MustCompile(`\bWith[A-Z]\w*`).FindString(r.stderr); opt != "" {
+				t.Errorf("the error names the library's %s, not a flag: %s", opt, r.stderr)
 			}
 			if r.stdout != "" {
 				t.Errorf("stdout not empty on error: %q", r.stdout)

@@ -161,15 +161,11 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	return d.run(ctx, db, where)
 }
 
-// minInstanceTTL is the shortest lease TTL an instance can run with: its
-// Session, with default timings, needs a TTL of at least three times
-// lock.MinSafetyMargin (see lock.DefaultTimings).
-const minInstanceTTL = 3 * lock.MinSafetyMargin
-
-// checkInstanceTTL refuses a TTL the demo's instances would refuse.
+// checkInstanceTTL refuses a TTL the demo's instances would refuse (their
+// Sessions: checkTTL), saying whose.
 func checkInstanceTTL(ttl time.Duration) error {
-	if ttl < minInstanceTTL || ttl > lock.MaxTTL {
-		return usagef("--ttl %v: the demo's instances need a lease TTL from %v to %v", ttl, minInstanceTTL, lock.MaxTTL)
+	if checkTTL(ttl, minSessionTTL) != nil {
+		return usagef("--ttl %v: the demo's instances need a lease TTL from %v to %v", ttl, minSessionTTL, lock.MaxTTL)
 	}
 	return nil
 }

@@ -134,8 +134,12 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	switch {
 	case *history < 0:
 		return usagef("--history must not be negative")
-	case *jobsColl == "" || *runsColl == "":
-		return usagef("empty collection name")
+	}
+	if err := checkCollection("jobs-collection", *jobsColl); err != nil {
+		return err
+	}
+	if err := checkCollection("runs-collection", *runsColl); err != nil {
+		return err
 	}
 	loc, err := time.LoadLocation(*tz)
 	if err != nil || *tz == "" {
@@ -432,8 +436,9 @@ func (a *app) jobsVerb(ctx context.Context, fs *flag.FlagSet, args []string, che
 		return "", nil, nil, err
 	case len(pos) != 1:
 		return "", nil, nil, usagef("%s needs one job name", fs.Name())
-	case *jobsColl == "":
-		return "", nil, nil, usagef("empty collection name")
+	}
+	if err := checkCollection("jobs-collection", *jobsColl); err != nil {
+		return "", nil, nil, err
 	}
 	if check != nil {
 		if err := check(); err != nil {
