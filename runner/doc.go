@@ -62,10 +62,15 @@
 // running anything, and Run waits for it before campaigning. A task
 // therefore never runs twice at once on one runner.
 //
+// Stopping Run (its context ends) is a normal stop: Run returns nil once
+// its task returned (within the grace period) and the release was tried
+// (within the session's release timeout, lock.WithReleaseTimeout, default
+// 5s, also when the database is down).
+//
 // A failed release is retried by the session within its release timeout.
 // If none succeeds the lock may still be ours: Resign, Run when it stops
-// later, or closing the session tries again; otherwise the others wait for
-// the lease to expire.
+// later, or closing the session tries again, again within the release
+// timeout; otherwise the others wait for the lease to expire.
 //
 // Stall detection (WithStallTimeout) covers a task that hangs without
 // ignoring anything: if it does not call Heartbeat often enough, the runner
