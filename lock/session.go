@@ -530,7 +530,9 @@ func (s *Session) Backoff() Backoff {
 // running) are not deleted: they expire, and their holders' ReleaseLock
 // still works. Stop the work under live leases first (return from Do,
 // stop runners and schedulers): Close releases their locks at once, so
-// work still running then gets no safety margin. Close is idempotent;
+// work still running then gets no safety margin. The release timeout
+// (WithReleaseTimeout, default 5s) bounds Close: with the server down it
+// takes that long and returns an error saying so. Close is idempotent;
 // calls on a closed Session return ErrSessionClosed.
 func (s *Session) Close() error {
 	s.mu.Lock()
@@ -587,7 +589,9 @@ func (s *Session) Close() error {
 	}
 	span.End(err)
 	if err != nil {
-		return fmt.Errorf("close session %s: %w", s.cfg.keeperID, err)
+		// releaseTerms retries until the release timeout passes.
+		return fmt.Errorf("close session %s: its locks were not released within the release timeout (%v); they expire with their leases: %w",
+			s.cfg.keeperID, s.cfg.releaseTimeout, err)
 	}
 	return nil
 }
