@@ -86,8 +86,9 @@
 // # Events
 //
 // The runner emits events through its session's observers
-// (lock.WithObserver; lock.WithSessionLogger logs them), each exactly once
-// per occurrence, with the lock id, the session's keeper id and the fence:
+// (lock.WithObserver; lock.WithSessionSlog or lock.WithSessionLogger logs
+// them), each exactly once per occurrence, with the lock id, the session's
+// keeper id and the fence:
 //
 //   - lock.TermStarted when a term begins, before OnStartedLeading.
 //     Remaining is how long the new lease is trusted for.
