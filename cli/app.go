@@ -105,7 +105,7 @@ func (a *app) commands() []command {
 			{name: "status", args: "[--json] [flags]", summary: "applied, pending and failed migrations", run: (*app).migrateStatus},
 			{name: "plan", args: "[flags]", summary: "what up would do, without doing it", run: (*app).migratePlan},
 		}},
-		{name: "locks", summary: "look at and release locks", sub: []command{
+		{name: "locks", args: "[--json] [flags]", summary: "every held lock, as locks list", run: (*app).locks, help: locksHelp, sub: []command{
 			{name: "list", args: "[--json]", summary: "every held lock, expired ones included (not released ones)", run: (*app).locksList},
 			{name: "show", args: "ID [--json]", summary: "one lock", run: (*app).locksShow},
 			{name: "release", args: "ID (--keeper K | --force [--yes])", summary: "release a lock as its keeper, or force it", run: (*app).locksRelease},
@@ -116,7 +116,7 @@ func (a *app) commands() []command {
 		{name: "demo-instance", args: "[--name N] [--for D] [flags]", summary: "one instance of the demo, as docker-compose runs it", run: (*app).demoInstance},
 	}
 	if a.cfg.devServer != nil {
-		cmds = append(cmds, command{name: "dev", args: "[--dir D]", summary: "run a local server (embedded FerretDB) until Ctrl-C, for trying things out", run: (*app).dev})
+		cmds = append(cmds, command{name: "dev", args: "[--dir D] [--port P]", summary: "run a local server (embedded FerretDB) until Ctrl-C, for trying things out", run: (*app).dev})
 	}
 	return cmds
 }
@@ -293,6 +293,20 @@ func (a *app) flagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// flagSetWith returns a flag set with only the global flags named, for a
+// command that uses no others; it prints nothing.
+func (a *app) flagSetWith(name string, globals ...string) *flag.FlagSet {
+	all := a.flagSet(name)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, g := range globals {
+		if f := all.Lookup(g); f != nil {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	}
+	return fs
+}
+
 // flagErr turns a flag package error into a usage error; -h prints help.
 func (a *app) flagErr(err error, fs *flag.FlagSet) error {
 	if errors.Is(err, flag.ErrHelp) {
@@ -382,11 +396,8 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 		return nil, nil, usagef("no server: set --uri or %s", envURI)
 	}
 	a.red = newRedactor(uri)
-	if a.g.db == "" {
-		return nil, nil, usagef("--db is empty")
-	}
-	if a.g.timeout <= 0 {
-		return nil, nil, usagef("--timeout must be positive")
+	if err := a.checkGlobals(); err != nil {
+		return nil, nil, err
 	}
 	a.watch = lock.NewTopologyWatch()
 	opts := options.Client().ApplyURI(uri).

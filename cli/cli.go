@@ -18,7 +18,7 @@
 // jobs registered, and WithDevServer:
 //
 //	NAME [global flags] migrate up|status|plan
-//	NAME [global flags] locks list [--json]
+//	NAME [global flags] locks [list] [--json]
 //	NAME [global flags] locks show ID [--json]
 //	NAME [global flags] locks release ID --keeper K
 //	NAME [global flags] locks release ID --force [--yes]
@@ -27,7 +27,10 @@
 //	NAME [global flags] jobs resume|trigger|remove JOB
 //	NAME [global flags] demo [--duration D] [--instances N] [--keep]
 //	NAME [global flags] demo-instance [--name N] [--for D]
-//	NAME dev [--dir D]                (with WithDevServer)
+//	NAME dev [--dir D] [--port P]     (with WithDevServer)
+//
+// A command that names a collection lists it when given no subcommand
+// (locks, jobs); migrate needs its verb.
 //
 // migrate applies mongolock's built-in migrations and those of
 // WithMigrations, in version order, once however many invocations run at
@@ -53,7 +56,8 @@
 // run with the arguments "demo-instance ...": call Main with os.Args[1:]
 // for the demo to work. Without --uri or MONGODB_URI it needs a server of
 // its own, which only a program built with WithDevServer has; so does dev,
-// which runs one in the foreground until interrupted.
+// which runs one in the foreground until interrupted, on 127.0.0.1 port
+// DefaultDevPort unless --port says otherwise, one at a time per --dir.
 //
 // The embedded server (package devserver: FerretDB and SQLite) is not
 // imported by this package: a program that does not pass WithDevServer does

@@ -376,6 +376,19 @@ func TestLocks(t *testing.T) {
 		t.Errorf("list --json: %+v", list)
 	}
 
+	// locks alone lists, as jobs alone does.
+	for _, flags := range [][]string{nil, {"--json"}} {
+		want := cli(t, args(g, append([]string{"locks", "list"}, flags...)...)...)
+		alone := append([]string{"locks"}, flags...)
+		r := cli(t, args(g, alone...)...)
+		wantOK(t, r)
+		// The time left differs from one call to the next.
+		timeLeft := regexp.MustCompile(`(?m)"expiresInMs": \d+|\S+\s+\d+$`)
+		if got, want := timeLeft.ReplaceAllString(r.stdout, ""), timeLeft.ReplaceAllString(want.stdout, ""); got != want {
+			t.Errorf("%q:\n%s\nwant, as locks list:\n%s", alone, got, want)
+		}
+	}
+
 	r = cli(t, args(g, "locks", "show", "reports")...)
 	wantOK(t, r)
 	for _, w := range []string{"keeper-2", "held, expires in", strconv.FormatUint(leaseB.Fence, 10)} {
@@ -615,8 +628,10 @@ func TestErrors(t *testing.T) {
 		{"no server", invocation{}, []string{"locks", "list"}, ExitUsage, []string{"no server: set --uri or MONGODB_URI"}},
 		{"bad uri", invocation{}, []string{"--uri", "mongodb://alice:hunter2@host:notaport/", "locks", "list"}, ExitUsage, []string{"invalid URI mongodb://xxxxx@host:notaport/"}},
 		{"bad uri escape", invocation{}, []string{"--uri", "mongodb://alice:hun%zzter2@host/", "locks", "list"}, ExitUsage, []string{"invalid URI"}},
-		{"not a uri", invocation{}, []string{"--uri", "hunter2", "locks", "list"}, ExitUsage, []string{"invalid URI"}},
-		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, ExitUsage, []string{"invalid URI"}},
+		{"not a uri", invocation{}, []string{"--uri", "notauri", "locks", "list"}, ExitUsage, []string{"invalid URI notauri:"}},
+		{"other scheme", invocation{}, []string{"--uri", "http://localhost:27017", "locks", "list"}, ExitUsage, []string{"invalid URI http://localhost:27017:"}},
+		{"no scheme, credentials", invocation{}, []string{"--uri", "alice:hunter2@localhost:27017", "locks", "list"}, ExitUsage, []string{"invalid URI xxxxx@localhost:27017:"}},
+		{"bad uri from env", invocation{env: map[string]string{envURI: "postgres://alice:hunter2@h/"}}, []string{"locks", "list"}, ExitUsage, []string{"invalid URI postgres://xxxxx@h/:"}},
 		{"unreachable", invocation{}, []string{"--uri", dead, "--timeout", "300ms", "locks", "list"}, ExitFailure, []string{"cannot reach mongodb://xxxxx@127.0.0.1:", "within 300ms"}},
 		{"unreachable migrate", invocation{env: map[string]string{envURI: dead}}, []string{"migrate", "up", "--timeout", "300ms"}, ExitFailure, []string{"cannot reach"}},
 		{"bad log level", invocation{}, []string{"--uri", dead, "--log-level", "loud", "locks", "list"}, ExitUsage, []string{"invalid --log-level"}},
@@ -635,6 +650,18 @@ func TestErrors(t *testing.T) {
 		{"pause until a negative duration", invocation{}, []string{"--uri", dead, "jobs", "pause", "a", "--until", "-2h"}, ExitUsage, []string{"must be positive"}},
 		{"trigger without a job", invocation{}, []string{"--uri", dead, "jobs", "trigger"}, ExitUsage, []string{"jobs trigger needs one job name"}},
 		{"resume with a bad flag", invocation{}, []string{"--uri", dead, "jobs", "resume", "a", "--note", "x"}, ExitUsage, []string{"-note"}},
+		// Flag values the library refuses: named as flags, before connecting.
+		{"negative ttl", invocation{}, []string{"--uri", dead, "--ttl", "-5s", "migrate", "up"}, ExitUsage, []string{"--ttl -5s: want a lease TTL from 300ms to 24h0m0s"}},
+		{"ttl too short for a session", invocation{}, []string{"--uri", dead, "--ttl", "200ms", "migrate", "up"}, ExitUsage, []string{"--ttl 200ms: want"}},
+		{"ttl too long", invocation{}, []string{"--uri", dead, "--ttl", "25h", "locks", "list"}, ExitUsage, []string{"--ttl 25h0m0s: want a lease TTL from 100ms to 24h0m0s"}},
+		{"bad lock collection", invocation{}, []string{"--uri", dead, "--collection", "a$b", "locks", "list"}, ExitUsage, []string{`--collection "a$b": not a valid collection name`}},
+		{"empty lock collection", invocation{}, []string{"--uri", dead, "--collection", "", "jobs"}, ExitUsage, []string{`--collection "": not a valid collection name`}},
+		{"bad migrations collection", invocation{}, []string{"--uri", dead, "migrate", "status", "--migrations-collection", "system.x"}, ExitUsage, []string{`--migrations-collection "system.x": not a valid collection name`}},
+		{"bad runs collection", invocation{}, []string{"--uri", dead, "migrate", "plan", "--runs-collection", ""}, ExitUsage, []string{`--runs-collection "": not a valid collection name`}},
+		{"bad retention", invocation{}, []string{"--uri", dead, "migrate", "up", "--history-retention", "500ms"}, ExitUsage, []string{"--history-retention 500ms: want 0 (no history) or at least 1s"}},
+		{"negative wait", invocation{}, []string{"--uri", dead, "migrate", "up", "--wait", "-1s"}, ExitUsage, []string{"--wait -1s: must not be negative"}},
+		{"bad jobs collection", invocation{}, []string{"--uri", dead, "jobs", "--jobs-collection", "a$"}, ExitUsage, []string{`--jobs-collection "a$": not a valid collection name`}},
+		{"bad jobs collection of a verb", invocation{}, []string{"--uri", dead, "jobs", "trigger", "a", "--jobs-collection", ""}, ExitUsage, []string{`--jobs-collection "": not a valid collection name`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -643,6 +670,9 @@ func TestErrors(t *testing.T) {
 			wantErr(t, r, tt.code, tt.want...)
 			if strings.Contains(r.stderr, "hunter2") || strings.Contains(r.stdout, "hunter2") {
 				t.Errorf("password printed: %s", r.stderr)
+			}
+			if opt := regexp.MustCompile(`\bWith[A-Z]\w*`).FindString(r.stderr); opt != "" {
+				t.Errorf("the error names the library's %s, not a flag: %s", opt, r.stderr)
 			}
 			if r.stdout != "" {
 				t.Errorf("stdout not empty on error: %q", r.stdout)
@@ -697,7 +727,11 @@ func TestRedactor(t *testing.T) {
 			"mongodb+srv://xxxxx@cluster.example.com/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx", []string{"pw", "tok123"}},
 		{"mongodb://h/?tlsCertificateKeyFilePassword=kfp", "mongodb://h/?tlsCertificateKeyFilePassword=xxxxx", []string{"kfp"}},
 		{"mongodb://localhost:27017", "mongodb://localhost:27017", nil},
-		{"garbage-with-secret", "<the given URI>", []string{"garbage-with-secret"}},
+		// Not URIs: shown, but for what looks like credentials.
+		{"notauri", "notauri", nil},
+		{"u:pw@host:27017/db", "xxxxx@host:27017/db", []string{"pw"}},
+		{"mongodb:/u:pw@host", "xxxxx@host", []string{"pw"}},
+		{"http://u:pw@localhost:27017", "http://xxxxx@localhost:27017", []string{"pw"}},
 	}
 	for _, tt := range tests {
 		r := newRedactor(tt.uri)

@@ -112,7 +112,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		// FerretDB logs failed commands (duplicate keys are how locks say
 		// "taken") at Warn: only errors are worth showing.
 		flog := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-		srv, err := a.cfg.devServer(ctx, "", flog)
+		srv, err := a.cfg.devServer(ctx, DevServerConfig{Addr: anyLoopbackAddr, Logger: flog})
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	}
 	// Build what an instance builds: options it would refuse fail here,
 	// before any instance starts.
-	in, err := a.newInstance(db, log, "demo-preflight", nil, newEmitter(io.Discard, false, ""), demoWork)
+	in, err := a.newInstance(db, log, "demo-preflight", newEmitter(io.Discard, false, ""), demoWork)
 	if err != nil {
 		return fmt.Errorf("the instances cannot run with these flags: %w", err)
 	}
@@ -161,15 +161,11 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	return d.run(ctx, db, where)
 }
 
-// minInstanceTTL is the shortest lease TTL an instance can run with: its
-// Session, with default timings, needs a TTL of at least three times
-// lock.MinSafetyMargin (see lock.DefaultTimings).
-const minInstanceTTL = 3 * lock.MinSafetyMargin
-
-// checkInstanceTTL refuses a TTL the demo's instances would refuse.
+// checkInstanceTTL refuses a TTL the demo's instances would refuse (their
+// Sessions: checkTTL), saying whose.
 func checkInstanceTTL(ttl time.Duration) error {
-	if ttl < minInstanceTTL || ttl > lock.MaxTTL {
-		return usagef("--ttl %v: the demo's instances need a lease TTL from %v to %v", ttl, minInstanceTTL, lock.MaxTTL)
+	if checkTTL(ttl, minSessionTTL) != nil {
+		return usagef("--ttl %v: the demo's instances need a lease TTL from %v to %v", ttl, minSessionTTL, lock.MaxTTL)
 	}
 	return nil
 }

@@ -124,7 +124,13 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		return err
 	}
 	defer disconnect()
-	obs, err := newObservability()
+	keeper := em.name + "/" + lock.NewKeeperID()
+	in, err := a.newInstance(db, log, keeper, em, work)
+	if err != nil {
+		return err
+	}
+	defer in.session.Close()
+	obs, err := newObservability(in.session)
 	if err != nil {
 		return err
 	}
@@ -135,14 +141,8 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		}
 		defer obs.close(context.WithoutCancel(ctx))
 	}
-	keeper := em.name + "/" + lock.NewKeeperID()
 	em.emit(cluster.Event{Kind: cluster.EvStart, PID: os.Getpid(), Keeper: keeper, HTTP: served})
 
-	in, err := a.newInstance(db, log, keeper, obs.sessionOptions(), em, work)
-	if err != nil {
-		return err
-	}
-	defer in.session.Close()
 	if migrate {
 		res, err := in.migrator.Up(log.WithContext(ctx)) // the context's logger gets the index helpers' warnings
 		if err != nil {
@@ -155,7 +155,6 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		em.emit(ev)
 	}
 	sched, lead := in.sched, in.lead
-	obs.watch(in.locker, sched, lead, in.migrator)
 	if err := sched.Start(); err != nil {
 		return err
 	}
@@ -187,7 +186,6 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 
 // instance is what a demo instance runs.
 type instance struct {
-	locker   *lock.Locker
 	session  *lock.Session
 	migrator *migrations.Migrator
 	sched    *scheduler.Scheduler
@@ -198,18 +196,18 @@ type instance struct {
 // keep-alive: the caller closes the Session. The demo builds one before
 // starting its instances, so that flags they cannot run with are refused
 // before anything starts. Errors from options are usage errors.
-func (a *app) newInstance(db *mongo.Database, log zerolog.Logger, keeper string, sessionOpts []lock.SessionOption, em *emitter, work time.Duration) (*instance, error) {
+func (a *app) newInstance(db *mongo.Database, log zerolog.Logger, keeper string, em *emitter, work time.Duration) (*instance, error) {
 	// One Session per instance: it owns the keeper id and keeps every lease
 	// of the migrator, the scheduler and the runner alive.
 	locker, err := a.locker(db, log)
 	if err != nil {
 		return nil, err
 	}
-	session, err := lock.NewSession(locker, append(sessionOpts, lock.WithKeeperID(keeper), lock.WithSessionLogger(log))...)
+	session, err := lock.NewSession(locker, lock.WithKeeperID(keeper), lock.WithSessionLogger(log))
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	in := &instance{locker: locker, session: session}
+	in := &instance{session: session}
 	if err := in.build(db, em, work); err != nil {
 		_ = session.Close()
 		return nil, err

@@ -17,53 +17,30 @@ import (
 	"github.com/mongolock/mongolock/health"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/metrics"
-	"github.com/mongolock/mongolock/migrations"
-	"github.com/mongolock/mongolock/runner"
-	"github.com/mongolock/mongolock/scheduler"
 )
 
 // observability is what an instance shows over HTTP: Prometheus metrics
 // (/metrics) and health checks (/livez, /healthz, /readyz, /leader).
 type observability struct {
-	reg     *prometheus.Registry
-	metrics *metrics.Metrics
-	health  *health.Checker
-	srv     *http.Server
-	ln      net.Listener
-	served  chan struct{}
+	reg    *prometheus.Registry
+	health *health.Checker
+	srv    *http.Server
+	ln     net.Listener
+	served chan struct{}
 }
 
-func newObservability() (*observability, error) {
-	m, err := metrics.New()
-	if err != nil {
-		return nil, err
-	}
-	h, err := health.New()
-	if err != nil {
-		return nil, err
-	}
+// newObservability makes the metrics and checks of session: one call each
+// covers the Session and everything built on it, before or after.
+func newObservability(session *lock.Session) (*observability, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(m); err != nil {
+	if _, err := metrics.Register(reg, session); err != nil {
 		return nil, err
 	}
-	return &observability{reg: reg, metrics: m, health: h}, nil
-}
-
-// sessionOptions make the Session's events feed the metrics and checks.
-func (o *observability) sessionOptions() []lock.SessionOption {
-	return []lock.SessionOption{lock.WithObserver(o.metrics), lock.WithObserver(o.health)}
-}
-
-// watch adds what the metrics and checks read at scrape or probe time.
-func (o *observability) watch(l *lock.Locker, s *scheduler.Scheduler, r *runner.LeaderAwareRunner, m *migrations.Migrator) {
-	o.metrics.WatchLocker(l)
-	o.metrics.WatchScheduler(s)
-	o.metrics.AddElections(r.LockID())
-	o.health.WatchScheduler(s)
-	o.health.WatchRunner(r)
-	if m != nil {
-		o.health.WatchMigrations(m)
+	h, err := health.ForSession(session)
+	if err != nil {
+		return nil, err
 	}
+	return &observability{reg: reg, health: h}, nil
 }
 
 // serve listens on addr and serves until close; it returns the address.

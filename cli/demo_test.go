@@ -349,13 +349,13 @@ func TestDemoUsage(t *testing.T) {
 	}
 }
 
-// TestDemoRefusesWhatInstancesWould: the demo builds what an instance
-// builds before starting any; options it refuses end the demo there.
+// TestDemoRefusesWhatInstancesWould: flags an instance would refuse end
+// the demo before any starts, named as flags.
 func TestDemoRefusesWhatInstancesWould(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	r := cli(t, "demo", "--uri", mongotest.URI(), "--collection", "bad$name")
-	wantErr(t, r, ExitUsage, "the instances cannot run with these flags", `invalid collection name "bad$name"`)
+	wantErr(t, r, ExitUsage, `--collection "bad$name": not a valid collection name`)
 	if r.stdout != "" {
 		t.Errorf("the demo started:\n%s", r.stdout)
 	}

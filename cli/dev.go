@@ -2,10 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
 
+	"github.com/mongolock/mongolock/internal/dirlock"
 	"github.com/rs/zerolog"
 )
 
@@ -14,20 +20,44 @@ import (
 // dev's output, unless --log-level asks for them.
 const devLogLevel = "error"
 
+// DefaultDevPort is the port dev listens on, on 127.0.0.1, unless --port
+// says otherwise: the same at every start, so that a connection string
+// exported once keeps working. It is not MongoDB's 27017, so that dev
+// neither collides with a local MongoDB nor passes for one.
+const DefaultDevPort = 27027
+
+// anyLoopbackAddr is a free loopback port: the demo's server, which must
+// not collide with dev's.
+const anyLoopbackAddr = "127.0.0.1:0"
+
+// devGlobals are the global flags dev uses; dev -h lists only these, and
+// refuses the others.
+var devGlobals = []string{"log-level"}
+
 // dev runs the program's server (WithDevServer) in the foreground until
 // interrupted, keeping its data in --dir or in a temporary directory.
 func (a *app) dev(ctx context.Context, args []string) error {
 	if !a.explicit["log-level"] {
 		a.g.logLevel = devLogLevel
 	}
-	fs := a.flagSet("dev")
-	dir := fs.String("dir", "", "keep the data in this directory, created if needed and kept at exit (default: a temporary one, removed at exit)")
+	for name := range a.explicit {
+		if !slices.Contains(devGlobals, name) {
+			return usagef("dev does not use --%s", name)
+		}
+	}
+	fs := a.flagSetWith("dev", devGlobals...)
+	dir := fs.String("dir", "", "keep the data in this directory, created if needed and kept at exit; "+
+		"one server at a time per directory (default: a temporary one, removed at exit)")
+	port := fs.Int("port", DefaultDevPort, "listen on this port of 127.0.0.1 (0: any free one, a new one at every start)")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
+	switch {
+	case len(pos) > 0:
 		return usagef("dev takes no arguments, got %q", pos[0])
+	case *port < 0 || *port > 65535:
+		return usagef("--port %d: want a port from 0 to 65535", *port)
 	}
 	if *dir != "" {
 		if *dir, err = filepath.Abs(*dir); err != nil {
@@ -38,8 +68,20 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := a.cfg.devServer(ctx, *dir, flog)
-	if err != nil {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(*port))
+	srv, err := a.cfg.devServer(ctx, DevServerConfig{Dir: *dir, Addr: addr, Logger: flog})
+	var locked *dirlock.LockedError
+	switch {
+	case errors.As(err, &locked):
+		holder := ""
+		if locked.Holder != "" {
+			holder = " (" + locked.Holder + ")"
+		}
+		return fmt.Errorf("--dir %s is in use by another server%s: stop it, or give this one another --dir", locked.Dir, holder)
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("--port %d: %s is in use (by another %s dev, or a MongoDB server?): stop it, or pick another --port",
+			*port, addr, a.name())
+	case err != nil:
 		return fmt.Errorf("start the server: %w", err)
 	}
 	kept := "kept at exit"

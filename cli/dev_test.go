@@ -3,9 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,15 +58,30 @@ func devClient(t *testing.T, uri string) *mongo.Client {
 	return client
 }
 
-// TestDev: dev serves clients, keeps the data of --dir across restarts and
-// stops cleanly on Ctrl-C.
+// freePort returns a port of 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestDev: dev serves clients, keeps the data of --dir and its URI across
+// restarts and stops cleanly on Ctrl-C.
 func TestDev(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
+	port := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	cmd, lines, uri, dir := startDev(t, "--dir", dataDir)
+	cmd, lines, uri, dir := startDev(t, "--dir", dataDir, "--port", port)
+	if want := "mongodb://127.0.0.1:" + port + "/"; uri != want {
+		t.Errorf("uri %s, want %s", uri, want)
+	}
 	if dir != dataDir {
 		t.Errorf("data in %q, want %q", dir, dataDir)
 	}
@@ -84,8 +103,13 @@ func TestDev(t *testing.T) {
 	_ = client.Disconnect(ctx)
 	stopDev(t, cmd, lines, os.Interrupt, regexp.MustCompile(`^stopped; data kept in `+regexp.QuoteMeta(dataDir)+`$`))
 
-	// Again on the same directory: the document and the lock are there.
-	cmd, lines, uri, _ = startDev(t, "--dir", dataDir)
+	// Again on the same directory: the URI, the document and the lock are
+	// there.
+	first := uri
+	cmd, lines, uri, _ = startDev(t, "--dir", dataDir, "--port", port)
+	if uri != first {
+		t.Errorf("uri %s after a restart, was %s", uri, first)
+	}
 	client = devClient(t, uri)
 	db = client.Database("app")
 	if n, err := db.Collection("orders").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
@@ -108,7 +132,7 @@ func TestDev(t *testing.T) {
 // removed at exit, here on SIGTERM.
 func TestDevTemporary(t *testing.T) {
 	t.Parallel()
-	cmd, lines, uri, dir := startDev(t)
+	cmd, lines, uri, dir := startDev(t, "--port", "0")
 	client := devClient(t, uri)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -125,14 +149,51 @@ func TestDevTemporary(t *testing.T) {
 	}
 }
 
+// TestDevOneServerPerDir: a second dev on a --dir in use is refused,
+// naming the first; once the first is killed (no clean-up), a new one
+// starts there. A --port in use is refused, naming the flag.
+func TestDevOneServerPerDir(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	cmd, lines, uri, _ := startDev(t, "--dir", dataDir, "--port", "0")
+	wantErr(t, cli(t, "dev", "--dir", dataDir, "--port", "0"), ExitFailure,
+		"--dir "+dataDir+" is in use by another server (pid "+strconv.Itoa(cmd.Process.Pid)+", "+uri+"): stop it, or give this one another --dir")
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	_ = cmd.Wait()
+	cmd, lines, _, _ = startDev(t, "--dir", dataDir, "--port", "0")
+	stopDev(t, cmd, lines, os.Interrupt, regexp.MustCompile(`^stopped; data kept in `))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	wantErr(t, cli(t, "dev", "--port", port), ExitFailure,
+		"--port "+port+": 127.0.0.1:"+port+" is in use (by another mongolock dev, or a MongoDB server?): stop it, or pick another --port")
+}
+
 func TestDevUsage(t *testing.T) {
 	t.Parallel()
 	wantErr(t, cli(t, "dev", "extra"), ExitUsage, `dev takes no arguments, got "extra"`)
 	wantErr(t, cli(t, "dev", "--dir"), ExitUsage, "flag needs an argument: -dir")
 	wantErr(t, cli(t, "dev", "--log-level", "loud"), ExitUsage, "invalid --log-level")
+	wantErr(t, cli(t, "dev", "--port", "-1"), ExitUsage, "--port -1: want a port from 0 to 65535")
+	// dev uses no server, database or lock: those flags are not its.
+	wantErr(t, cli(t, "dev", "--uri", "mongodb://h"), ExitUsage, "flag provided but not defined: -uri")
+	wantErr(t, cli(t, "--ttl", "5s", "dev"), ExitUsage, "dev does not use --ttl")
 	r := cli(t, "dev", "-h")
-	if r.code != ExitOK || !regexp.MustCompile(`(?m)^  -dir string`).MatchString(r.stdout) {
-		t.Errorf("dev -h: %v", r)
+	var listed []string
+	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatch(r.stdout, -1) {
+		listed = append(listed, m[1])
+	}
+	if r.code != ExitOK || strings.Join(listed, " ") != "dir log-level port" ||
+		!strings.Contains(r.stdout, fmt.Sprintf("(default %d)", DefaultDevPort)) {
+		t.Errorf("dev -h lists %q: %v", listed, r)
 	}
 	// A program built without WithDevServer has no dev command.
 	var a app

@@ -134,8 +134,12 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	switch {
 	case *history < 0:
 		return usagef("--history must not be negative")
-	case *jobsColl == "" || *runsColl == "":
-		return usagef("empty collection name")
+	}
+	if err := checkCollection("jobs-collection", *jobsColl); err != nil {
+		return err
+	}
+	if err := checkCollection("runs-collection", *runsColl); err != nil {
+		return err
 	}
 	loc, err := time.LoadLocation(*tz)
 	if err != nil || *tz == "" {
@@ -432,8 +436,9 @@ func (a *app) jobsVerb(ctx context.Context, fs *flag.FlagSet, args []string, che
 		return "", nil, nil, err
 	case len(pos) != 1:
 		return "", nil, nil, usagef("%s needs one job name", fs.Name())
-	case *jobsColl == "":
-		return "", nil, nil, usagef("empty collection name")
+	}
+	if err := checkCollection("jobs-collection", *jobsColl); err != nil {
+		return "", nil, nil, err
 	}
 	if check != nil {
 		if err := check(); err != nil {
@@ -539,7 +544,10 @@ func (a *app) jobsTrigger(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "%q already has a trigger waiting; it runs once\n", name)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "triggered %q: one instance runs it within its poll interval\n", name)
+	// Whether an instance runs is not known here (one in leader-only mode
+	// holds no presence lease to find): say what happens either way.
+	fmt.Fprintf(a.stdout, "triggered %q: it runs once, on the first instance to poll: within its poll interval "+
+		"if one is running, or when one starts\n", name)
 	return nil
 }
 

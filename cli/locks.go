@@ -76,22 +76,56 @@ func (a *app) lockSession(ctx context.Context, fs *flag.FlagSet, args []string) 
 	return pos, l, done, err
 }
 
+// locksHelp is printed after the flags of `locks -h` and by `locks help`.
+const locksHelp = `locks alone lists the locks, as locks list does (and as jobs alone lists the
+jobs); list, show, release and help are commands when they come first after
+locks, flags aside.
+`
+
+// locks lists the locks, as locks list does, unless args name a
+// subcommand: a collection named alone is listed, as jobs does.
+func (a *app) locks(ctx context.Context, args []string) error {
+	self, _ := a.command("locks")
+	if sub, rest, ok := a.subcommand(self, a.locksListFlags("locks"), args); ok {
+		return sub.run(a, ctx, rest)
+	}
+	return a.listLocks(ctx, self, args)
+}
+
 func (a *app) locksList(ctx context.Context, args []string) error {
-	fs := a.flagSet("locks list")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, l, done, err := a.lockSession(ctx, fs, args)
+	return a.listLocks(ctx, command{name: "locks list"}, args)
+}
+
+// locksListFlags is the flag set of locks list, and of locks alone.
+func (a *app) locksListFlags(name string) *flag.FlagSet {
+	fs := a.flagSet(name)
+	fs.Bool("json", false, "print JSON")
+	return fs
+}
+
+// listLocks is locks list, run as cmd: locks list, or locks alone.
+func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
+	fs := a.locksListFlags(cmd.name)
+	pos, err := a.parse(fs, args)
+	switch {
+	case err != nil:
+		return err
+	case len(pos) > 0 && cmd.sub != nil:
+		return usagef("unknown command %q %q: want one of %s", cmd.name, pos[0], names(cmd.sub))
+	case len(pos) > 0:
+		return usagef("%s takes no arguments, got %q", cmd.name, pos[0])
+	}
+	asJSON := fs.Lookup("json").Value.(flag.Getter).Get().(bool)
+	l, done, err := a.openLocker(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(pos) > 0 {
-		return usagef("locks list takes no arguments, got %q", pos[0])
-	}
 	holders, err := l.Locks(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		out := make([]lockJSON, 0, len(holders))
 		for _, h := range holders {
 			out = append(out, toJSON(h))

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 
@@ -23,8 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 // startDevServer is devserver.Start, as cmd/mongolock passes it.
-func startDevServer(ctx context.Context, dir string, logger *slog.Logger) (DevServer, error) {
-	return devserver.Start(ctx, dir, logger)
+func startDevServer(ctx context.Context, c DevServerConfig) (DevServer, error) {
+	return devserver.Start(ctx, c.Dir, c.Logger, devserver.WithAddr(c.Addr))
 }
 
 // testConfig is the configuration of the mongolock command.

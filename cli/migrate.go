@@ -37,6 +37,23 @@ func (a *app) migrateFlagSet(name string, withWait, withJSON bool) (*flag.FlagSe
 	return fs, f
 }
 
+// check refuses flag values the migrator would, naming the flag.
+func (f *migrateFlags) check() error {
+	if err := checkCollection("migrations-collection", f.collection); err != nil {
+		return err
+	}
+	if err := checkCollection("runs-collection", f.runs); err != nil {
+		return err
+	}
+	if err := checkRetention(f.retention); err != nil {
+		return err
+	}
+	if f.wait < 0 {
+		return usagef("--wait %v: must not be negative", f.wait)
+	}
+	return nil
+}
+
 // migrator parses the flags of a migrate subcommand and connects. The
 // context it returns carries the logger, for the index helpers' warnings.
 func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, args []string) (context.Context, *migrations.Migrator, func(), error) {
@@ -46,6 +63,13 @@ func (a *app) migrator(ctx context.Context, fs *flag.FlagSet, f *migrateFlags, a
 	}
 	if len(pos) > 0 {
 		return ctx, nil, nil, usagef("%s takes no arguments, got %q", fs.Name(), pos[0])
+	}
+	if err := f.check(); err != nil {
+		return ctx, nil, nil, err
+	}
+	// The migrator takes its lock through a Session.
+	if err := checkTTL(a.g.ttl, minSessionTTL); err != nil {
+		return ctx, nil, nil, err
 	}
 	log, err := a.logger()
 	if err != nil {

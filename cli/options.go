@@ -109,17 +109,31 @@ type DevServer interface {
 	Close() error
 }
 
-// StartDevServer starts a DevServer keeping its data in dir (a temporary
-// directory, removed by Close, if dir is empty), logging to logger. ctx
-// bounds the start only. devserver.Start is one.
-type StartDevServer func(ctx context.Context, dir string, logger *slog.Logger) (DevServer, error)
+// DevServerConfig is what the dev command and the demo ask of the
+// program's server.
+type DevServerConfig struct {
+	// Dir is where the server keeps its data, created if needed and left
+	// in place; empty means a temporary directory, removed by Close.
+	Dir string
+	// Addr is the host:port the server listens on. Port 0 means any free
+	// one (the demo's); dev's is DefaultDevPort on 127.0.0.1 unless --port
+	// says otherwise.
+	Addr string
+	// Logger receives the server's logs.
+	Logger *slog.Logger
+}
+
+// StartDevServer starts a DevServer as cfg says. ctx bounds the start
+// only. A server that keeps its data in a directory another one uses
+// should refuse to start, as package devserver's does (devserver.ErrDirInUse).
+type StartDevServer func(ctx context.Context, cfg DevServerConfig) (DevServer, error)
 
 // WithDevServer gives the program a server of its own: the dev command,
 // which runs one in the foreground, and the demo without --uri. Pass
 // package devserver's:
 //
-//	cli.WithDevServer(func(ctx context.Context, dir string, l *slog.Logger) (cli.DevServer, error) {
-//		return devserver.Start(ctx, dir, l)
+//	cli.WithDevServer(func(ctx context.Context, c cli.DevServerConfig) (cli.DevServer, error) {
+//		return devserver.Start(ctx, c.Dir, c.Logger, devserver.WithAddr(c.Addr))
 //	})
 //
 // It compiles FerretDB and SQLite into the program (about 25 MB), which is

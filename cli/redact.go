@@ -17,7 +17,10 @@ var sensitiveOptions = map[string]bool{
 }
 
 // redactor hides the credentials of one connection string in anything
-// printed: the URI itself and errors that may quote parts of it.
+// printed: the URI itself and errors that may quote parts of it. It hides
+// credentials only, whatever the string: what comes before the last '@'
+// (user and password) and the values of secret options; a string that is
+// not a URI at all is shown with the same parts hidden.
 type redactor struct {
 	raw     string   // the URI as given
 	safe    string   // the URI with its secrets hidden
@@ -27,13 +30,10 @@ type redactor struct {
 func newRedactor(uri string) redactor {
 	r := redactor{raw: uri}
 	scheme, rest, ok := strings.Cut(uri, "://")
-	if !ok {
-		// Not a URI at all: print none of it.
-		r.safe = "<the given URI>"
-		if uri != "" {
-			r.secrets = []string{uri}
-		}
-		return r
+	if ok {
+		scheme += "://"
+	} else {
+		scheme, rest = "", uri
 	}
 	// Credentials end at the last '@': cutting there hides too much rather
 	// than too little when an option holds an '@'.
@@ -42,7 +42,9 @@ func newRedactor(uri string) redactor {
 		// and a short one would garble them. The password always is.
 		userinfo := rest[:at]
 		r.addSecret(userinfo)
-		if _, pass, ok := strings.Cut(userinfo, ":"); ok {
+		// Past a mangled scheme ("mongodb:/u:pw@h"), if any.
+		cred := userinfo[strings.LastIndex(userinfo, "/")+1:]
+		if _, pass, ok := strings.Cut(cred, ":"); ok {
 			r.addSecret(pass)
 		}
 		rest = hidden + "@" + rest[at+1:]
@@ -66,7 +68,7 @@ func newRedactor(uri string) redactor {
 		}
 		rest = base + "?" + strings.Join(parts, "&")
 	}
-	r.safe = scheme + "://" + rest
+	r.safe = scheme + rest
 	// Longest first, so that a secret containing another is hidden whole.
 	for i := 1; i < len(r.secrets); i++ {
 		for j := i; j > 0 && len(r.secrets[j]) > len(r.secrets[j-1]); j-- {

@@ -14,15 +14,20 @@
 // has no TTL indexes, change streams or transactions, and is not for
 // production. Importing it compiles FerretDB and SQLite into the program;
 // the lock, runner, scheduler and migrations packages do not import it.
-// `mongolock dev` runs one in the foreground.
+// `mongolock dev` runs one in the foreground, on a port that stays the same
+// across restarts (WithAddr).
 package devserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/dirlock"
 	"github.com/mongolock/mongolock/internal/embedded"
 )
 
@@ -31,12 +36,53 @@ type Server struct {
 	e *embedded.Server
 }
 
+// DefaultAddr is where a server listens unless WithAddr says otherwise: a
+// free loopback port, a new one at every start.
+const DefaultAddr = embedded.AnyAddr
+
+// ErrDirInUse is wrapped by the error of Start when another server, in
+// this process or another, keeps its data in the directory. A server that
+// died does not hold it: the lock is the operating system's (flock, on
+// Linux, macOS and the BSDs; elsewhere directories are not locked).
+var ErrDirInUse = dirlock.ErrLocked
+
+// Option configures Start.
+type Option func(*config) error
+
+type config struct {
+	addr string
+}
+
+// WithAddr makes the server listen on addr, host:port, such as
+// "127.0.0.1:27027": an address that stays the same across restarts, so
+// that clients keep their connection string. Default: DefaultAddr.
+func WithAddr(addr string) Option {
+	return func(c *config) error {
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			return fmt.Errorf("devserver: WithAddr: %q is not host:port", addr)
+		}
+		c.addr = addr
+		return nil
+	}
+}
+
 // Start starts a server keeping its data in dir, which is created if
 // needed and left in place; an empty dir means a temporary one, removed by
-// Close. logger receives FerretDB's logs (nil discards them). ctx bounds
-// the start only.
-func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error) {
-	e, err := embedded.Start(ctx, dir, logger)
+// Close. Only one server at a time may keep its data in a directory
+// (ErrDirInUse). logger receives FerretDB's logs (nil discards them). ctx
+// bounds the start only. An address in use is an error wrapping
+// syscall.EADDRINUSE.
+func Start(ctx context.Context, dir string, logger *slog.Logger, opts ...Option) (*Server, error) {
+	cfg := config{addr: DefaultAddr}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("devserver: nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	e, err := embedded.StartAt(ctx, cfg.addr, dir, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package devserver_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +89,26 @@ func TestStartKeepsData(t *testing.T) {
 	}
 	if n := put(false); n != 1 {
 		t.Fatalf("%d documents after a restart on the same directory, want 1", n)
+	}
+}
+
+// TestOneServerPerDir: a second server on a directory in use is refused
+// with ErrDirInUse; a bad address is refused before anything starts.
+func TestOneServerPerDir(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := devserver.Start(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := devserver.Start(ctx, dir, nil); !errors.Is(err, devserver.ErrDirInUse) {
+		t.Errorf("second server on %s: %v, want ErrDirInUse", dir, err)
+	}
+	for _, bad := range []devserver.Option{nil, devserver.WithAddr("27027"), devserver.WithAddr("127.0.0.1:")} {
+		if _, err := devserver.Start(ctx, t.TempDir(), nil, bad); err == nil || !strings.HasPrefix(err.Error(), "devserver: ") {
+			t.Errorf("bad option: %v", err)
+		}
 	}
 }

@@ -27,8 +27,8 @@ import (
 // 500ms, the renew deadline 1s and the retry period 100ms.
 const dbTTL = 1500 * time.Millisecond
 
-// instance is one process: a Session observed by a Checker, whose probes
-// it serves over HTTP.
+// instance is one process: a Session watched by a Checker (ForSession),
+// whose probes it serves over HTTP.
 type instance struct {
 	t       *testing.T
 	session *lock.Session
@@ -38,16 +38,16 @@ type instance struct {
 
 func newInstance(t *testing.T, db *mongo.Database, keeper string, checkOpts []health.Option, sessionOpts ...lock.SessionOption) *instance {
 	t.Helper()
-	c, err := health.New(checkOpts...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lk, err := lock.New(db, lock.WithTTL(dbTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append([]lock.SessionOption{lock.WithKeeperID(keeper), lock.WithObserver(c)}, sessionOpts...)
+	opts := append([]lock.SessionOption{lock.WithKeeperID(keeper)}, sessionOpts...)
 	s, err := lock.NewSession(lk, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := health.ForSession(s, checkOpts...) // and what the test builds on s
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,9 @@ func TestDBReadiness(t *testing.T) {
 	t.Parallel()
 	db := mongotest.NewDatabase(t)
 	in := newInstance(t, db, "k1", []health.Option{health.WithCheckTimeout(10 * time.Second)})
-	m, err := migrations.New(db, migrations.WithSession(in.session))
+	// A migrator with Sessions of its own, watched by hand: WithSession
+	// would have the Checker watch it, not the counting wrapper.
+	m, err := migrations.New(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +172,10 @@ func TestDBLeader(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 2 {
 		in := newInstance(t, db, fmt.Sprintf("k%d", i), nil)
-		r, err := runner.New(in.session, "leader")
+		r, err := runner.New(in.session, "leader") // the Checker watches it
 		if err != nil {
 			t.Fatal(err)
 		}
-		in.checker.WatchRunner(r)
 		ctx, cancel := context.WithCancel(context.Background())
 		wg.Add(1)
 		go func() {
@@ -349,7 +350,6 @@ func TestDBSchedulerBehind(t *testing.T) {
 	if err := s.AddJob("slow", "* * * * * *", func(ctx context.Context) error { <-ctx.Done(); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	in.checker.WatchScheduler(s)
 	in.await(health.LivePath, http.StatusOK, health.CheckScheduler, "loop of the scheduler of keeper k1 is 0s behind")
 	if err := s.Start(); err != nil {
 		t.Fatal(err)

@@ -4,21 +4,26 @@
 // Leader; Report.Err for health-check libraries that take a
 // func(context.Context) error).
 //
-//	checker, err := health.New()
+//	session, err := lock.NewSession(locker)
 //	if err != nil { ... }
-//	session, err := lock.NewSession(locker, lock.WithObserver(checker))
+//	checker, err := health.ForSession(session)
 //	if err != nil { ... }
-//	r, err := runner.New(session, "billing-leader")
-//	...
-//	checker.WatchRunner(r)           // GET /leader: 200 on the leader only
-//	checker.WatchScheduler(sched)    // liveness: the scheduler's loop keeps up
-//	checker.WatchMigrations(migr)    // readiness: migrations applied
-//	checker.Register(mux)            // /livez, /healthz, /readyz, /leader
+//	checker.Register(mux) // /livez, /healthz, /readyz, /leader
+//
+// ForSession covers the Session and every runner, scheduler and migrator
+// built on it, before or after the call: GET /leader answers 200 on the
+// leader of its runners only, liveness checks its schedulers' loops,
+// readiness its migrators' migrations (those made with
+// migrations.WithSession). The finer calls remain for a Checker made with
+// New: lock.WithObserver(checker) or WatchSession, WatchRunner,
+// WatchScheduler, WatchMigrations (for a migrator with Sessions of its
+// own, say).
 //
 // A Checker learns about leases, terms and tasks from the events of the
 // Sessions it observes (lock.Observer), so it costs nothing between probes
 // and a liveness probe never touches the database. It reads the time on
-// its own clock (WithClock), which should be the Sessions'.
+// its own clock (WithClock; ForSession's default is the Session's), which
+// should be the Sessions'.
 //
 // # Liveness
 //
@@ -57,7 +62,7 @@
 //     and WithStallHold (default 1m) passed since the stall, so that a
 //     probe sees it even when the task heeds its cancellation at once. A
 //     stalled task that ignores its cancellation too is abandoned, above.
-//   - scheduler (only with WatchScheduler): a scheduler's loop is behind
+//   - scheduler (with a scheduler watched): a scheduler's loop is behind
 //     its earliest due firing (scheduler.Scheduler.Lag) by more than
 //     WithSchedulerLagLimit (default 30s). The loop dispatches due firings
 //     at once, so a lag means it is blocked (by an observer, say).
@@ -65,7 +70,7 @@
 // # Readiness
 //
 // Ready, ReadyHandler: the process should receive work. It fails until
-// every migration of each watched migrator (WatchMigrations) is applied
+// every migration of each watched migrator is applied
 // (migrations.StateApplied; migrations recorded by a newer program,
 // migrations.StateUnknown, do not count) — pending, running, failed or
 // changed ones are named — and while any liveness check fails, so an
@@ -78,17 +83,17 @@
 // # Leader
 //
 // Leader, LeaderHandler: 200 only while this instance leads the election
-// of every watched runner (WatchRunner), as the runner knows it without a
+// of every watched runner, as the runner knows it without a
 // round trip (runner.LeaderAwareRunner.IsLeader); the body names the
 // leader last observed. It is independent of liveness. With no runner
 // watched it fails.
 //
 // # What it does not promise
 //
-// A Checker knows only what it observed: pass it to lock.WithObserver of
-// every Session to check, before the Session takes any lock. Events of a
-// migrator that makes its own Sessions reach it only through
-// migrations.WithObserver or migrations.WithSession. Liveness is about this
+// A Checker knows only what it observed: have it watch every Session to
+// check (ForSession, WatchSession, or lock.WithObserver), before the
+// Session takes any lock. Events of a migrator that makes its own Sessions
+// reach it only through migrations.WithObserver or migrations.WithSession. Liveness is about this
 // process, not the database: an outage shows in it only where this
 // process holds leases, and readiness does not probe the database once
 // the migrations are applied.

@@ -16,49 +16,57 @@ import (
 	"github.com/mongolock/mongolock/scheduler"
 )
 
-// A program observes its Session with a Checker, watches what it built on
-// it, and serves the probes beside its other endpoints.
+// One call: the Checker watches the process's Session and the migrator,
+// the runner and the scheduler built on it (even after the call), and
+// serves the probes beside the program's other endpoints.
 func Example() {
 	var db *mongo.Database // connected elsewhere
 
-	checker, err := health.New()
-	if err != nil {
-		log.Fatal(err)
-	}
 	locker, err := lock.New(db)
 	if err != nil {
 		log.Fatal(err)
 	}
-	session, err := lock.NewSession(locker, lock.WithObserver(checker))
+	session, err := lock.NewSession(locker)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer session.Close()
-
-	migrator, err := migrations.New(db, migrations.WithSession(session))
+	checker, err := health.ForSession(session)
 	if err != nil {
 		log.Fatal(err)
 	}
-	checker.WatchMigrations(migrator) // /readyz: 503 until Up applied everything
-	leader, err := runner.New(session, "billing-leader")
-	if err != nil {
-		log.Fatal(err)
-	}
-	checker.WatchRunner(leader) // /leader: 200 on the leader only
-	sched, err := scheduler.New(db, session)
-	if err != nil {
-		log.Fatal(err)
-	}
-	checker.WatchScheduler(sched) // /livez: 503 if its loop is blocked
-
 	mux := http.NewServeMux()
 	checker.Register(mux) // /livez, /healthz, /readyz, /leader
 	go func() { log.Fatal(http.ListenAndServe(":8080", mux)) }()
 
-	if _, err := migrator.Up(context.Background()); err != nil {
+	// /readyz: 503 until Up applied everything.
+	migrator, err := migrations.New(db, migrations.WithSession(session))
+	if err != nil {
 		log.Fatal(err)
 	}
-	// ... Start the scheduler, Run the leader's task.
+	// /leader: 200 on the leader only.
+	leader, err := runner.New(session, "billing-leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// /livez: 503 if its loop is blocked.
+	sched, err := scheduler.New(db, session)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx := context.Background()
+	if _, err := migrator.Up(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := sched.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer sched.Stop(ctx)
+	_ = leader.Run(ctx, func(ctx context.Context) error {
+		<-ctx.Done() // the leader's work, until its term ends
+		return nil
+	})
 }
 
 // For a health-check library that takes a func(context.Context) error.

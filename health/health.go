@@ -37,10 +37,10 @@ const (
 	// CheckStalls (liveness): the runner's stall detection has not fired
 	// recently.
 	CheckStalls = "stalled_tasks"
-	// CheckScheduler (liveness, with WatchScheduler): no scheduler loop is
+	// CheckScheduler (liveness, with a scheduler watched): no scheduler loop is
 	// behind its earliest due firing by more than the limit.
 	CheckScheduler = "scheduler"
-	// CheckMigrations (readiness, with WatchMigrations): every migration
+	// CheckMigrations (readiness, with a migrator watched): every migration
 	// is applied.
 	CheckMigrations = "migrations"
 	// CheckLeader (leader): this instance leads every watched runner's
@@ -73,8 +73,9 @@ var (
 
 // Checker answers liveness, readiness and leader probes from the events of
 // the Sessions it observes and from the schedulers, runners and migrators
-// it watches. Create it with New, pass it to lock.WithObserver, then watch
-// what is built on the Session. It is safe for concurrent use.
+// it watches. ForSession makes one that watches a Session and everything
+// built on it; New makes one to give lock.WithObserver and to watch things
+// one by one. It is safe for concurrent use.
 type Checker struct {
 	clock clockwork.Clock
 	cfg   config
@@ -86,6 +87,8 @@ type Checker struct {
 	schedulers []Scheduler           // watched
 	runners    []Runner              // watched
 	migrators  []*migratorCheck      // watched
+	sessions   []*lock.Session       // watched: their components are (session.go)
+	watched    map[any]struct{}      // the schedulers, runners and migrators above
 }
 
 var _ lock.Observer = (*Checker)(nil)
@@ -112,11 +115,13 @@ func New(opts ...Option) (*Checker, error) {
 
 // WatchScheduler adds s to the liveness check: it fails while s's loop is
 // behind its earliest due firing by more than the lag limit
-// (WithSchedulerLagLimit). Several schedulers may be watched.
+// (WithSchedulerLagLimit). Several schedulers may be watched; each is
+// checked once however often it is watched (WatchSession watches those
+// built on a Session).
 func (c *Checker) WatchScheduler(s Scheduler) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.schedulers = append(c.schedulers, s)
+	c.watchSchedulerLocked(s)
 }
 
 // WatchRunner adds r to the leader check: it answers OK only while this
@@ -125,7 +130,7 @@ func (c *Checker) WatchScheduler(s Scheduler) {
 func (c *Checker) WatchRunner(r Runner) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.runners = append(c.runners, r)
+	c.watchRunnerLocked(r)
 }
 
 // WatchMigrations adds m to the readiness check: it fails until every
@@ -136,7 +141,7 @@ func (c *Checker) WatchRunner(r Runner) {
 func (c *Checker) WatchMigrations(m Migrator) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.migrators = append(c.migrators, &migratorCheck{m: m, clock: c.clock, timeout: c.cfg.checkTimeout})
+	c.watchMigrationsLocked(m)
 }
 
 // Check is the outcome of one check.
@@ -195,6 +200,7 @@ func (c *Checker) Live(ctx context.Context) Report {
 
 func (c *Checker) liveChecks(now time.Time) map[string]Check {
 	c.mu.Lock()
+	c.syncLocked()
 	checks := map[string]Check{
 		CheckRenewals:  c.renewalsCheckLocked(now),
 		CheckAbandoned: c.abandonedCheckLocked(now),
@@ -238,6 +244,7 @@ func (c *Checker) schedulerCheck(scheds []Scheduler) Check {
 // everything applied (see WatchMigrations); ctx bounds the wait.
 func (c *Checker) Ready(ctx context.Context) Report {
 	c.mu.Lock()
+	c.syncLocked()
 	migs := c.migrators
 	c.mu.Unlock()
 	var mig Check
@@ -274,6 +281,7 @@ func (c *Checker) Ready(ctx context.Context) Report {
 // I/O.
 func (c *Checker) Leader(ctx context.Context) Report {
 	c.mu.Lock()
+	c.syncLocked()
 	runners := c.runners
 	c.mu.Unlock()
 	ch := Check{OK: len(runners) > 0, Reason: "no runner watched"}

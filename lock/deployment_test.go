@@ -205,12 +205,12 @@ func TestDeadServerErrors(t *testing.T) {
 		{`holder of "x": probe the deployment`, func() error { _, err := l.Holder(ctx, "x"); return err }},
 		{"list locks: probe the deployment", func() error { _, err := l.Locks(ctx); return err }},
 		{"purge: probe the deployment", func() error { _, err := l.Purge(ctx); return err }},
-		{"find old lock documents in", func() error { return l.EnsureIndexes(ctx) }},
+		{`ensure indexes of lock collection "app.leases": `, func() error { return l.EnsureIndexes(ctx) }},
 	}
 	for _, c := range calls {
 		err := c.call()
 		msg := fmt.Sprint(err)
-		if !strings.HasPrefix(msg, c.op) || !strings.Contains(msg, `lock collection "app.leases"`) ||
+		if !strings.HasPrefix(msg, c.op) || strings.Count(msg, `lock collection "app.leases"`) != 1 ||
 			!strings.Contains(msg, "server selection") {
 			t.Errorf("%s: %v", c.op, err)
 		}

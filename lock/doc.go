@@ -22,7 +22,10 @@
 // runner, scheduler and migrations packages take their locks through a
 // Session too, so one Session per process keeps all of its leases alive.
 // Events of everything built on a Session go to its observers
-// (WithObserver); logging is one of them (WithSessionLogger). A Tracer
+// (WithObserver, AddObserver); logging is one of them (WithSessionSlog for
+// log/slog, WithSessionLogger for zerolog). What is built on a Session is
+// listed by Components, so that the metrics and health packages cover it
+// with one call on the Session. A Tracer
 // (WithTracer; the tracing package implements one with OpenTelemetry) gets
 // a span for each acquisition, renewal and release, term and run.
 //

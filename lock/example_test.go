@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 )
 
 // Run work under a lock: Do waits for the lock, keeps it alive while the
@@ -108,4 +112,31 @@ func ExampleMutex_AcquireLock() {
 	// acquired, fence > 0: true
 	// second instance acquired: false
 	// released
+}
+
+// A Session's events, logged with log/slog: at Debug, every acquisition
+// and release; at Info and Warn, what deserves attention.
+func ExampleWithSessionSlog() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // for an output that does not change
+			}
+			return a
+		},
+	}))
+	store := locktest.New(locktest.WithClock(clockwork.NewFakeClock())) // your lock.New(db)
+	session, err := lock.NewSession(store, lock.WithKeeperID("web-1"), lock.WithSessionSlog(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close()
+	err = session.Do(context.Background(), "nightly-report", func(ctx context.Context) error { return nil })
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// level=DEBUG msg=acquired lock=nightly-report keeper=web-1 fence=1 trusted_for=20s
+	// level=DEBUG msg=released lock=nightly-report keeper=web-1 fence=1
 }

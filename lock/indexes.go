@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -41,14 +42,16 @@ func (l *Locker) EnsureIndexes(ctx context.Context) error {
 
 // EnsureIndexes is Locker.EnsureIndexes for any collection, for migrations.
 // warn receives what could not be done but does not stop it.
+// Its errors name what was asked, "ensure indexes of lock collection
+// ...", before the step that failed.
 func EnsureIndexes(ctx context.Context, coll *mongo.Collection, warn func(string)) error {
-	if _, err := UpgradeDocuments(ctx, coll); err != nil {
-		return err
+	_, err := upgradeDocuments(ctx, coll)
+	if err == nil {
+		err = mongoutil.EnsureIndexes(ctx, coll,
+			func(msg string) { warn(msg + "; old lock documents stay until purged") },
+			mongoutil.Index{Name: TTLIndexName, Keys: bson.D{{Key: fieldRenewed, Value: 1}}, TTL: true, TTLSeconds: int64(TTLSeconds(Retention))},
+			mongoutil.Index{Name: KeeperIndexName, Keys: bson.D{{Key: fieldKeeper, Value: 1}}})
 	}
-	err := mongoutil.EnsureIndexes(ctx, coll,
-		func(msg string) { warn(msg + "; old lock documents stay until purged") },
-		mongoutil.Index{Name: TTLIndexName, Keys: bson.D{{Key: fieldRenewed, Value: 1}}, TTL: true, TTLSeconds: int64(TTLSeconds(Retention))},
-		mongoutil.Index{Name: KeeperIndexName, Keys: bson.D{{Key: fieldKeeper, Value: 1}}})
 	if err != nil {
 		return mongoutil.WrapErr(ctx, "ensure indexes of "+lockColl(coll), err)
 	}
@@ -63,17 +66,27 @@ func EnsureIndexes(ctx context.Context, coll *mongo.Collection, warn func(string
 // instance of an earlier version running (mongolock migrate up does, through
 // the built-in lock migration); it returns how many it converted.
 func UpgradeDocuments(ctx context.Context, coll *mongo.Collection) (int, error) {
+	n, err := upgradeDocuments(ctx, coll)
+	if err != nil {
+		return n, mongoutil.WrapErr(ctx, "upgrade the documents of "+lockColl(coll), err)
+	}
+	return n, nil
+}
+
+// upgradeDocuments is UpgradeDocuments; its errors name the step, not the
+// collection.
+func upgradeDocuments(ctx context.Context, coll *mongo.Collection) (int, error) {
 	coll = mongoutil.Primary(coll)
 	cur, err := coll.Find(ctx, bson.D{
 		{Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: false}}},
 		{Key: "fence", Value: bson.D{{Key: "$exists", Value: true}}},
 	})
 	if err != nil {
-		return 0, mongoutil.WrapErr(ctx, "find old lock documents in "+lockColl(coll), err)
+		return 0, fmt.Errorf("find old lock documents: %w", err)
 	}
 	var docs []lockDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return 0, mongoutil.WrapErr(ctx, "find old lock documents in "+lockColl(coll), err)
+		return 0, fmt.Errorf("find old lock documents: %w", err)
 	}
 	n := 0
 	for _, d := range docs {
@@ -84,7 +97,7 @@ func UpgradeDocuments(ctx context.Context, coll *mongo.Collection) (int, error) 
 				{Key: "$unset", Value: bson.D{{Key: "fence", Value: ""}}},
 			})
 		if err != nil {
-			return n, wrapErr(ctx, "convert old lock document", d.ID, err)
+			return n, fmt.Errorf("convert old lock document %q: %w", d.ID, err)
 		}
 		n += int(res.ModifiedCount)
 	}

@@ -187,38 +187,18 @@ func (os observers) Observe(e Event) {
 // leases, retries and deployment warnings at warning level; terms,
 // migrations, firings not run (but those of paused or removed jobs),
 // takeovers and control actions at info; the rest, runs included, at
-// debug. A Session given a logger (WithSessionLogger)
-// logs through it.
+// debug. A Session given a logger (WithSessionLogger) logs through it.
+// SlogObserver is the same for log/slog.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
 }
 
 func logEvent(log zerolog.Logger, e Event) {
 	var ev *zerolog.Event
-	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying:
+	switch levelOf(e) {
+	case levelWarn:
 		ev = log.Warn()
-	case Released:
-		if e.Err != nil {
-			ev = log.Warn()
-		} else {
-			ev = log.Debug()
-		}
-	case RunEnded:
-		if e.Err != nil {
-			ev = log.Warn()
-		} else {
-			ev = log.Debug()
-		}
-	case FiringSkipped:
-		// A paused or removed job skips every firing, on purpose: not news.
-		if strings.HasPrefix(e.Reason, "paused") || strings.HasPrefix(e.Reason, "removed") {
-			ev = log.Debug()
-		} else {
-			ev = log.Info()
-		}
-	case TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
-		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved:
+	case levelInfo:
 		ev = log.Info()
 	default:
 		ev = log.Debug()
@@ -226,41 +206,100 @@ func logEvent(log zerolog.Logger, e Event) {
 	if !ev.Enabled() {
 		return
 	}
+	w := zerologFields{ev}
+	writeFields(e, &w)
+	w.ev.Msg(e.Kind.String())
+}
+
+// logLevel is the level an event is logged at, whatever the logger.
+type logLevel int
+
+const (
+	levelDebug logLevel = iota
+	levelInfo
+	levelWarn
+)
+
+// levelOf is the level of e: see LogObserver.
+func levelOf(e Event) logLevel {
+	switch e.Kind {
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying:
+		return levelWarn
+	case Released, RunEnded:
+		if e.Err != nil {
+			return levelWarn
+		}
+		return levelDebug
+	case FiringSkipped:
+		// A paused or removed job skips every firing, on purpose: not news.
+		if strings.HasPrefix(e.Reason, "paused") || strings.HasPrefix(e.Reason, "removed") {
+			return levelDebug
+		}
+		return levelInfo
+	case TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
+		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved:
+		return levelInfo
+	}
+	return levelDebug
+}
+
+// fieldWriter takes the fields of a logged event, for one logger.
+type fieldWriter interface {
+	str(key, v string)
+	uint64(key string, v uint64)
+	int(key string, v int)
+	dur(key string, d time.Duration)
+	time(key string, t time.Time)
+	err(key string, err error)
+}
+
+// writeFields writes the fields of e that are set, under the same keys
+// whatever the logger.
+func writeFields(e Event, w fieldWriter) {
 	str := func(k, v string) {
 		if v != "" {
-			ev = ev.Str(k, v)
+			w.str(k, v)
 		}
 	}
 	str("lock", e.LockID)
 	str("keeper", e.KeeperID)
 	if e.Fence != 0 {
-		ev = ev.Uint64("fence", e.Fence)
+		w.uint64("fence", e.Fence)
 	}
 	if e.Took != 0 {
-		ev = ev.Dur("took", e.Took)
+		w.dur("took", e.Took)
 	}
 	if e.Remaining != 0 {
-		ev = ev.Dur("trusted_for", e.Remaining)
+		w.dur("trusted_for", e.Remaining)
 	}
 	if e.Err != nil {
-		ev = ev.AnErr("error", e.Err)
+		w.err("error", e.Err)
 	}
 	str("reason", e.Reason)
 	str("leader", e.Leader)
 	str("job", e.Job)
 	if !e.Scheduled.IsZero() {
-		ev = ev.Time("firing", e.Scheduled)
+		w.time("firing", e.Scheduled)
 	}
 	if e.Lateness != 0 {
-		ev = ev.Dur("late", e.Lateness)
+		w.dur("late", e.Lateness)
 	}
 	str("outcome", e.Outcome)
 	if e.Attempt > 1 {
-		ev = ev.Int("attempt", e.Attempt)
+		w.int("attempt", e.Attempt)
 	}
 	str("migration", e.Migration)
 	if e.Gap != 0 {
-		ev = ev.Dur("gap", e.Gap)
+		w.dur("gap", e.Gap)
 	}
-	ev.Msg(e.Kind.String())
 }
+
+// zerologFields writes fields to a zerolog event.
+type zerologFields struct{ ev *zerolog.Event }
+
+func (z *zerologFields) str(k, v string)               { z.ev = z.ev.Str(k, v) }
+func (z *zerologFields) uint64(k string, v uint64)     { z.ev = z.ev.Uint64(k, v) }
+func (z *zerologFields) int(k string, v int)           { z.ev = z.ev.Int(k, v) }
+func (z *zerologFields) dur(k string, d time.Duration) { z.ev = z.ev.Dur(k, d) }
+func (z *zerologFields) time(k string, t time.Time)    { z.ev = z.ev.Time(k, t) }
+func (z *zerologFields) err(k string, err error)       { z.ev = z.ev.AnErr(k, err) }

@@ -58,6 +58,7 @@ type Session struct {
 	wake   chan struct{} // the keep-alive plans again
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the keep-alive returned
+	watch  watchers      // observers added later, components (components.go)
 }
 
 // slot is a lock held, or being acquired or released, in a Session. It
@@ -157,7 +158,8 @@ func (s *Session) Done() <-chan struct{} { return s.stop }
 // when empty. It is for the packages built on Sessions; with no observer it
 // costs nothing.
 func (s *Session) Emit(e Event) {
-	if len(s.cfg.observers) == 0 {
+	obs := s.observers()
+	if len(obs) == 0 {
 		return
 	}
 	if e.KeeperID == "" {
@@ -166,12 +168,12 @@ func (s *Session) Emit(e Event) {
 	if e.At.IsZero() {
 		e.At = s.clock.Now()
 	}
-	s.cfg.observers.Observe(e)
+	obs.Observe(e)
 }
 
 // observed reports whether anyone receives events, observers or a tracer's
 // spans, so that callers build none for nobody.
-func (s *Session) observed() bool { return len(s.cfg.observers) > 0 || s.cfg.tracer != nil }
+func (s *Session) observed() bool { return len(s.observers()) > 0 || s.cfg.tracer != nil }
 
 // Holder returns who holds lockID (Locker.Holder).
 func (s *Session) Holder(ctx context.Context, lockID string) (Holder, error) {
@@ -528,7 +530,9 @@ func (s *Session) Backoff() Backoff {
 // running) are not deleted: they expire, and their holders' ReleaseLock
 // still works. Stop the work under live leases first (return from Do,
 // stop runners and schedulers): Close releases their locks at once, so
-// work still running then gets no safety margin. Close is idempotent;
+// work still running then gets no safety margin. The release timeout
+// (WithReleaseTimeout, default 5s) bounds Close: with the server down it
+// takes that long and returns an error saying so. Close is idempotent;
 // calls on a closed Session return ErrSessionClosed.
 func (s *Session) Close() error {
 	s.mu.Lock()
@@ -585,7 +589,9 @@ func (s *Session) Close() error {
 	}
 	span.End(err)
 	if err != nil {
-		return fmt.Errorf("close session %s: %w", s.cfg.keeperID, err)
+		// releaseTerms retries until the release timeout passes.
+		return fmt.Errorf("close session %s: its locks were not released within the release timeout (%v); they expire with their leases: %w",
+			s.cfg.keeperID, s.cfg.releaseTimeout, err)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 }
 
 // TestCloseIsBounded: a Session whose server is gone closes within its
-// release timeout, reporting the failure.
+// release timeout, reporting the failure and saying what bounded it.
 func TestCloseIsBounded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -172,8 +172,12 @@ func TestCloseIsBounded(t *testing.T) {
 		mustLock(t, context.Background(), newMutex(t, s, "a"))
 		f.Pause(locktest.OpRelease)
 		start := time.Now()
-		if err := s.Close(); !errors.Is(err, context.DeadlineExceeded) {
+		err = s.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Close with the server gone: %v, want a deadline error", err)
+		}
+		if !strings.Contains(err.Error(), "not released within the release timeout (1s); they expire with their leases") {
+			t.Errorf("Close's error does not say what bounded it: %v", err)
 		}
 		if took := time.Since(start); took != time.Second {
 			t.Fatalf("Close took %v, want the release timeout", took)

@@ -1,22 +1,27 @@
 // Package metrics exports Prometheus metrics of mongolock's locks,
 // elections, scheduled jobs and migrations, built on the lock.Observer hook.
 //
-//	m, err := metrics.New()
+//	session, err := lock.NewSession(locker)
 //	if err != nil { ... }
-//	reg.MustRegister(m) // your registry: the package never uses the global one
-//	session, err := lock.NewSession(locker, lock.WithObserver(m))
-//	m.WatchLocker(locker)   // server-clock uncertainty, read at scrape time
-//	m.WatchScheduler(sched) // every job's series present from the start
+//	m, err := metrics.Register(reg, session) // reg: your registry; the package never uses the global one
+//
+// Register covers the Session's locks, its Locker's server-clock
+// uncertainty, and every runner, scheduler and migrator built on the
+// Session, before or after the call: a job's series are present from its
+// scheduler's first scrape, an election's from its runner's. Call it
+// before the Session takes locks: events before it are not counted. The
+// finer calls remain for a Metrics made with New: lock.WithObserver(m) or
+// WatchSession, WatchLocker, WatchScheduler, AddJobs, AddElections.
 //
 // A Metrics counts what the Sessions it observes see: the figures are
 // those of this process. Sum them across instances (sum by (job_name) of a
 // job's firings, max by (job_name) of its last success) for the cluster's
-// view. One Metrics may observe several Sessions.
+// view. One Metrics may observe several Sessions (WatchSession).
 //
 // Observe is synchronous and cheap (a few atomic additions, a map lookup
 // for jobs and elections, a mutex for leases taken and let go); it does no
-// I/O. Collect reads the watched Lockers' clock estimates and schedulers'
-// job names, neither of which does I/O either.
+// I/O. Collect reads the watched Lockers' clock estimates, schedulers' job
+// names and Sessions' components, none of which does I/O either.
 //
 // # Labels
 //
@@ -26,8 +31,9 @@
 // gives the scrape job and would rename ours to exported_job). Every other
 // label has a fixed set of values, all present at zero from the start; a
 // job's series are all present as soon as it is added (AddJobs,
-// WatchScheduler) or seen, so "never ran" alerts work, and an election's
-// once it is added (AddElections) or seen.
+// WatchScheduler, a scheduler built on a watched Session) or seen, so
+// "never ran" alerts work, and an election's once it is added
+// (AddElections, a runner built on a watched Session) or seen.
 //
 // # Metrics
 //

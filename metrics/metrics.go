@@ -10,10 +10,10 @@ import (
 )
 
 // Metrics turns the events of Sessions (and of the runners, schedulers and
-// migrators built on them) into Prometheus metrics. Give it to every
-// Session with lock.WithObserver, and register it on your registry. It is
-// safe for concurrent use; one Metrics may observe several Sessions, whose
-// figures it adds up.
+// migrators built on them) into Prometheus metrics. Register makes one,
+// registers it on your registry and watches a Session; WatchSession
+// watches more. It is safe for concurrent use; one Metrics may observe
+// several Sessions, whose figures it adds up.
 type Metrics struct {
 	ns         string
 	collectors []prometheus.Collector
@@ -24,6 +24,9 @@ type Metrics struct {
 	jobs       jobMetrics
 	migrations migrationMetrics
 	clock      clockMetrics
+
+	watchMu  sync.Mutex
+	sessions []*lock.Session // watched (WatchSession)
 }
 
 var (
@@ -92,10 +95,11 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector. It adds the jobs of watched
-// schedulers added since the last scrape, and reads the watched Lockers'
+// schedulers added since the last scrape, and the schedulers and runners
+// built on watched Sessions since then, and reads the watched Lockers'
 // server-clock estimates.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	m.jobs.refresh()
+	m.refresh()
 	for _, c := range m.collectors {
 		c.Collect(ch)
 	}

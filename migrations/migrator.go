@@ -29,7 +29,9 @@ type Migrator struct {
 }
 
 // New returns a Migrator for db with the built-in migrations (Builtin) and
-// those given with WithMigrations. It does no I/O.
+// those given with WithMigrations. It does no I/O. Given WithSession, it is
+// added to the session's components (lock.Session.AddComponent), so that
+// the health checks of the session cover it.
 func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 	if db == nil {
 		return nil, invalidOption("nil database")
@@ -73,6 +75,9 @@ func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 	// migration as pending and have it run twice.
 	m.records = db.Collection(cfg.collection, options.Collection().
 		SetWriteConcern(lock.DefaultWriteConcern()).SetReadPreference(readpref.Primary()))
+	if cfg.session != nil {
+		cfg.session.AddComponent(m) // for those who watch the session: health
+	}
 	return m, nil
 }
 

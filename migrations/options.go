@@ -8,6 +8,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
 )
 
 // Defaults used by New.
@@ -214,8 +215,8 @@ func WithSchedulerHistory(runsCollection string, retention time.Duration) Option
 		if !mongoutil.ValidCollectionName(runsCollection) {
 			return invalidOption("WithSchedulerHistory: invalid collection name %q", runsCollection)
 		}
-		if retention < 0 || (retention > 0 && retention < time.Second) {
-			return invalidOption("WithSchedulerHistory: retention %v must be 0 or at least 1s", retention)
+		if !scheduler.ValidHistoryRetention(retention) {
+			return invalidOption("WithSchedulerHistory: retention %v must be 0 or at least %v", retention, scheduler.MinHistoryRetention)
 		}
 		c.runsCollection = runsCollection
 		c.retention = retention

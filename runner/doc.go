@@ -62,10 +62,15 @@
 // running anything, and Run waits for it before campaigning. A task
 // therefore never runs twice at once on one runner.
 //
+// Stopping Run (its context ends) is a normal stop: Run returns nil once
+// its task returned (within the grace period) and the release was tried
+// (within the session's release timeout, lock.WithReleaseTimeout, default
+// 5s, also when the database is down).
+//
 // A failed release is retried by the session within its release timeout.
 // If none succeeds the lock may still be ours: Resign, Run when it stops
-// later, or closing the session tries again; otherwise the others wait for
-// the lease to expire.
+// later, or closing the session tries again, again within the release
+// timeout; otherwise the others wait for the lease to expire.
 //
 // Stall detection (WithStallTimeout) covers a task that hangs without
 // ignoring anything: if it does not call Heartbeat often enough, the runner
@@ -81,8 +86,9 @@
 // # Events
 //
 // The runner emits events through its session's observers
-// (lock.WithObserver; lock.WithSessionLogger logs them), each exactly once
-// per occurrence, with the lock id, the session's keeper id and the fence:
+// (lock.WithObserver; lock.WithSessionSlog or lock.WithSessionLogger logs
+// them), each exactly once per occurrence, with the lock id, the session's
+// keeper id and the fence:
 //
 //   - lock.TermStarted when a term begins, before OnStartedLeading.
 //     Remaining is how long the new lease is trusted for.

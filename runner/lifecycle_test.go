@@ -130,8 +130,8 @@ func TestRunWaitsForAbandonedTask(t *testing.T) {
 		_, cancel2, errc2 := goRun(t, r, p2.task)
 		h.advance(fRP)
 		cancel2()
-		if err := waitErr(t, errc2); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run returned %v, want context.Canceled", err)
+		if err := waitErr(t, errc2); err != nil {
+			t.Fatalf("Run returned %v, want nil (a normal stop)", err)
 		}
 		h.settle()
 		if n, m := h.f.count(opAcquire, ""), h.f.count(opRelease, ""); n != 1 || m != 0 {
@@ -150,7 +150,7 @@ func TestRunWaitsForAbandonedTask(t *testing.T) {
 			t.Fatalf("new term's fence %d not above %d", rn2.fence, rn1.fence)
 		}
 		wantOrder(t, h.f.sequence(), "task-start:A1", "task-return:A1", "release:A", "acquire:A", "task-start:A2")
-		if err := stop(); !errors.Is(err, context.Canceled) {
+		if err := stop(); err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
 		rec.wantCounts(t, 2, 2)
@@ -192,7 +192,7 @@ func TestRunEndsTermLeftByRunTaskOnLeader(t *testing.T) {
 					rec.wantEnd(t, "superseded by a new campaign", nil)
 				}
 				wantOrder(t, h.f.sequence(), "started:A", "stopped:A", "acquire:A", "started:A", "task-start:A")
-				if err := stop(); !errors.Is(err, context.Canceled) {
+				if err := stop(); err != nil {
 					t.Fatalf("Run returned %v", err)
 				}
 				rn.wait(t)
@@ -252,7 +252,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 				t.Fatal("injected release error did not happen")
 			}
 			wantRetry(t, h, c1)
-			if err := waitErr(t, errc); !errors.Is(err, context.Canceled) {
+			if err := waitErr(t, errc); err != nil {
 				t.Fatalf("Run returned %v", err)
 			}
 			notHeld(t, h.f)
@@ -274,7 +274,7 @@ func TestReleaseFailingPastTimeoutIsRetriedByResign(t *testing.T) {
 		cancel()
 		first := h.f.next(t, opRelease)
 		h.advanceTo(first.start.Add(fRT + fRP))
-		if err := waitErr(t, errc); !errors.Is(err, context.Canceled) {
+		if err := waitErr(t, errc); err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
 		h.advance(time.Minute)
@@ -389,8 +389,8 @@ func TestContextEndedDuringCampaign(t *testing.T) {
 					return nil
 				})
 			}()
-			if err := waitErr(t, errc); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Run returned %v, want context.Canceled", err)
+			if err := waitErr(t, errc); err != nil {
+				t.Fatalf("Run returned %v, want nil (a normal stop)", err)
 			}
 			check(t, h, rec)
 		})
@@ -457,6 +457,39 @@ func TestGracePeriodFromSession(t *testing.T) {
 		h.advance(time.Millisecond)
 		if res := waitResult(t, results); !errors.Is(res.err, runner.ErrTaskDidNotStop) {
 			t.Fatalf("err=%v, want ErrTaskDidNotStop after the session's grace period", res.err)
+		}
+	})
+}
+
+// A normal stop (Run's context ends) returns nil, even with the store
+// down: the task returned and the release was tried. With the store down
+// the stop takes the session's release timeout, which bounds it, and no
+// more: the lock is left to expire.
+func TestRunNormalStopReturnsNil(t *testing.T) {
+	fastOnBubbleClock(t, func(t *testing.T, h *harness) {
+		r, _ := h.newRunner("A")
+		p := h.probe("A")
+		_, cancel, errc := goRun(t, r, p.task)
+		p.next(t)
+		cancel()
+		if err := waitErr(t, errc); err != nil {
+			t.Fatalf("Run returned %v on a normal stop, want nil", err)
+		}
+
+		// The store goes down: campaigns fail, then the stop.
+		for _, op := range []locktest.Op{opAcquire, opRenew, opRelease, opHolder} {
+			h.f.Fail(op, locktest.Always, errDown)
+		}
+		_, cancel, errc = goRun(t, r, p.task)
+		h.f.next(t, opAcquire)
+		h.settle()
+		stopped := h.clk.Now()
+		cancel()
+		if err := waitErr(t, errc); err != nil {
+			t.Fatalf("Run returned %v on a normal stop with the store down, want nil", err)
+		}
+		if took := h.clk.Since(stopped); took > fRT {
+			t.Errorf("the stop took %v, more than the release timeout %v", took, fRT)
 		}
 	})
 }

@@ -77,7 +77,9 @@ type abandonedTask struct {
 // New returns a runner that leads through lockID, holding it in session as
 // the session's keeper. The session renews the lease and gives the timings
 // (lock.Session.Timings) and the clock; the runner must not be given a
-// closed session. lockID names the leadership.
+// closed session. lockID names the leadership. The runner is added to the
+// session's components (lock.Session.AddComponent), so that the metrics and
+// health of the session cover it.
 func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunner, error) {
 	if session == nil {
 		return nil, fmt.Errorf("new runner: %w: nil session", lock.ErrInvalidArgument)
@@ -103,13 +105,15 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 	if cfg.gracePeriod == 0 {
 		cfg.gracePeriod = session.GracePeriod()
 	}
-	return &LeaderAwareRunner{
+	r := &LeaderAwareRunner{
 		session: session,
 		mutex:   m,
 		lockID:  lockID,
 		clock:   session.Clock(),
 		cfg:     cfg,
-	}, nil
+	}
+	session.AddComponent(r) // for those who watch the session: metrics, health
+	return r, nil
 }
 
 // LockID returns the lock the runner campaigns for.
@@ -165,15 +169,21 @@ func (r *LeaderAwareRunner) Leader() string {
 // left over from RunTaskOnLeader ends (OnStoppedLeading) before Run's first
 // campaign.
 //
-// When ctx ends, Run returns an error wrapping ctx.Err(); when the session
-// is closed, one wrapping lock.ErrSessionClosed. Until then, with
-// WithCampaignAgain(true) a task's error ends the term (a lock.TermEnded
-// event with the error, Reason "task failed") and Run goes on; with
-// WithCampaignAgain(false) Run returns after the first term: the task's
-// error, joined with an error wrapping the cause when the lease was lost.
+// When ctx ends, Run stops and returns nil: a normal stop, whatever the
+// state of the store (a release that failed is reported by a lock.Released
+// event with its error, and the lock expires with its lease). When the
+// session is closed it returns an error wrapping lock.ErrSessionClosed.
+// Until then, with WithCampaignAgain(true) a task's error ends the term (a
+// lock.TermEnded event with the error, Reason "task failed") and Run goes
+// on; with WithCampaignAgain(false) Run returns after the first term: the
+// task's error (nil if it only returned its context's cancellation after
+// ctx ended), joined with an error wrapping the cause when the lease was
+// lost.
 //
-// Run returns only after the task returned and the release was tried
-// (bounded by the session's release timeout), with one exception: a task
+// Once ctx ends, Run returns after the task returned (its grace period
+// bounds the wait) and the release was tried: the session's release
+// timeout (lock.WithReleaseTimeout, default 5s) bounds that, also when
+// the store is down, with one exception: a task
 // still running a grace period (WithGracePeriod) after its context was
 // cancelled is abandoned and reported by an error wrapping
 // ErrTaskDidNotStop. Its lease is no longer renewed, so it expires and
@@ -234,15 +244,20 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 			r.endTerm(t, nil, "task returned")
 		}
 		_ = r.release(ctx)
-		if !r.cfg.campaignAgain && ctx.Err() == nil {
-			if res.cause != nil {
+		stopping := ctx.Err() != nil
+		if !r.cfg.campaignAgain {
+			switch {
+			case res.cause != nil && !stopping:
 				return errors.Join(fmt.Errorf("run %q fence %d: %w", r.lockID, fence, res.cause), res.taskErr)
+			case stopping && errors.Is(res.taskErr, context.Canceled):
+				return nil // the task returned its cancellation: a normal stop
 			}
 			return res.taskErr
 		}
-		if err := ctx.Err(); err != nil {
-			// The release just had its full timeout; stopped would retry it.
-			return fmt.Errorf("run %q: %w", r.lockID, err)
+		if stopping {
+			// A normal stop. The release just had its full timeout; stopped
+			// would retry it.
+			return nil
 		}
 		// Give the others a retry period to take over.
 		if err := r.session.Sleep(ctx, r.clock.Until(r.lastRelease.Add(r.retryPause()))); err != nil {
@@ -251,12 +266,12 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	}
 }
 
-// stopped ends Run after ctx ended. An acquisition or release that failed
-// with an error may have left the lock ours: the Mutex deletes it then,
-// rather than make the others wait for it to expire.
+// stopped ends Run after ctx ended: a normal stop, nil. An acquisition or
+// release that failed with an error may have left the lock ours: the Mutex
+// deletes it then, rather than make the others wait for it to expire.
 func (r *LeaderAwareRunner) stopped(ctx context.Context) error {
 	_ = r.release(ctx)
-	return fmt.Errorf("run %q: %w", r.lockID, ctx.Err())
+	return nil
 }
 
 // sleepFailed ends Run after a pause between campaigns was cut short by

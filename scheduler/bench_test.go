@@ -53,12 +53,16 @@ import (
 // burst, so measure the larger sizes with a longer warmup:
 //
 //	go test -run '^$' -bench Cluster -benchtime 1x ./scheduler
-//	go test -run '^$' -bench 'Cluster/(server|jobs=.*)/(docs=.*|instances=1)$' -benchtime 1x ./scheduler -cluster.warmup=45s -cluster.window=20s
+//	go test -run '^$' -bench 'Cluster/server$|Cluster/(server|jobs=.*)/(docs=.*|instances=1)$' -benchtime 1x ./scheduler -cluster.warmup=45s -cluster.window=20s
+//
+// (Cluster/server$ is there because a pattern that matches a benchmark's
+// name only in part runs it without reporting it: TestBenchPatternsReport
+// checks the documents' patterns.)
 func BenchmarkCluster(b *testing.B) {
 	// Baseline: what the server does alone, single-document upserts from 64
 	// goroutines for a second. A cluster needs about jobs × rt/run of them
 	// per second.
-	b.Run("server", func(b *testing.B) {
+	clusterLeaf(b, "server", func(b *testing.B) {
 		for range b.N {
 			benchServer(b)
 		}
@@ -67,19 +71,38 @@ func BenchmarkCluster(b *testing.B) {
 		// Baseline: conditional writes as a claim's (a filter of more
 		// than the _id) on a collection of as many documents as jobs: what
 		// the server can do for each of the sizes below.
-		b.Run(fmt.Sprintf("server/docs=%d", jobs), func(b *testing.B) {
+		clusterLeaf(b, fmt.Sprintf("server/docs=%d", jobs), func(b *testing.B) {
 			for range b.N {
 				benchServerScan(b, jobs)
 			}
 		})
 		for _, instances := range []int{1, 3} {
-			b.Run(fmt.Sprintf("jobs=%d/instances=%d", jobs, instances), func(b *testing.B) {
+			clusterLeaf(b, fmt.Sprintf("jobs=%d/instances=%d", jobs, instances), func(b *testing.B) {
 				for range b.N {
 					benchCluster(b, jobs, instances)
 				}
 			})
 		}
 	}
+}
+
+// clusterDry makes BenchmarkCluster's benchmarks say that they ran instead
+// of running: for TestBenchPatternsReport, which checks that a pattern
+// reports every benchmark it runs.
+var clusterDry = flag.Bool("cluster.dry", false, "BenchmarkCluster: print the benchmarks run, and run none")
+
+// clusterDryRan begins the line a dry benchmark prints.
+const clusterDryRan = "cluster.dry ran "
+
+// clusterLeaf runs f as the sub-benchmark name of b, unless -cluster.dry.
+func clusterLeaf(b *testing.B, name string, f func(*testing.B)) {
+	b.Run(name, func(b *testing.B) {
+		if *clusterDry {
+			fmt.Println(clusterDryRan + b.Name())
+			return
+		}
+		f(b)
+	})
 }
 
 var (

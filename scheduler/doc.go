@@ -268,8 +268,9 @@
 // # Events
 //
 // The Scheduler reports what happens to each firing through its Session's
-// observers (lock.WithObserver; lock.WithSessionLogger logs them). Every
-// event carries Job, Scheduled (the firing), LockID and the Session's
+// observers (lock.WithObserver; lock.WithSessionSlog or
+// lock.WithSessionLogger logs them). Every event carries Job, Scheduled
+// (the firing), LockID and the Session's
 // KeeperID, and Fence once the job's lock is taken. Each firing this
 // instance tries ends in one of FiringLost, FiringSkipped or RunEnded (a
 // lost claim of a trigger, or of a catch-up at Start, emits nothing; work

@@ -19,6 +19,9 @@ const (
 	DefaultLockPrefix = "scheduler/"
 	// DefaultHistoryRetention is how long run history is kept.
 	DefaultHistoryRetention = 7 * 24 * time.Hour
+	// MinHistoryRetention is the shortest retention WithHistory accepts
+	// besides 0 (no history): a TTL index counts in seconds.
+	MinHistoryRetention = time.Second
 	// DefaultOpTimeout bounds each database call the scheduler makes on its
 	// own: claims, lock acquisitions and records. Lock releases are bounded
 	// by the Session's release timeout, and the renewals of running jobs'
@@ -286,14 +289,20 @@ func WithRunsCollection(name string) Option {
 	}
 }
 
+// ValidHistoryRetention reports whether WithHistory accepts d: 0, or at
+// least MinHistoryRetention.
+func ValidHistoryRetention(d time.Duration) bool {
+	return d == 0 || d >= MinHistoryRetention
+}
+
 // WithHistory sets how long the run history is kept; 0 keeps no history
 // (the last run of each job is still recorded). It is enforced by a TTL
 // index (EnsureIndexes) where the server has them, and by PurgeHistory.
 // Default: DefaultHistoryRetention (7 days).
 func WithHistory(retention time.Duration) Option {
 	return func(c *config) error {
-		if retention < 0 || (retention > 0 && retention < time.Second) {
-			return fmt.Errorf("%w: WithHistory: retention %v must be 0 or at least 1s", ErrInvalidOption, retention)
+		if !ValidHistoryRetention(retention) {
+			return fmt.Errorf("%w: WithHistory: retention %v must be 0 or at least %v", ErrInvalidOption, retention, MinHistoryRetention)
 		}
 		c.retention = retention
 		return nil

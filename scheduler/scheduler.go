@@ -111,7 +111,8 @@ type job struct {
 // takes job locks through session, as its keeper, on its clock. Stop the
 // Scheduler before closing the Session: closing it ends the leases of
 // running jobs (cause lock.ErrSessionClosed), and a Scheduler whose Session
-// is closed claims no more firings.
+// is closed claims no more firings. It is added to the session's components
+// (lock.Session.AddComponent): the session's metrics and health cover it.
 func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: New: nil database", ErrInvalidOption)
@@ -177,6 +178,7 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		err := s.session.ReleaseLocks(ctx, leases...)
 		return make([]struct{}, len(leases)), err
 	})
+	session.AddComponent(s) // for those who watch the session: metrics, health
 	return s, nil
 }
 

@@ -50,7 +50,7 @@ func TestCommand(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, w := range []string{"Usage: mongolock ", "migrate up", "locks release ID", "demo-instance", "dev [--dir D]"} {
+	for _, w := range []string{"Usage: mongolock ", "migrate up", "locks release ID", "demo-instance", "dev [--dir D] [--port P]"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("help lacks %q:\n%s", w, out)
 		}

@@ -13,7 +13,8 @@
 //
 // What it promises: one address (URI) for the life of the Server, across Stop
 // and Restart, so existing clients reconnect by themselves; data kept across
-// Stop and Restart; every goroutine gone after Close. What it does not: speed,
+// Stop and Restart; one Server at a time on a data directory; every goroutine
+// gone after Close. What it does not: speed,
 // durability beyond SQLite's, or the MongoDB features FerretDB 1.24 lacks (TTL
 // indexes, $expr, aggregation pipelines, change streams, transactions).
 package embedded
@@ -28,6 +29,8 @@ import (
 	"sync"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
+
+	"github.com/mongolock/mongolock/internal/dirlock"
 )
 
 // ErrClosed reports a call on a closed Server.
@@ -43,6 +46,7 @@ var ferretNew sync.Mutex
 type Server struct {
 	dir     string
 	tempDir bool // dir was made by Start and is removed by Close
+	dirLock *dirlock.Lock
 	log     *slog.Logger
 	proxy   *serializer
 
@@ -52,12 +56,25 @@ type Server struct {
 	done   chan struct{}      // closed when FerretDB's Run returns
 }
 
-// Start starts FerretDB with its SQLite databases in dir and the proxy on a
-// free loopback port. An empty dir means a fresh temporary directory, which
-// Close removes; a given dir is left in place. logger receives FerretDB's
-// logs (it logs every connection at Info and every failed command at Warn);
-// nil discards them. ctx bounds the start only: the server runs until Close.
+// AnyAddr is the address of a Server on a free loopback port.
+const AnyAddr = "127.0.0.1:0"
+
+// Start is StartAt on a free loopback port (AnyAddr).
 func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error) {
+	return StartAt(ctx, AnyAddr, dir, logger)
+}
+
+// StartAt starts FerretDB with its SQLite databases in dir and the proxy
+// listening on addr (host:port). An empty dir means a fresh temporary
+// directory, which Close removes; a given dir is left in place. Only one
+// Server at a time may use a directory: it holds an OS file lock on it
+// (dirlock) until Close, which the kernel releases if the process dies; a
+// second one fails with an error wrapping dirlock.ErrLocked that names the
+// holder. An address in use fails with an error wrapping
+// syscall.EADDRINUSE. logger receives FerretDB's logs (it logs every
+// connection at Info and every failed command at Warn); nil discards them.
+// ctx bounds the start only: the server runs until Close.
+func StartAt(ctx context.Context, addr, dir string, logger *slog.Logger) (*Server, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("embedded: start: %w", err)
 	}
@@ -74,16 +91,23 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
+	var err error
+	if s.dirLock, err = dirlock.Acquire(s.dir); err != nil {
+		s.removeDir()
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
 	backend, err := s.startFerret()
 	if err != nil {
-		s.removeDir()
+		s.releaseDir()
 		return nil, fmt.Errorf("embedded: start FerretDB: %w", err)
 	}
-	if s.proxy, err = newSerializer(backend, ReplyTimeout, s.log); err != nil {
+	if s.proxy, err = newSerializer(addr, backend, ReplyTimeout, s.log); err != nil {
 		s.stopFerret()
-		s.removeDir()
+		s.releaseDir()
 		return nil, fmt.Errorf("embedded: start proxy: %w", err)
 	}
+	// For the error of the next server on the directory.
+	_ = s.dirLock.Describe(s.URI())
 	if err := ctx.Err(); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("embedded: start: %w", err)
@@ -150,6 +174,12 @@ func (s *Server) removeDir() {
 	}
 }
 
+// releaseDir lets the directory go and removes it if Start made it.
+func (s *Server) releaseDir() {
+	_ = s.dirLock.Release()
+	s.removeDir()
+}
+
 // Stop simulates an outage: it closes every client connection and FerretDB,
 // and refuses new connections until Restart. Data stays. Stopping a stopped
 // or closed server does nothing.
@@ -194,6 +224,9 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.proxy.close()
 	s.stopFerret()
+	if err := s.dirLock.Release(); err != nil {
+		return fmt.Errorf("embedded: unlock %s: %w", s.dir, err)
+	}
 	if s.tempDir {
 		if err := os.RemoveAll(s.dir); err != nil {
 			return fmt.Errorf("embedded: remove %s: %w", s.dir, err)

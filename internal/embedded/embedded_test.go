@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/dirlock"
 	"github.com/mongolock/mongolock/internal/embedded"
 )
 
@@ -204,4 +208,50 @@ func TestConcurrentStarts(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestOneServerPerDir: a second server on a directory in use is refused,
+// told which server holds it; once that one closed, the directory is free.
+func TestOneServerPerDir(t *testing.T) {
+	dir := t.TempDir()
+	first, err := embedded.Start(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = embedded.Start(context.Background(), dir, nil)
+	if !errors.Is(err, dirlock.ErrLocked) || !strings.Contains(err.Error(), first.URI()) {
+		t.Errorf("second server on %s: %v", dir, err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start(t, dir)
+}
+
+// TestStartAt: a server listens where it is told, again after a restart of
+// the process; an address in use is refused.
+func TestStartAt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	dir := t.TempDir()
+	for range 2 {
+		s, err := embedded.StartAt(context.Background(), addr, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.URI() != "mongodb://"+addr+"/" {
+			t.Errorf("URI %s, want the address %s", s.URI(), addr)
+		}
+		_, err = embedded.StartAt(context.Background(), addr, t.TempDir(), nil)
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			t.Errorf("second server on %s: %v", addr, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

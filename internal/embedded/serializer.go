@@ -86,9 +86,9 @@ const ReplyTimeout = 2 * time.Minute
 // errNoReply reports a backend that did not reply within the reply timeout.
 var errNoReply = errors.New("embedded: no reply from FerretDB")
 
-// newSerializer listens on a fresh loopback port and forwards to backend.
-func newSerializer(backend string, replyTimeout time.Duration, log *slog.Logger) (*serializer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newSerializer listens on addr and forwards to backend.
+func newSerializer(addr, backend string, replyTimeout time.Duration, log *slog.Logger) (*serializer, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func hangingBackend(t *testing.T) string {
 // timeout the second client would wait for ever.
 func TestReplyTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	s, err := newSerializer(hangingBackend(t), timeout, slog.New(slog.DiscardHandler))
+	s, err := newSerializer(AnyAddr, hangingBackend(t), timeout, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
