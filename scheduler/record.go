@@ -50,6 +50,10 @@ type Pause struct {
 	Note  string
 	Until time.Time // zero: until resumed
 	At    time.Time // server time of the pause
+	// By names who paused it, as the tool that paused it was told (the
+	// dashboard's authorisation hook names the operator); empty if it did
+	// not say. It is a label, not a proof.
+	By string
 }
 
 // Record is what MongoDB knows of a job, whichever instance wrote it.

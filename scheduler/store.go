@@ -111,6 +111,7 @@ const (
 	fieldPaused    = "paused"  // true while paused
 	fieldPauseNote = "pnote"   // the operator's note
 	fieldPauseTill = "puntil"  // paused until then (server time), if set
+	fieldPausedBy  = "pby"     // who paused it, if the tool said (Pause.By)
 	fieldPausedAt  = "pat"     // server time of the last pause or removal
 	fieldResumedAt = "rat"     // server time of the last resume
 	fieldSuspended = "pwas"    // what the last of them was: ReasonPaused or ReasonRemoved
@@ -151,6 +152,7 @@ type controlDoc struct {
 	Paused    bool      `bson:"paused,omitempty"`
 	PauseNote string    `bson:"pnote,omitempty"`
 	PauseTill time.Time `bson:"puntil,omitempty"`
+	PausedBy  string    `bson:"pby,omitempty"`
 	PausedAt  time.Time `bson:"pat,omitempty"`
 	ResumedAt time.Time `bson:"rat,omitempty"`
 	Suspended string    `bson:"pwas,omitempty"`
@@ -890,7 +892,7 @@ func (s *mongoStore) pauseAfter(ctx context.Context, job string, n int) (bool, e
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: fieldPaused, Value: true}, {Key: fieldPauseNote, Value: pauseNote(n)},
 				{Key: fieldSuspended, Value: ReasonPaused}}},
-			{Key: "$unset", Value: bson.D{{Key: fieldPauseTill, Value: ""}}},
+			{Key: "$unset", Value: bson.D{{Key: fieldPauseTill, Value: ""}, {Key: fieldPausedBy, Value: ""}}},
 			{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
 		})
 	if err != nil {
@@ -1035,7 +1037,7 @@ func (d *jobDoc) record(now time.Time) Record {
 		r.LastClaimed = time.Time{} // registered, never claimed
 	}
 	if d.Control.pausedAt(now) {
-		r.Paused = &Pause{Note: d.Control.PauseNote, Until: d.Control.PauseTill, At: d.Control.PausedAt}
+		r.Paused = &Pause{Note: d.Control.PauseNote, Until: d.Control.PauseTill, At: d.Control.PausedAt, By: d.Control.PausedBy}
 	}
 	if !d.Control.Trigger.IsZero() {
 		r.Triggered = d.Control.Trigger
