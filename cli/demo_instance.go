@@ -138,7 +138,14 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	keeper := em.name + "/" + lock.NewKeeperID()
 	em.emit(cluster.Event{Kind: cluster.EvStart, PID: os.Getpid(), Keeper: keeper, HTTP: served})
 
-	in, err := a.newInstance(db, log, keeper, obs.sessionOptions(), em, work)
+	// The term log records the leader terms for the dashboard (mongolock
+	// ui); it is closed after the Session, whose close ends the last term.
+	terms, err := runner.NewTermLog(db, runner.WithTermLogger(log))
+	if err != nil {
+		return err
+	}
+	defer closeTermLog(ctx, terms, a.g.timeout)
+	in, err := a.newInstance(db, log, keeper, append(obs.sessionOptions(), lock.WithObserver(terms)), em, work)
 	if err != nil {
 		return err
 	}
