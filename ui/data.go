@@ -143,6 +143,11 @@ type termRow struct {
 	GapBefore time.Duration
 	GapKnown  bool
 	Killed    bool // no end recorded and not open: the leader died or was cut off
+	// LastHeld is, for a term killed, the last instant it held the lock as
+	// the next term's leader read it (that term's start less its gap).
+	LastHeld time.Time
+	// SoFar is how long an open term has lasted.
+	SoFar time.Duration
 }
 
 // electionView is an election: its current leader and recent terms.
@@ -205,6 +210,15 @@ func termRows(ts []runner.Term, cur *lockView) []termRow {
 			r.Took = t.End.Sub(t.Start)
 		}
 		r.Killed = t.End.IsZero() && !r.Open
+		if r.Open && cur != nil && !cur.ReadAt.IsZero() && !t.Start.IsZero() {
+			r.SoFar = cur.ReadAt.Sub(t.Start)
+		}
+		if r.Killed && i > 0 && ts[i-1].Gap > 0 && !ts[i-1].Start.IsZero() {
+			r.LastHeld = ts[i-1].Start.Add(-ts[i-1].Gap)
+			if !t.Start.IsZero() && r.LastHeld.After(t.Start) {
+				r.Took = r.LastHeld.Sub(t.Start)
+			}
+		}
 		if i+1 < len(ts) {
 			prev := ts[i+1]
 			switch {

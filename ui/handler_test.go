@@ -108,7 +108,7 @@ func TestHandler(t *testing.T) {
 			{"/jobs/ok?n=-5", http.StatusBadRequest},
 			{"/jobs/ok?c=garbage", http.StatusBadRequest},
 			{"/jobs/ok?c=o99999999999999999999999.1", http.StatusBadRequest},
-			{"/jobs/ok?c=o9223372036854775807.0", http.StatusOK}, // past the newest: the newest records
+			{"/jobs/ok?c=o9223372036854775807.0", http.StatusOK},  // past the newest: the newest records
 			{"/jobs/ok?c=n-9223372036854775807.0", http.StatusOK}, // before the oldest: the newest page
 			{"/jobs/ok?c=o-9223372036854775807.0", http.StatusOK}, // before the oldest: empty
 			{"/jobs?n=1000000", http.StatusBadRequest},

@@ -52,8 +52,9 @@ type tlMark struct {
 }
 
 type tlTick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // text-anchor: the first and last labels stay inside
 }
 
 type tlCount struct {
@@ -202,7 +203,14 @@ func (h *Handler) buildTimeline(rec scheduler.Record, runs []runView, acts []act
 		} else if span < 10*time.Second {
 			layout = "15:04:05.0"
 		}
-		tl.Ticks = append(tl.Ticks, tlTick{X: xOf(t), Label: t.UTC().Format(layout)})
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case 5:
+			anchor = "end"
+		}
+		tl.Ticks = append(tl.Ticks, tlTick{X: xOf(t), Label: t.UTC().Format(layout), Anchor: anchor})
 	}
 	var parts []string
 	for _, k := range classes {
