@@ -74,6 +74,7 @@ func (h *Handler) funcs() template.FuncMap {
 		},
 		"secs":     func(d time.Duration) string { return strconv.FormatFloat(math.Round(d.Seconds()*10)/10, 'f', 1, 64) },
 		"add":      func(a, b int) int { return a + b },
+		"neg":      func(d time.Duration) time.Duration { return -d },
 		"symbol":   func(c class) string { return symbolOf(c) },
 		"keyshape": func(c class) string { return shape(c, 8, 8) },
 		"printf":   fmt.Sprintf,
