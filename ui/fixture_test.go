@@ -145,6 +145,27 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 			return nil, nil, fmt.Errorf("the fixture's jobs did not run: %w", err)
 		}
 	}
+	// Older history of ok, for the pages of its table: 30 firings a minute
+	// apart, a day before, every fifth missed.
+	var old []any
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 30 {
+		f := day.Add(time.Duration(i) * time.Minute)
+		d := bson.D{{Key: "_id", Value: "ok@" + f.Format(time.RFC3339Nano)}, {Key: "job", Value: "ok"}, {Key: "scheduled", Value: f},
+			{Key: "end", Value: f.Add(time.Second)}}
+		if i%5 == 0 {
+			d = append(d, bson.E{Key: "outcome", Value: "skipped"}, bson.E{Key: "reason", Value: scheduler.ReasonMissed},
+				bson.E{Key: "through", Value: f}, bson.E{Key: "count", Value: 1})
+		} else {
+			d = append(d, bson.E{Key: "outcome", Value: "succeeded"}, bson.E{Key: "keeper", Value: "old/1"},
+				bson.E{Key: "start", Value: f.Add(50 * time.Millisecond)}, bson.E{Key: "fence", Value: bson.Timestamp{T: 1, I: uint32(i)}})
+		}
+		old = append(old, d)
+	}
+	if _, err := runs.InsertMany(ctx, old); err != nil {
+		stop()
+		return nil, nil, err
+	}
 	if err := scheduler.PauseJob(ctx, db.Collection(scheduler.DefaultJobsCollection), "idle",
 		scheduler.Pause{Note: "maintenance", By: "setup"}); err != nil {
 		stop()

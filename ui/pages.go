@@ -318,27 +318,37 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 		h.failRead(w, r, err)
 		return
 	}
-	page, err := get(ctx, h.rd, "hist:"+cacheKey(hq), func(ctx context.Context) (scheduler.HistoryPage, error) {
-		return scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), hq)
-	})
-	if err != nil {
-		h.failRead(w, r, err)
-		return
+	load := func(q scheduler.HistoryQuery) (scheduler.HistoryPage, error) {
+		return get(ctx, h.rd, "hist:"+cacheKey(q), func(ctx context.Context) (scheduler.HistoryPage, error) {
+			return scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), q)
+		})
 	}
-	// The timeline: every outcome, up to the table's newest row.
+	// The timeline: every outcome, up to the table's newest row. On the
+	// newest page of every outcome (the page most viewed) the table is the
+	// timeline's first rows: one read for both.
 	tq := scheduler.HistoryQuery{Job: name, From: hq.From, To: hq.To, Limit: DefaultTimelineSize}
-	if page.Newer != nil && len(page.Runs) > 0 {
-		upper := page.Runs[0].Scheduled.Add(time.Nanosecond)
-		if tq.To.IsZero() || upper.Before(tq.To) {
-			tq.To = upper
+	var page, tpage scheduler.HistoryPage
+	if hq.Cursor == nil && outcome == "" && hq.Limit <= tq.Limit {
+		if tpage, err = load(tq); err != nil {
+			h.failRead(w, r, err)
+			return
 		}
-	}
-	tpage, err := get(ctx, h.rd, "hist:"+cacheKey(tq), func(ctx context.Context) (scheduler.HistoryPage, error) {
-		return scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), tq)
-	})
-	if err != nil {
-		h.failRead(w, r, err)
-		return
+		page = firstRows(tpage, hq.Limit)
+	} else {
+		if page, err = load(hq); err != nil {
+			h.failRead(w, r, err)
+			return
+		}
+		if page.Newer != nil && len(page.Runs) > 0 {
+			upper := page.Runs[0].Scheduled.Add(time.Nanosecond)
+			if tq.To.IsZero() || upper.Before(tq.To) {
+				tq.To = upper
+			}
+		}
+		if tpage, err = load(tq); err != nil {
+			h.failRead(w, r, err)
+			return
+		}
 	}
 	// Operators' actions within the span of the page (all of them
 	// newer than its oldest row on the newest page).
@@ -465,4 +475,21 @@ func (h *Handler) pageMigrations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, "migrations", "migrations", "Migrations", http.StatusOK, entries, "")
+}
+
+// firstRows is the newest page of n rows of p, a newest page of more rows
+// read with the same filters: its rows, and the cursor to the older ones.
+func firstRows(p scheduler.HistoryPage, n int) scheduler.HistoryPage {
+	if len(p.Runs) <= n {
+		return scheduler.HistoryPage{Runs: p.Runs, Older: p.Older}
+	}
+	runs := p.Runs[:n]
+	at := runs[n-1].Scheduled
+	skip := 0
+	for _, r := range runs {
+		if r.Scheduled.Equal(at) {
+			skip++
+		}
+	}
+	return scheduler.HistoryPage{Runs: runs, Older: &scheduler.HistoryCursor{At: at.UTC(), Skip: skip}}
 }
