@@ -316,6 +316,15 @@ func (h *Handler) do(ctx context.Context, a Action, by string) (string, error) {
 		doc = append(doc, bson.E{Key: "result", Value: result})
 	}
 	coll := h.db.Collection(h.cfg.actions)
+	if !h.indexed.Load() {
+		// The job pages read the actions by job and time; the first action
+		// makes the index (a failure leaves the reads slower, not wrong).
+		if ierr := h.EnsureIndexes(ctx); ierr == nil {
+			h.indexed.Store(true)
+		} else {
+			h.cfg.log.Warn().Err(ierr).Msg("ui: index of the actions")
+		}
+	}
 	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: bson.NewObjectID()}},
 		bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: "at", Value: true}}}},
 		options.UpdateOne().SetUpsert(true))

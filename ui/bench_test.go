@@ -63,7 +63,7 @@ func (d *dbTimer) measure(f func()) (time.Duration, int) {
 // seed writes jobs job documents, their released locks, runs history
 // records (every seventh failed, every eleventh a missed firing), and a
 // term log of 100 terms, in bulk.
-func seed(b *testing.B, db *mongo.Database, jobs, runs int) {
+func seed(b testing.TB, db *mongo.Database, jobs, runs int) {
 	b.Helper()
 	ctx := context.Background()
 	start := time.Now()
@@ -131,7 +131,7 @@ func seed(b *testing.B, db *mongo.Database, jobs, runs int) {
 	b.Logf("seeded %d jobs and %d history records in %v", jobs, n, time.Since(start).Round(time.Millisecond))
 }
 
-func insert(b *testing.B, coll *mongo.Collection, docs []any) {
+func insert(b testing.TB, coll *mongo.Collection, docs []any) {
 	b.Helper()
 	if len(docs) == 0 {
 		return

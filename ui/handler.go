@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -35,6 +36,7 @@ type Handler struct {
 	pages    map[string]*template.Template
 	static   http.Handler
 	csrfKey  []byte
+	indexed  atomic.Bool // the actions collection's index was made
 }
 
 var _ http.Handler = (*Handler)(nil)
