@@ -355,6 +355,7 @@ func isMissed(reason string) bool {
 type jobRow struct {
 	scheduler.Record
 	Registered string // the spec the program registers, if it differs
+	TZ         string // the time zone its spec is read in
 	Next       []time.Time
 	NextWhy    string // why there is no next firing
 	Last       *runView
@@ -367,6 +368,7 @@ func (h *Handler) jobRow(r scheduler.Record, lr locksReading) jobRow {
 		row.Registered = spec
 	}
 	row.Next, row.NextWhy = h.nextFirings(r, lr.ReadAt, 3)
+	row.TZ = specZone(r.Spec, h.cfg.location)
 	present := presentKeepers(lr)
 	if r.LastRun != nil {
 		v := h.viewRun(*r.LastRun, present, nil)
@@ -554,4 +556,16 @@ func (h *Handler) jobActions(ctx context.Context, job string, from, to time.Time
 func isNotFound(err error) bool {
 	var se mongo.ServerError
 	return errors.As(err, &se) && se.HasErrorCode(mongoutil.CodeNamespaceNotFound)
+}
+
+// specZone is the time zone spec is read in: its CRON_TZ= or TZ= prefix,
+// else loc (the scheduler's WithLocation).
+func specZone(spec string, loc *time.Location) string {
+	for _, p := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(spec, p); ok {
+			zone, _, _ := strings.Cut(rest, " ")
+			return zone
+		}
+	}
+	return loc.String()
 }
