@@ -432,6 +432,7 @@ type jobsPage struct {
 	Prefix    string
 	Attention bool
 	After     string
+	ReadAt    time.Time // of the lock reading its states are judged by
 }
 
 func (h *Handler) jobs(ctx context.Context, q scheduler.RecordsQuery) (jobsPage, error) {
@@ -446,7 +447,7 @@ func (h *Handler) jobs(ctx context.Context, q scheduler.RecordsQuery) (jobsPage,
 	if err != nil {
 		return jobsPage{}, err
 	}
-	out := jobsPage{Next: page.Next, Prefix: q.Prefix, Attention: q.Attention, After: q.After}
+	out := jobsPage{Next: page.Next, Prefix: q.Prefix, Attention: q.Attention, After: q.After, ReadAt: lr.ReadAt}
 	for _, r := range page.Records {
 		out.Rows = append(out.Rows, h.jobRow(r, lr))
 	}

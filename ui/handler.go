@@ -155,11 +155,16 @@ type page struct {
 
 // render writes page p with data, or its live part alone when the pages'
 // script asks for it.
-func (h *Handler) render(w http.ResponseWriter, r *http.Request, name, nav, title string, status int, data any, errText string) {
+//
+// now is the server's time of the page's data (the lock reading's), which
+// every "ago" and "expires in" of the page is counted from; zero: the
+// Locker's estimate of the server's clock now.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, now time.Time, name, nav, title string, status int, data any, errText string) {
 	pg := page{App: h.cfg.title, Prefix: h.cfg.prefix, DB: h.db.Name(), Nav: nav, Title: title,
 		Refresh: int(h.cfg.refresh / time.Millisecond), Data: data, Err: errText, Actions: h.cfg.authorize != nil,
 		Path: r.URL.RequestURI(), Status: status}
-	if lo, _, ok := h.locker.ServerTime(); ok {
+	pg.Now = now
+	if lo, _, ok := h.locker.ServerTime(); ok && now.IsZero() {
 		pg.Now = lo
 	}
 	if msg, ok := flashes[r.URL.Query().Get("done")]; ok {
@@ -187,7 +192,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name, nav, titl
 
 // fail writes an error page.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	h.render(w, r, "error", "", http.StatusText(status), status, nil, h.cfg.redact(msg))
+	h.render(w, r, time.Time{}, "error", "", http.StatusText(status), status, nil, h.cfg.redact(msg))
 }
 
 // failRead writes the error page of a failed reading: 503, or 504 when the

@@ -31,7 +31,7 @@ func (h *Handler) pageOverview(w http.ResponseWriter, r *http.Request) {
 		h.failRead(w, r, err)
 		return
 	}
-	h.render(w, r, "overview", "overview", "Overview", http.StatusOK, ov, "")
+	h.render(w, r, ov.Now, "overview", "overview", "Overview", http.StatusOK, ov, "")
 }
 
 // rows reads the page size parameter n: def if absent, else from minRows
@@ -99,7 +99,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 		}
 		pg.Locks = append(pg.Locks, l)
 	}
-	h.render(w, r, "locks", "locks", "Locks", http.StatusOK, pg, "")
+	h.render(w, r, lr.ReadAt, "locks", "locks", "Locks", http.StatusOK, pg, "")
 }
 
 // lockPage is the data of a lock's page.
@@ -159,16 +159,21 @@ func (h *Handler) pageLock(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("lock %q: no document in %s.%s and no recorded term", id, h.db.Name(), h.cfg.locks))
 		return
 	}
-	h.render(w, r, "lock", "locks", "Lock "+id, http.StatusOK, pg, "")
+	h.render(w, r, lr.ReadAt, "lock", "locks", "Lock "+id, http.StatusOK, pg, "")
 }
 
 func (h *Handler) pageElections(w http.ResponseWriter, r *http.Request) {
+	lr, err := h.readLocks(r.Context())
+	if err != nil {
+		h.failRead(w, r, err)
+		return
+	}
 	evs, err := h.elections(r.Context())
 	if err != nil {
 		h.failRead(w, r, err)
 		return
 	}
-	h.render(w, r, "elections", "elections", "Elections", http.StatusOK, struct {
+	h.render(w, r, lr.ReadAt, "elections", "elections", "Elections", http.StatusOK, struct {
 		Elections []electionView
 		Terms     string
 	}{evs, h.cfg.terms}, "")
@@ -201,7 +206,7 @@ func (h *Handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		h.failRead(w, r, err)
 		return
 	}
-	h.render(w, r, "jobs", "jobs", "Jobs", http.StatusOK, pg, "")
+	h.render(w, r, pg.ReadAt, "jobs", "jobs", "Jobs", http.StatusOK, pg, "")
 }
 
 // filters of the history table, by the outcome parameter.
@@ -456,7 +461,7 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 			jp.Legend = append(jp.Legend, tlCount{Class: k.Class, Symbol: k.Symbol, Label: k.Label, Means: k.Means})
 		}
 	}
-	h.render(w, r, "job", "jobs", "Job "+name, http.StatusOK, jp, "")
+	h.render(w, r, lr.ReadAt, "job", "jobs", "Job "+name, http.StatusOK, jp, "")
 }
 
 // cacheKey names a history query in the shared reader.
@@ -474,7 +479,7 @@ func (h *Handler) pageMigrations(w http.ResponseWriter, r *http.Request) {
 		h.failRead(w, r, err)
 		return
 	}
-	h.render(w, r, "migrations", "migrations", "Migrations", http.StatusOK, entries, "")
+	h.render(w, r, time.Time{}, "migrations", "migrations", "Migrations", http.StatusOK, entries, "")
 }
 
 // firstRows is the newest page of n rows of p, a newest page of more rows
