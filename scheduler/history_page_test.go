@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -206,5 +207,27 @@ func TestLoadRecordsPage(t *testing.T) {
 	}
 	if _, err := LoadRecordsPage(ctx, jobs, RecordsQuery{Limit: 0}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("limit 0: %v", err)
+	}
+}
+
+// TestRegisteredSpecs: each instance's registration records its spec and
+// keeper in the job's document, one entry a spec.
+func TestRegisteredSpecs(t *testing.T) {
+	t.Parallel()
+	jobs := mongotest.NewDatabase(t).Collection(DefaultJobsCollection)
+	ctx := context.Background()
+	for _, r := range []struct{ keeper, spec string }{{"a", "@every 1m"}, {"b", "@every 1m"}, {"c", "*/5 * * * *"}} {
+		st := &mongoStore{jobs: jobs, keeper: r.keeper}
+		if err := st.register(ctx, []claimReq{{"j", r.spec}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := LoadRecords(ctx, jobs, "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RegisteredSpec{{Spec: "*/5 * * * *", By: "c"}, {Spec: "@every 1m", By: "b"}}
+	if len(recs) != 1 || !slices.Equal(recs[0].Specs, want) || recs[0].Spec != "@every 1m" {
+		t.Fatalf("record %+v, want specs %v and the first registration's spec", recs, want)
 	}
 }

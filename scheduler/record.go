@@ -81,6 +81,18 @@ type Record struct {
 	Triggered time.Time
 	// FailedInARow counts the job's failed firings since its last success.
 	FailedInARow int
+	// Specs are the specs instances registered the job with, one entry a
+	// spec, each with the keeper that last registered it (sorted by spec):
+	// more than one, with their keepers up, means instances disagree on the
+	// job's firings.
+	Specs []RegisteredSpec
+}
+
+// RegisteredSpec is a spec an instance registered a job with (AddJob), and
+// the keeper id of the last instance that registered it.
+type RegisteredSpec struct {
+	Spec string
+	By   string
 }
 
 // JobInfo describes a job registered with a Scheduler: what MongoDB knows

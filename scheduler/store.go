@@ -145,6 +145,7 @@ type jobDoc struct {
 	PTrig   time.Time     `bson:"ptrig,omitempty"`
 	Control controlDoc    `bson:",inline"`
 	Run     runDoc        `bson:",inline"`
+	Regs    regsDoc       `bson:"regs,omitempty"` // specs.go
 }
 
 // controlDoc is what operators set on a job (control.go).
@@ -238,6 +239,7 @@ func historyID(r Run) string {
 type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
+	keeper      string // the Scheduler's, which register records with its specs
 
 	// Writes of jobs that fire together go in shared commands.
 	claims   *batcher[firingKey, claimReq, claimResult]
@@ -788,7 +790,8 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
 	for i, j := range jobs {
 		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).
 			SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
-			SetUpdate(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed}, {Key: fieldSpec, Value: j.spec}}}})
+			SetUpdate(append(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed}, {Key: fieldSpec, Value: j.spec}}}},
+				registration(j.spec, s.keeper)...))
 	}
 	var err error
 	for range 3 {
@@ -1032,7 +1035,7 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 // record is what d says of its job at now, the server's time.
 func (d *jobDoc) record(now time.Time) Record {
 	r := Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID),
-		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails}
+		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails, Specs: d.Regs.specs()}
 	if d.Last.Equal(time.Unix(0, 0)) {
 		r.LastClaimed = time.Time{} // registered, never claimed
 	}

@@ -356,6 +356,11 @@ type jobRow struct {
 	scheduler.Record
 	Registered string // the spec the program registers, if it differs
 	TZ         string // the time zone its spec is read in
+	// Specs are the specs instances registered it with, and whether their
+	// last registrant is up; Disagree: instances up registered different
+	// specs.
+	Specs    []specView
+	Disagree bool
 	Next       []time.Time
 	NextWhy    string // why there is no next firing
 	Last       *runView
@@ -370,11 +375,26 @@ func (h *Handler) jobRow(r scheduler.Record, lr locksReading) jobRow {
 	row.Next, row.NextWhy = h.nextFirings(r, lr.ReadAt, 3)
 	row.TZ = specZone(r.Spec, h.cfg.location)
 	present := presentKeepers(lr)
+	live := 0
+	for _, sp := range r.Specs {
+		v := specView{RegisteredSpec: sp, Up: present[sp.By]}
+		if v.Up {
+			live++
+		}
+		row.Specs = append(row.Specs, v)
+	}
+	row.Disagree = live > 1
 	if r.LastRun != nil {
 		v := h.viewRun(*r.LastRun, present, nil)
 		row.Last = &v
 	}
 	return row
+}
+
+// specView is a spec instances registered a job with.
+type specView struct {
+	scheduler.RegisteredSpec
+	Up bool // its last registrant holds its presence lease
 }
 
 // presentKeepers is the set of keepers whose presence lease is held.

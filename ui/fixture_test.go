@@ -108,6 +108,22 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 	if err := s.Start(); err != nil {
 		return nil, nil, err
 	}
+	// A second instance registers ok with another spec: the instances
+	// disagree.
+	session2, err := lock.NewSession(locker, lock.WithKeeperID("fixture/2"))
+	if err != nil {
+		return nil, nil, err
+	}
+	s2, err := scheduler.New(db, session2, scheduler.WithSeconds())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s2.AddJob("ok", "*/3 * * * * *", func(context.Context) error { return nil }); err != nil {
+		return nil, nil, err
+	}
+	if err := s2.Start(); err != nil {
+		return nil, nil, err
+	}
 	r, err := runner.New(session, "elect")
 	if err != nil {
 		return nil, nil, err
@@ -119,6 +135,8 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer scancel()
 		_ = s.Stop(sctx)
+		_ = s2.Stop(sctx)
+		_ = session2.Close()
 		rcancel()
 		wg.Wait()
 		_ = session.Close()
@@ -137,7 +155,12 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 			stop()
 			return nil, nil, err
 		}
-		if n >= 1 && ok >= 3 {
+		recs, err := scheduler.LoadRecords(ctx, db.Collection(scheduler.DefaultJobsCollection), "ok")
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		if n >= 1 && ok >= 3 && len(recs) == 1 && len(recs[0].Specs) == 2 {
 			break
 		}
 		if err := lock.Sleep(ctx, locker.Clock(), 200*time.Millisecond); err != nil {
