@@ -361,10 +361,10 @@ type jobRow struct {
 	// specs.
 	Specs    []specView
 	Disagree bool
-	Next       []time.Time
-	NextWhy    string // why there is no next firing
-	Last       *runView
-	Presence   bool // the last claimant's presence lease is held
+	Next     []time.Time
+	NextWhy  string // why there is no next firing
+	Last     *runView
+	Presence bool // the last claimant's presence lease is held
 }
 
 func (h *Handler) jobRow(r scheduler.Record, lr locksReading) jobRow {
