@@ -334,12 +334,14 @@ func (h *Handler) do(ctx context.Context, a Action, by string) (string, error) {
 	return done, nil
 }
 
-// EnsureIndexes creates the index of the actions collection (DefaultActionsCollection
-// or WithActionsCollection) that the job pages read it by: one per job, by
-// time. Actions are kept until deleted: they are the audit trail.
+// EnsureIndexes creates the indexes of the actions collection
+// (DefaultActionsCollection or WithActionsCollection) that the job and lock
+// pages read it by: by job or lock, then time. The first action makes
+// them. Actions are kept until deleted: they are the audit trail.
 func (h *Handler) EnsureIndexes(ctx context.Context) error {
 	err := mongoutil.EnsureIndexes(ctx, h.db.Collection(h.cfg.actions), func(string) {},
-		mongoutil.Index{Name: "job_at", Keys: bson.D{{Key: "job", Value: 1}, {Key: "at", Value: -1}}})
+		mongoutil.Index{Name: "job_at", Keys: bson.D{{Key: "job", Value: 1}, {Key: "at", Value: -1}}},
+		mongoutil.Index{Name: "lock_at", Keys: bson.D{{Key: "lock", Value: 1}, {Key: "at", Value: -1}}})
 	if err != nil {
 		return fmt.Errorf("ui: %w", err)
 	}

@@ -543,6 +543,23 @@ type actionRecord struct {
 	Result string        `bson:"result,omitempty"`
 }
 
+// lockActions reads the last actions on lock id from the dashboard (force
+// releases), newest first.
+func (h *Handler) lockActions(ctx context.Context, id string) ([]actionRecord, error) {
+	return get(ctx, h.rd, "lockactions:"+id, func(ctx context.Context) ([]actionRecord, error) {
+		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.actions)).Find(ctx, bson.D{{Key: "lock", Value: id}},
+			options.Find().SetSort(bson.D{{Key: "lock", Value: 1}, {Key: "at", Value: -1}}).SetLimit(lockTermsShown))
+		if err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read the actions on "+id, err)
+		}
+		var out []actionRecord
+		if err := cur.All(ctx, &out); err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read the actions on "+id, err)
+		}
+		return out, nil
+	})
+}
+
 // jobActions reads the actions on job from the dashboard, at or after
 // from (zero: any) and before to (zero: any), newest first.
 func (h *Handler) jobActions(ctx context.Context, job string, from, to time.Time, limit int) ([]actionRecord, error) {

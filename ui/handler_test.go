@@ -326,6 +326,12 @@ func testActions(t *testing.T, f *fixture) {
 	if err != nil || n != 6 {
 		t.Errorf("%d actions recorded by alice (%v), want 6", n, err)
 	}
+	code, body = get2(t, client, srv.URL+"/locks/elect?done=released")
+	for _, w := range []string{"Force-released", "Operators' actions", "release", "alice"} {
+		if !strings.Contains(body, w) {
+			t.Errorf("lock page after the release (%d): no %q", code, w)
+		}
+	}
 	code, body = get2(t, client, srv.URL+"/jobs/ok?done=paused")
 	for _, w := range []string{"Paused: every instance", "⚑", "by <strong>alice</strong>", "deploy freeze", "trigger", "resume"} {
 		if !strings.Contains(body, w) {

@@ -104,6 +104,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 
 // lockPage is the data of a lock's page.
 type lockPage struct {
+	Actions  []actionRecord // force-releases from the dashboard
 	Lock     lockView
 	Held     bool
 	Terms    []termRow
@@ -155,7 +156,12 @@ func (h *Handler) pageLock(w http.ResponseWriter, r *http.Request) {
 		}
 		pg.Terms = terms
 	}
-	if pg.Lock.KeeperID == "" && pg.Lock.RenewedAt.IsZero() && len(pg.Terms) == 0 {
+	if acts, err := h.lockActions(r.Context(), id); err == nil {
+		pg.Actions = acts
+	} else if pg.TermsErr == "" {
+		pg.TermsErr = h.cfg.redact(err.Error())
+	}
+	if pg.Lock.KeeperID == "" && pg.Lock.RenewedAt.IsZero() && len(pg.Terms) == 0 && len(pg.Actions) == 0 {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("lock %q: no document in %s.%s and no recorded term", id, h.db.Name(), h.cfg.locks))
 		return
 	}
