@@ -189,7 +189,9 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "not allowed: the authorisation hook named no operator (SetOperator)")
 		return
 	}
-	ctx, cancel := lock.WithTimeout(r.Context(), h.cfg.clock, h.cfg.readTimeout)
+	// Not ended by the browser leaving: an action begun is done and
+	// recorded, or fails, within the timeout.
+	ctx, cancel := lock.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.clock, h.cfg.readTimeout)
 	defer cancel()
 	done, err := h.do(ctx, a, by)
 	if err != nil {
