@@ -424,6 +424,11 @@ func testBrowserActions(t *testing.T, tab context.Context, dbName string) {
 			t.Errorf("after the pause: no %q:\n%.1500s", w, text)
 		}
 	}
+	if *shotsDir != "" {
+		if png, err := chromedp.Run(tab, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(filepath.Join(*shotsDir, "job-with-actions.png"), png, 0o644)
+		}
+	}
 	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action="/actions/resume"] button`))); err != nil {
 		t.Fatal(err)
 	}
