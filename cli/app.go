@@ -114,6 +114,7 @@ func (a *app) commands() []command {
 			run: (*app).jobs, sub: jobVerbs(), help: jobsHelp},
 		{name: "demo", args: "[--duration D] [--instances N] [flags]", summary: demoSummary, run: (*app).demo},
 		{name: "demo-instance", args: "[--name N] [--for D] [flags]", summary: "one instance of the demo, as docker-compose runs it", run: (*app).demoInstance},
+		{name: "ui", args: "[--listen ADDR] [flags]", summary: "serve the dashboard: instances, leaders, locks, jobs and every firing, live", run: (*app).ui, help: uiHelp},
 	}
 	if a.cfg.devServer != nil {
 		cmds = append(cmds, command{name: "dev", args: "[--dir D] [--port P]", summary: "run a local server (embedded FerretDB) until Ctrl-C, for trying things out", run: (*app).dev})

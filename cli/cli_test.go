@@ -121,7 +121,7 @@ func TestMigrate(t *testing.T) {
 
 	r := cli(t, args(g, "migrate", "plan")...)
 	wantOK(t, r)
-	for _, w := range []string{"-1000", `create index "ts_ttl"`, `create index "kid"`, "-990", `create index "job_scheduled"`} {
+	for _, w := range []string{"-1000", `create index "ts_ttl"`, `create index "kid"`, "-990", `create index "job_scheduled"`, "-980", `create index "lock_start"`} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("plan output lacks %q:\n%s", w, r.stdout)
 		}
@@ -149,7 +149,7 @@ func TestMigrate(t *testing.T) {
 
 	r = cli(t, args(g, "migrate", "status")...)
 	wantOK(t, r)
-	if !strings.Contains(r.stdout, "VERSION") || strings.Count(r.stdout, "applied") != 2 {
+	if !strings.Contains(r.stdout, "VERSION") || strings.Count(r.stdout, "applied") != 3 {
 		t.Errorf("status:\n%s", r.stdout)
 	}
 	r = cli(t, args(g, "migrate", "status", "--json")...)
@@ -158,7 +158,7 @@ func TestMigrate(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r.stdout)
 	}
-	if len(st) != 2 || st[0].State != "applied" || st[0].Keeper == "" || st[0].AppliedAt == "" {
+	if len(st) != 3 || st[0].State != "applied" || st[0].Keeper == "" || st[0].AppliedAt == "" {
 		t.Errorf("status --json: %+v", st)
 	}
 

@@ -38,6 +38,8 @@ type demoFlags struct {
 	killAfter time.Duration
 	stopAfter time.Duration
 	keep      bool
+	ui        bool   // serve the dashboard while the demo runs
+	uiListen  string // where
 }
 
 // demo is one run of `mongolock demo`: the instances it started, what they
@@ -66,6 +68,8 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.killAfter, "kill-after", 0, "when to SIGKILL the leader (default a third of --duration; 0 to never)")
 	fs.DurationVar(&f.stopAfter, "stop-after", 0, "when to stop the next leader gracefully (default two thirds of --duration; 0 to never)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the demo's database (with --uri; otherwise it is dropped)")
+	fs.BoolVar(&f.ui, "ui", false, "serve the dashboard (mongolock ui) of the demo's database while it runs, and print its address")
+	fs.StringVar(&f.uiListen, "ui-listen", "127.0.0.1:0", "address of the dashboard with --ui (port 0 picks one)")
 	pos, err := a.parse(fs, args)
 	if err != nil {
 		return err
@@ -208,6 +212,13 @@ func demoDatabaseName(now time.Time) string {
 
 func (d *demo) run(ctx context.Context, db *mongo.Database, where string) error {
 	d.header(where)
+	if d.f.ui {
+		stop, err := d.serveUI(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	var startErr error
 	for i := range d.f.instances {
 		if err := d.spawn(fmt.Sprintf("app%d", i+1)); err != nil {

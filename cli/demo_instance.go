@@ -125,11 +125,21 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	}
 	defer disconnect()
 	keeper := em.name + "/" + lock.NewKeeperID()
+	// The term log records the leader terms for the dashboard (mongolock
+	// ui); it is closed after the Session, whose close ends the last term.
+	terms, err := runner.NewTermLog(db, runner.WithTermLogger(log))
+	if err != nil {
+		return err
+	}
+	defer closeTermLog(ctx, terms, a.g.timeout)
 	in, err := a.newInstance(db, log, keeper, em, work)
 	if err != nil {
 		return err
 	}
 	defer in.session.Close()
+	if err := in.session.AddObserver(terms); err != nil {
+		return err
+	}
 	obs, err := newObservability(in.session)
 	if err != nil {
 		return err

@@ -159,7 +159,7 @@ func Example_migrationLock() {
 	fmt.Println("then:", len(res.Applied), "applied", err)
 	// Output:
 	// while another deploy holds the lock: true
-	// then: 3 applied <nil>
+	// then: 4 applied <nil>
 }
 
 // advanceBy moves clk forward d once waiters goroutines of the code under

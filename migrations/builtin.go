@@ -10,6 +10,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
@@ -20,14 +21,67 @@ const (
 	LockIndexesVersion int64 = -1000
 	// SchedulerIndexesVersion is the version of SchedulerIndexes.
 	SchedulerIndexesVersion int64 = -990
+	// TermLogIndexesVersion is the version of TermLogIndexes.
+	TermLogIndexesVersion int64 = -980
 )
 
 // Builtin returns mongolock's own migrations: the indexes of a lock
-// collection (LockIndexes) and those of the scheduler's run history
-// (SchedulerIndexes). New always registers them, with the collections and
-// retention of its options.
+// collection (LockIndexes), those of the scheduler's run history
+// (SchedulerIndexes), and those of the term log of elections
+// (TermLogIndexes, on runner.DefaultTermsCollection with
+// runner.DefaultTermRetention). New always registers them, with the
+// collections and retentions of its options.
 func Builtin(lockCollection, runsCollection string, retention time.Duration) []Migration {
-	return []Migration{LockIndexes(lockCollection), SchedulerIndexes(runsCollection, retention)}
+	return builtin(lockCollection, runsCollection, retention, runner.DefaultTermsCollection, runner.DefaultTermRetention)
+}
+
+func builtin(lockCollection, runsCollection string, retention time.Duration, termsCollection string, termRetention time.Duration) []Migration {
+	return []Migration{LockIndexes(lockCollection), SchedulerIndexes(runsCollection, retention),
+		TermLogIndexes(termsCollection, termRetention)}
+}
+
+// TermLogIndexes returns the migration that creates the indexes of the
+// term log of elections (runner.TermLog) with runner.EnsureTermIndexes:
+// one to read a lock's terms, and a TTL index on their start that keeps
+// them for retention. It is Repeatable: changing the retention applies it
+// again. It has no Down.
+func TermLogIndexes(collection string, retention time.Duration) Migration {
+	m := Migration{
+		Version:     TermLogIndexesVersion,
+		Description: fmt.Sprintf("indexes of term log %q", collection),
+		Definition: fmt.Sprintf("runner.EnsureTermIndexes terms=%q expireAfterSeconds=%d",
+			collection, int64(lock.TTLSeconds(retention))),
+		Repeatable: true,
+	}
+	if !mongoutil.ValidCollectionName(collection) {
+		m.err = fmt.Errorf("invalid term log collection name %q", collection)
+		return m
+	}
+	if retention < time.Second {
+		m.err = fmt.Errorf("term log retention %v must be at least 1s", retention)
+		return m
+	}
+	m.Up = func(ctx context.Context, db *mongo.Database) error {
+		log := zerolog.Ctx(ctx)
+		return runner.EnsureTermIndexes(ctx, db.Collection(collection), retention, func(msg string) {
+			log.Warn().Str("collection", collection).Msg(msg + "; terms are kept until the collection is dropped")
+		})
+	}
+	m.Explain = func(ctx context.Context, db *mongo.Database) ([]string, error) {
+		existing, err := listIndexes(ctx, db.Collection(collection))
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		if _, ok := existing[runner.TermsIndexName]; !ok {
+			out = append(out, fmt.Sprintf("create index %q on %q {\"lock\":1,\"start\":-1}", runner.TermsIndexName, collection))
+		} else {
+			out = append(out, fmt.Sprintf("index %q on %q exists: nothing to do", runner.TermsIndexName, collection))
+		}
+		out = append(out, explainTTL(existing, collection, runner.TermsTTLIndexName, `{"start":1}`, int64(lock.TTLSeconds(retention))))
+		return out, nil
+	}
+	return m
 }
 
 // LockIndexes returns the migration that creates the lock collection's

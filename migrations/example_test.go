@@ -72,6 +72,7 @@ func ExampleMigrator_Up() {
 	// Output:
 	// applied -1000 indexes of lock collection "locks"
 	// applied -990 indexes of scheduler history "mongolock_runs"
+	// applied -980 indexes of term log "mongolock_terms"
 	// applied 1 ensure index "email_1" on "users"
 	// applied 2 default plan
 	// again: 0
@@ -111,6 +112,7 @@ func ExampleWithSession() {
 	// Output:
 	// event: migration applied -1000 indexes of lock collection "locks"
 	// event: migration applied -990 indexes of scheduler history "mongolock_runs"
+	// event: migration applied -980 indexes of term log "mongolock_terms"
 	// event: migration applied 1 ensure index "email_1" on "users"
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
@@ -66,7 +67,7 @@ func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 		_ = s.Close()
 		m.locker = l
 	}
-	m.migs, err = prepare(append(Builtin(m.cfg.lockCollection, cfg.runsCollection, cfg.retention), cfg.migrations...))
+	m.migs, err = prepare(append(builtin(m.cfg.lockCollection, cfg.runsCollection, cfg.retention, cfg.termsCollection, cfg.termRetention), cfg.migrations...))
 	if err != nil {
 		return nil, err
 	}
@@ -84,13 +85,15 @@ func New(db *mongo.Database, opts ...Option) (*Migrator, error) {
 // configure applies opts to the defaults and checks that they agree.
 func configure(opts []Option) (config, error) {
 	cfg := config{
-		collection:     DefaultCollection,
-		lockCollection: lock.DefaultCollection,
-		lockTTL:        lock.DefaultTTL,
-		lockID:         DefaultLockID,
-		wait:           DefaultWait,
-		runsCollection: scheduler.DefaultRunsCollection,
-		retention:      scheduler.DefaultHistoryRetention,
+		collection:      DefaultCollection,
+		lockCollection:  lock.DefaultCollection,
+		lockTTL:         lock.DefaultTTL,
+		lockID:          DefaultLockID,
+		wait:            DefaultWait,
+		runsCollection:  scheduler.DefaultRunsCollection,
+		retention:       scheduler.DefaultHistoryRetention,
+		termsCollection: runner.DefaultTermsCollection,
+		termRetention:   runner.DefaultTermRetention,
 	}
 	for _, o := range opts {
 		if o == nil {

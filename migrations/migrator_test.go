@@ -166,7 +166,7 @@ func TestUpAppliesInOrderAndRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion, 1, 2, 3}
+	want := []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion, migrations.TermLogIndexesVersion, 1, 2, 3}
 	if got := versions(res.Applied); !slices.Equal(got, want) {
 		t.Fatalf("applied %v, want %v", got, want)
 	}
@@ -284,7 +284,7 @@ func upAll(t *testing.T, db *mongo.Database, n int, last int64, up func(i int) (
 			appliedBy[a.Version] = append(appliedBy[a.Version], i)
 		}
 	}
-	for _, v := range []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion} {
+	for _, v := range []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion, migrations.TermLogIndexesVersion} {
 		if len(appliedBy[v]) != 1 {
 			t.Errorf("version %d reported applied by Ups %v, want exactly one", v, appliedBy[v])
 		}
@@ -355,7 +355,7 @@ func TestFailureIsRecordedAndStopsTheRun(t *testing.T) {
 	if !errors.Is(err, migrations.ErrFailed) || !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("err = %v, want ErrFailed naming version 2 and the cause", err)
 	}
-	if got := versions(res.Applied); !slices.Equal(got, []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion, 1}) {
+	if got := versions(res.Applied); !slices.Equal(got, []int64{migrations.LockIndexesVersion, migrations.SchedulerIndexesVersion, migrations.TermLogIndexesVersion, 1}) {
 		t.Errorf("applied %v before the failure", got)
 	}
 	st := states(t, m)
@@ -597,11 +597,11 @@ func TestPlanChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 4 || steps[0].Version != migrations.LockIndexesVersion || steps[1].Version != migrations.SchedulerIndexesVersion ||
-		steps[2].Version != 1 || steps[3].Version != 2 {
+	if len(steps) != 5 || steps[0].Version != migrations.LockIndexesVersion || steps[1].Version != migrations.SchedulerIndexesVersion ||
+		steps[2].Version != migrations.TermLogIndexesVersion || steps[3].Version != 1 || steps[4].Version != 2 {
 		t.Fatalf("steps %+v", steps)
 	}
-	if a := strings.Join(steps[2].Actions, "; "); !strings.Contains(a, `create index "email_1" on "users" {"email":1} unique`) {
+	if a := strings.Join(steps[3].Actions, "; "); !strings.Contains(a, `create index "email_1" on "users" {"email":1} unique`) {
 		t.Errorf("step 1 actions %q", a)
 	}
 	if a := strings.Join(steps[0].Actions, "; "); !strings.Contains(a, `create index "ts_ttl"`) || !strings.Contains(a, `create index "kid"`) {
@@ -610,8 +610,11 @@ func TestPlanChangesNothing(t *testing.T) {
 	if a := strings.Join(steps[1].Actions, "; "); !strings.Contains(a, `create index "job_scheduled"`) || !strings.Contains(a, `create index "end_ttl"`) {
 		t.Errorf("scheduler index actions %q", a)
 	}
-	if steps[3].Actions != nil || steps[3].Reason != "not applied" {
-		t.Errorf("step 2: %+v", steps[3])
+	if a := strings.Join(steps[2].Actions, "; "); !strings.Contains(a, `create index "lock_start"`) || !strings.Contains(a, `create index "start_ttl"`) {
+		t.Errorf("term log index actions %q", a)
+	}
+	if steps[4].Actions != nil || steps[4].Reason != "not applied" {
+		t.Errorf("step 2: %+v", steps[4])
 	}
 	names, err := db.ListCollectionNames(ctx, bson.D{})
 	if err != nil {
@@ -755,6 +758,7 @@ func TestMigrationEvents(t *testing.T) {
 	wantApplied := []string{
 		fmt.Sprintf("%d indexes of lock collection %q", migrations.LockIndexesVersion, lock.DefaultCollection),
 		fmt.Sprintf("%d indexes of scheduler history %q", migrations.SchedulerIndexesVersion, "mongolock_runs"),
+		fmt.Sprintf("%d indexes of term log %q", migrations.TermLogIndexesVersion, "mongolock_terms"),
 		"1 count 1",
 	}
 	if len(applied) != len(wantApplied) || len(up.res.Applied) != len(wantApplied) {

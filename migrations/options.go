@@ -32,18 +32,20 @@ const (
 )
 
 type config struct {
-	collection     string
-	lockCollection string
-	lockTTL        time.Duration
-	lockID         string
-	session        *lock.Session
-	sessionOpts    []lock.SessionOption // for the Sessions the migrator makes
-	notWithSession []string             // options given that WithSession excludes
-	wait           time.Duration
-	retry          time.Duration
-	migrations     []Migration
-	runsCollection string
-	retention      time.Duration
+	collection      string
+	lockCollection  string
+	lockTTL         time.Duration
+	lockID          string
+	session         *lock.Session
+	sessionOpts     []lock.SessionOption // for the Sessions the migrator makes
+	notWithSession  []string             // options given that WithSession excludes
+	wait            time.Duration
+	retry           time.Duration
+	migrations      []Migration
+	runsCollection  string
+	retention       time.Duration
+	termsCollection string
+	termRetention   time.Duration
 }
 
 // Option configures a Migrator.
@@ -220,6 +222,24 @@ func WithSchedulerHistory(runsCollection string, retention time.Duration) Option
 		}
 		c.runsCollection = runsCollection
 		c.retention = retention
+		return nil
+	}
+}
+
+// WithTermLog sets the collection and retention of the term log of
+// elections (runner.NewTermLog's WithTermsCollection): the built-in
+// TermLogIndexes maintains its indexes. Default:
+// runner.DefaultTermsCollection and runner.DefaultTermRetention (7 days).
+func WithTermLog(collection string, retention time.Duration) Option {
+	return func(c *config) error {
+		if !mongoutil.ValidCollectionName(collection) {
+			return invalidOption("WithTermLog: invalid collection name %q", collection)
+		}
+		if retention < time.Second {
+			return invalidOption("WithTermLog: retention %v must be at least 1s", retention)
+		}
+		c.termsCollection = collection
+		c.termRetention = retention
 		return nil
 	}
 }

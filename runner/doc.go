@@ -21,6 +21,15 @@
 //   - One long-running leader task: Run campaigns until its context ends and
 //     runs the task while it leads.
 //
+// # Term log
+//
+// A runner's terms are events of its Session (lock.TermStarted and
+// lock.TermEnded). TermLog, an observer of them, records each term in
+// MongoDB (DefaultTermsCollection), at its start and at its end, for the
+// dashboard (package ui) and for operators: LoadTerms reads them back, and
+// the failover gap before each term. Its writes are not part of the
+// election and never delay it.
+//
 // # Timing
 //
 // The runner holds its lock through a Mutex of a lock.Session, whose one

@@ -20,16 +20,21 @@ import (
 // in every listing of the job, so it is a note, not a log.
 const MaxPauseNote = 1024
 
+// MaxPauseBy is the longest name a pause's By may carry, in bytes.
+const MaxPauseBy = 256
+
 // PauseJob pauses job name in jobs (the jobs collection,
 // DefaultJobsCollection unless WithJobsCollection), cluster-wide: no
 // instance starts a firing of it from the next one on until ResumeJob, or
 // until p.Until if it is set; a run in progress is not stopped. Firings
 // not run are recorded as skipped (ReasonPaused); a TriggerJob still runs
-// it once. Pausing again replaces the note and the end. p.At is ignored
-// (LoadRecords reports it: the server's time of the pause).
+// it once. Pausing again replaces the note, the end and who paused it
+// (p.By). p.At is ignored (LoadRecords reports it: the server's time of the
+// pause).
 //
 // p.Until must be after the server's time, which PauseJob reads first
-// (hello's localTime), and p.Note at most MaxPauseNote bytes of UTF-8;
+// (hello's localTime), p.Note at most MaxPauseNote bytes of UTF-8 and p.By
+// at most MaxPauseBy;
 // otherwise PauseJob writes nothing and returns an error wrapping
 // ErrInvalidOption. A job without a document (no Scheduler registering it
 // ever started) is ErrUnknownJob. It needs no Scheduler, for tools such as
@@ -52,6 +57,8 @@ func checkPause(name string, p Pause) error {
 		return fmt.Errorf("%w: pause %q: note of %d bytes, longer than %d", ErrInvalidOption, name, len(p.Note), MaxPauseNote)
 	case !utf8.ValidString(p.Note):
 		return fmt.Errorf("%w: pause %q: note is not valid UTF-8", ErrInvalidOption, name)
+	case len(p.By) > MaxPauseBy || !utf8.ValidString(p.By):
+		return fmt.Errorf("%w: pause %q: by must be valid UTF-8 of at most %d bytes", ErrInvalidOption, name, MaxPauseBy)
 	}
 	return nil
 }
@@ -83,6 +90,11 @@ func pauseIn(ctx context.Context, coll *mongo.Collection, name string, p Pause) 
 	} else {
 		unset = append(unset, bson.E{Key: fieldPauseTill, Value: ""})
 	}
+	if p.By != "" {
+		set = append(set, bson.E{Key: fieldPausedBy, Value: p.By})
+	} else {
+		unset = append(unset, bson.E{Key: fieldPausedBy, Value: ""})
+	}
 	update := bson.D{
 		{Key: "$set", Value: set},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
@@ -112,6 +124,7 @@ func resumeIn(ctx context.Context, coll *mongo.Collection, name string) error {
 		{Key: "$unset", Value: bson.D{
 			{Key: fieldPaused, Value: ""},
 			{Key: fieldPauseNote, Value: ""},
+			{Key: fieldPausedBy, Value: ""},
 			{Key: fieldRemoved, Value: ""},
 		}},
 		// The pause's start and end stay: with the resume's time it tells the

@@ -50,6 +50,10 @@ type Pause struct {
 	Note  string
 	Until time.Time // zero: until resumed
 	At    time.Time // server time of the pause
+	// By names who paused it, as the tool that paused it was told (the
+	// dashboard's authorisation hook names the operator); empty if it did
+	// not say. It is a label, not a proof.
+	By string
 }
 
 // Record is what MongoDB knows of a job, whichever instance wrote it.
@@ -77,6 +81,18 @@ type Record struct {
 	Triggered time.Time
 	// FailedInARow counts the job's failed firings since its last success.
 	FailedInARow int
+	// Specs are the specs instances registered the job with, one entry a
+	// spec, each with the keeper that last registered it (sorted by spec):
+	// more than one, with their keepers up, means instances disagree on the
+	// job's firings.
+	Specs []RegisteredSpec
+}
+
+// RegisteredSpec is a spec an instance registered a job with (AddJob), and
+// the keeper id of the last instance that registered it.
+type RegisteredSpec struct {
+	Spec string
+	By   string
 }
 
 // JobInfo describes a job registered with a Scheduler: what MongoDB knows

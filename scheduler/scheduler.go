@@ -127,6 +127,7 @@ func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler,
 		return nil, err
 	}
 	s.mst = st
+	st.keeper = s.keeper
 	return s, nil
 }
 

@@ -118,6 +118,7 @@ const (
 	fieldPaused    = "paused"  // true while paused
 	fieldPauseNote = "pnote"   // the operator's note
 	fieldPauseTill = "puntil"  // paused until then (server time), if set
+	fieldPausedBy  = "pby"     // who paused it, if the tool said (Pause.By)
 	fieldPausedAt  = "pat"     // server time of the last pause or removal
 	fieldResumedAt = "rat"     // server time of the last resume
 	fieldSuspended = "pwas"    // what the last of them was: ReasonPaused or ReasonRemoved
@@ -154,6 +155,7 @@ type jobDoc struct {
 	PrevAt  time.Time     `bson:"pcat,omitempty"`
 	Control controlDoc    `bson:",inline"`
 	Run     runDoc        `bson:",inline"`
+	Regs    regsDoc       `bson:"regs,omitempty"` // specs.go
 }
 
 // controlDoc is what operators set on a job (control.go).
@@ -161,6 +163,7 @@ type controlDoc struct {
 	Paused    bool      `bson:"paused,omitempty"`
 	PauseNote string    `bson:"pnote,omitempty"`
 	PauseTill time.Time `bson:"puntil,omitempty"`
+	PausedBy  string    `bson:"pby,omitempty"`
 	PausedAt  time.Time `bson:"pat,omitempty"`
 	ResumedAt time.Time `bson:"rat,omitempty"`
 	Suspended string    `bson:"pwas,omitempty"`
@@ -251,6 +254,7 @@ func historyID(r Run) string {
 type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
+	keeper      string // the Scheduler's, which register records with its specs
 
 	// Writes of jobs that fire together go in shared commands.
 	claims   *batcher[firingKey, claimReq, claimResult]
@@ -819,7 +823,8 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
 	for i, j := range jobs {
 		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).
 			SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
-			SetUpdate(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed}, {Key: fieldSpec, Value: j.spec}}}})
+			SetUpdate(append(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed}, {Key: fieldSpec, Value: j.spec}}}},
+				registration(j.spec, s.keeper)...))
 	}
 	var err error
 	for range 3 {
@@ -946,7 +951,7 @@ func (s *mongoStore) pauseAfter(ctx context.Context, job string, n int) (bool, e
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: fieldPaused, Value: true}, {Key: fieldPauseNote, Value: pauseNote(n)},
 				{Key: fieldSuspended, Value: ReasonPaused}}},
-			{Key: "$unset", Value: bson.D{{Key: fieldPauseTill, Value: ""}}},
+			{Key: "$unset", Value: bson.D{{Key: fieldPauseTill, Value: ""}, {Key: fieldPausedBy, Value: ""}}},
 			{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
 		})
 	if err != nil {
@@ -1086,12 +1091,12 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 // record is what d says of its job at now, the server's time.
 func (d *jobDoc) record(now time.Time) Record {
 	r := Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID),
-		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails}
+		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails, Specs: d.Regs.specs()}
 	if d.Last.Equal(time.Unix(0, 0)) {
 		r.LastClaimed = time.Time{} // registered, never claimed
 	}
 	if d.Control.pausedAt(now) {
-		r.Paused = &Pause{Note: d.Control.PauseNote, Until: d.Control.PauseTill, At: d.Control.PausedAt}
+		r.Paused = &Pause{Note: d.Control.PauseNote, Until: d.Control.PauseTill, At: d.Control.PausedAt, By: d.Control.PausedBy}
 	}
 	if !d.Control.Trigger.IsZero() {
 		r.Triggered = d.Control.Trigger

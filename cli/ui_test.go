@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/migrations"
+)
+
+// syncBuffer is a bytes.Buffer the command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestUI serves the dashboard with `ui --listen 127.0.0.1:0` in-process, as
+// a program built with the package (its migrations and jobs registered),
+// reads two pages, and stops it as Ctrl-C does.
+func TestUI(t *testing.T) {
+	t.Parallel()
+	_, globals := on(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	mig := migrations.EnsureIndex(1, migrations.Index{Collection: "users", Keys: bson.D{{Key: "email", Value: 1}}})
+	a := &app{
+		cfg:   config{name: "myapp", jobs: []Job{{Name: "nightly", Spec: "0 3 * * *"}}, migrations: []migrations.Migration{mig}},
+		stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+		getenv: func(string) string { return "" }, isTerminal: func(any) bool { return false },
+	}
+	code := make(chan int, 1)
+	go func() { code <- a.main(ctx, args(globals, "ui", "--listen", "127.0.0.1:0", "--refresh", "1s")) }()
+	re := regexp.MustCompile(`dashboard of \S+ on \S+: (http://127\.0\.0\.1:\d+)/ \(read-only`)
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == ""; {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("ui exited %d: %s %s", c, out.String(), errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address printed: %q", out.String())
+		}
+	}
+	if strings.Contains(out.String(), mongotest.URI()+"?") {
+		t.Errorf("printed the raw URI: %q", out.String())
+	}
+	for path, want := range map[string]string{
+		"/":           "myapp",
+		"/migrations": "ensure index",
+	} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, no %q", path, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Post(base+"/actions/pause", "application/x-www-form-urlencoded", strings.NewReader("job=nightly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /actions/pause: %d; mongolock ui is read-only", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != ExitOK {
+			t.Errorf("exit %d after Ctrl-C: %s", c, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ui did not stop")
+	}
+}
+
+func TestUIBadUsage(t *testing.T) {
+	t.Parallel()
+	_, globals := on(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ui", "extra"}, "ui takes no arguments"},
+		{[]string{"ui", "--listen", "nowhere"}, "--listen"},
+		{[]string{"ui", "--tz", "Mars/Olympus"}, "--tz"},
+		{[]string{"ui", "--refresh", "1ms"}, "WithRefresh"},
+		{[]string{"ui", "--jobs-collection", "a$b"}, "invalid collection name"},
+	} {
+		r := cli(t, args(globals, c.args...)...)
+		wantErr(t, r, ExitUsage, c.want)
+	}
+}

@@ -1,0 +1,5 @@
+package ui_test
+
+import "os"
+
+func osArgs() []string { return os.Args[1:] }

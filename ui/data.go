@@ -1,0 +1,609 @@
+package ui
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/migrations"
+	"github.com/mongolock/mongolock/runner"
+	"github.com/mongolock/mongolock/scheduler"
+)
+
+// Limits of the readings.
+const (
+	recentTerms    = 500 // terms read for the elections
+	termsShown     = 10  // terms shown per election
+	recentProblems = 500 // failed or skipped runs read for the overview
+	problemWindow  = time.Hour
+	attentionJobs  = 50
+	lockTermsShown = 50
+)
+
+// lockKind says what a lock is for.
+type lockKind string
+
+const (
+	kindJob      lockKind = "job"
+	kindPresence lockKind = "instance"
+	kindElection lockKind = "election"
+	kindOther    lockKind = "other"
+)
+
+// lockView is a held (or lapsed) lock as the pages show it.
+type lockView struct {
+	lock.Holder
+	Kind         lockKind
+	Name         string        // the job's name, the instance's keeper id, or the lock id
+	TTL          time.Duration // of the lease that wrote it
+	ExpiresIn    time.Duration // by the server's clock at the reading; negative once lapsed
+	SinceRenewal time.Duration
+	// Late: the holder missed a renewal (more than a third of the TTL
+	// since the last one: sessions renew every third by default).
+	Late bool
+}
+
+// locksReading is one reading of the lock collection.
+type locksReading struct {
+	Locks  []lockView
+	ReadAt time.Time // the server's time of the reading (lower bound)
+}
+
+func (h *Handler) readLocks(ctx context.Context) (locksReading, error) {
+	return get(ctx, h.rd, "locks", func(ctx context.Context) (locksReading, error) {
+		hs, err := h.locker.Locks(ctx)
+		if err != nil {
+			return locksReading{}, err
+		}
+		elections, _ := h.readElectionIDs(ctx) // without the term log, none are known
+		out := locksReading{Locks: make([]lockView, 0, len(hs))}
+		for _, hd := range hs {
+			v := h.viewLock(hd, elections)
+			if out.ReadAt.IsZero() || hd.ReadAt.After(out.ReadAt) {
+				out.ReadAt = hd.ReadAt
+			}
+			out.Locks = append(out.Locks, v)
+		}
+		if out.ReadAt.IsZero() {
+			if lo, _, ok := h.locker.ServerTime(); ok {
+				out.ReadAt = lo
+			} else if out.ReadAt, err = mongoutil.ServerTime(ctx, h.db); err != nil {
+				return locksReading{}, err
+			}
+		}
+		return out, nil
+	})
+}
+
+func (h *Handler) viewLock(hd lock.Holder, elections map[string]bool) lockView {
+	v := lockView{Holder: hd, Kind: kindOther, Name: hd.LockID}
+	presence := h.cfg.lockPrefix + "@instance/" + h.cfg.jobs + "/"
+	switch {
+	case strings.HasPrefix(hd.LockID, presence):
+		v.Kind, v.Name = kindPresence, strings.TrimPrefix(hd.LockID, presence)
+	case strings.HasPrefix(hd.LockID, h.cfg.lockPrefix+"@instance/"):
+		v.Kind, v.Name = kindPresence, strings.TrimPrefix(hd.LockID, h.cfg.lockPrefix+"@instance/")
+	case strings.HasPrefix(hd.LockID, h.cfg.lockPrefix):
+		v.Kind, v.Name = kindJob, strings.TrimPrefix(hd.LockID, h.cfg.lockPrefix)
+	case elections[hd.LockID]:
+		v.Kind = kindElection
+	}
+	v.TTL = hd.ExpiresAt.Sub(hd.RenewedAt)
+	if !hd.ReadAt.IsZero() {
+		v.ExpiresIn = hd.ExpiresAt.Sub(hd.ReadAt)
+		v.SinceRenewal = max(hd.ReadAt.Sub(hd.RenewedAt), 0)
+		v.Late = v.TTL > 0 && v.SinceRenewal > v.TTL/3+v.TTL/10
+	}
+	return v
+}
+
+// now is the server's time, as the Locker estimates it (its last reading,
+// moved forward on the local monotonic clock).
+func (h *Handler) now(ctx context.Context) (time.Time, error) {
+	if lo, _, ok := h.locker.ServerTime(); ok {
+		return lo, nil
+	}
+	lr, err := h.readLocks(ctx)
+	return lr.ReadAt, err
+}
+
+// readTerms reads the recent terms of every election.
+func (h *Handler) readTerms(ctx context.Context) ([]runner.Term, error) {
+	return get(ctx, h.rd, "terms", func(ctx context.Context) ([]runner.Term, error) {
+		return runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), "", recentTerms)
+	})
+}
+
+// readElectionIDs is the set of locks the term log knows as elections.
+func (h *Handler) readElectionIDs(ctx context.Context) (map[string]bool, error) {
+	terms, err := h.readTerms(ctx)
+	out := make(map[string]bool)
+	for _, t := range terms {
+		out[t.LockID] = true
+	}
+	return out, err
+}
+
+// termRow is a term as the pages show it.
+type termRow struct {
+	runner.Term
+	Took time.Duration // zero while open or if its end is not recorded
+	Open bool          // the lock holds this term now
+	// GapBefore is the failover gap from the previous term (GapKnown).
+	GapBefore time.Duration
+	GapKnown  bool
+	Killed    bool // no end recorded and not open: the leader died or was cut off
+	// LastHeld is, for a term killed, the last instant it held the lock as
+	// the next term's leader read it (that term's start less its gap).
+	LastHeld time.Time
+	// SoFar is how long an open term has lasted.
+	SoFar time.Duration
+}
+
+// electionView is an election: its current leader and recent terms.
+type electionView struct {
+	LockID string
+	Leader *lockView
+	Terms  []termRow
+	// More: older terms were read than shown.
+	More bool
+}
+
+func (h *Handler) elections(ctx context.Context) ([]electionView, error) {
+	terms, err := h.readTerms(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lr, err := h.readLocks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]*lockView)
+	for i := range lr.Locks {
+		held[lr.Locks[i].LockID] = &lr.Locks[i]
+	}
+	byLock := make(map[string][]runner.Term)
+	var ids []string
+	for _, t := range terms {
+		if _, ok := byLock[t.LockID]; !ok {
+			ids = append(ids, t.LockID)
+		}
+		byLock[t.LockID] = append(byLock[t.LockID], t)
+	}
+	// Elections whose lock is held but whose terms are not in the log are
+	// not known as such: they show on the locks page.
+	slices.Sort(ids)
+	out := make([]electionView, 0, len(ids))
+	for _, id := range ids {
+		ts := byLock[id]
+		slices.SortFunc(ts, func(a, b runner.Term) int { return cmp.Compare(b.Fence, a.Fence) })
+		ev := electionView{LockID: id, Terms: termRows(ts, held[id])}
+		if l := held[id]; l != nil && !l.Expired {
+			ev.Leader = l
+		}
+		if len(ev.Terms) > termsShown {
+			ev.Terms, ev.More = ev.Terms[:termsShown], true
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// termRows turns terms of one lock, newest first, into rows with the gaps
+// between them; cur is the lock's holder now, if any.
+func termRows(ts []runner.Term, cur *lockView) []termRow {
+	rows := make([]termRow, len(ts))
+	for i, t := range ts {
+		r := termRow{Term: t}
+		r.Open = cur != nil && !cur.Expired && cur.Fence == t.Fence
+		if !t.End.IsZero() && !t.Start.IsZero() {
+			r.Took = t.End.Sub(t.Start)
+		}
+		r.Killed = t.End.IsZero() && !r.Open
+		if r.Open && cur != nil && !cur.ReadAt.IsZero() && !t.Start.IsZero() {
+			r.SoFar = cur.ReadAt.Sub(t.Start)
+		}
+		if r.Killed && i > 0 && ts[i-1].Gap > 0 && !ts[i-1].Start.IsZero() {
+			r.LastHeld = ts[i-1].Start.Add(-ts[i-1].Gap)
+			if !t.Start.IsZero() && r.LastHeld.After(t.Start) {
+				r.Took = r.LastHeld.Sub(t.Start)
+			}
+		}
+		if i+1 < len(ts) {
+			prev := ts[i+1]
+			switch {
+			case t.Gap > 0:
+				r.GapBefore, r.GapKnown = t.Gap, true
+			case !prev.End.IsZero() && !t.Start.IsZero():
+				r.GapBefore, r.GapKnown = max(t.Start.Sub(prev.End), 0), true
+			}
+		} else if t.Gap > 0 {
+			r.GapBefore, r.GapKnown = t.Gap, true
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// instanceView is a scheduler instance, by its presence lease.
+type instanceView struct {
+	Keeper   string
+	LastSeen time.Time
+	Up       bool
+	Lock     lockView
+}
+
+// problem counts a job's failed and missed firings in the problem window.
+type problem struct {
+	Job                     string
+	Failed, Missed, Skipped int
+	Last                    time.Time
+	LastReason              string
+}
+
+// overview is the data of the overview page.
+type overview struct {
+	Instances []instanceView
+	Elections []electionView
+	Attention []jobRow
+	Problems  []problem
+	Expiring  []lockView
+	Window    time.Duration
+	Now       time.Time
+	TermsErr  string // the term log could not be read
+}
+
+func (h *Handler) overview(ctx context.Context) (overview, error) {
+	lr, err := h.readLocks(ctx)
+	if err != nil {
+		return overview{}, err
+	}
+	ov := overview{Window: problemWindow, Now: lr.ReadAt}
+	for _, l := range lr.Locks {
+		if l.Kind == kindPresence {
+			ov.Instances = append(ov.Instances, instanceView{Keeper: l.Name, LastSeen: l.RenewedAt, Up: !l.Expired, Lock: l})
+		}
+		if l.Expired || l.Late {
+			ov.Expiring = append(ov.Expiring, l)
+		}
+	}
+	if ov.Elections, err = h.elections(ctx); err != nil {
+		ov.TermsErr = h.cfg.redact(err.Error())
+	}
+	page, err := get(ctx, h.rd, "jobs:attention", func(ctx context.Context) (scheduler.RecordsPage, error) {
+		return scheduler.LoadRecordsPage(ctx, h.db.Collection(h.cfg.jobs), scheduler.RecordsQuery{Attention: true, Limit: attentionJobs})
+	})
+	if err != nil {
+		return overview{}, err
+	}
+	for _, r := range page.Records {
+		ov.Attention = append(ov.Attention, h.jobRow(r, lr))
+	}
+	if ov.Problems, err = h.problems(ctx, lr.ReadAt.Add(-problemWindow)); err != nil {
+		return overview{}, err
+	}
+	return ov, nil
+}
+
+// problems reads the runs that failed or were not run since then (on the
+// history's end index), and counts them by job, most recent first.
+func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, error) {
+	return get(ctx, h.rd, "problems", func(ctx context.Context) ([]problem, error) {
+		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.runs)).Find(ctx,
+			bson.D{{Key: "end", Value: bson.D{{Key: "$gte", Value: since}}},
+				{Key: "outcome", Value: bson.D{{Key: "$in", Value: bson.A{string(scheduler.OutcomeFailed), string(scheduler.OutcomeSkipped)}}}}},
+			options.Find().SetSort(bson.D{{Key: "end", Value: -1}}).SetLimit(recentProblems).
+				SetProjection(bson.D{{Key: "job", Value: 1}, {Key: "outcome", Value: 1}, {Key: "reason", Value: 1}, {Key: "scheduled", Value: 1}, {Key: "count", Value: 1}}))
+		if err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read recent problems", err)
+		}
+		var docs []struct {
+			Job       string    `bson:"job"`
+			Outcome   string    `bson:"outcome"`
+			Reason    string    `bson:"reason"`
+			Scheduled time.Time `bson:"scheduled"`
+			Count     int       `bson:"count"`
+		}
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read recent problems", err)
+		}
+		byJob := make(map[string]*problem)
+		var out []*problem
+		for _, d := range docs {
+			if strings.HasPrefix(d.Reason, scheduler.ReasonPaused) || strings.HasPrefix(d.Reason, scheduler.ReasonRemoved) {
+				continue // on purpose
+			}
+			p := byJob[d.Job]
+			if p == nil {
+				p = &problem{Job: d.Job, Last: d.Scheduled, LastReason: d.Reason}
+				byJob[d.Job] = p
+				out = append(out, p)
+			}
+			n := max(d.Count, 1)
+			switch {
+			case d.Outcome == string(scheduler.OutcomeFailed):
+				p.Failed++
+			case isMissed(d.Reason):
+				p.Missed += n
+			default:
+				p.Skipped += n
+			}
+		}
+		res := make([]problem, len(out))
+		for i, p := range out {
+			res[i] = *p
+		}
+		return res, nil
+	})
+}
+
+func isMissed(reason string) bool {
+	return strings.HasPrefix(reason, "missed") || strings.HasPrefix(reason, scheduler.ReasonWindow)
+}
+
+// jobRow is a job as the jobs table shows it.
+type jobRow struct {
+	scheduler.Record
+	Registered string // the spec the program registers, if it differs
+	TZ         string // the time zone its spec is read in
+	// Specs are the specs instances registered it with, and whether their
+	// last registrant is up; Disagree: instances up registered different
+	// specs.
+	Specs    []specView
+	Disagree bool
+	Next     []time.Time
+	NextWhy  string // why there is no next firing
+	Last     *runView
+	Presence bool // the last claimant's presence lease is held
+}
+
+func (h *Handler) jobRow(r scheduler.Record, lr locksReading) jobRow {
+	row := jobRow{Record: r}
+	if spec, ok := h.cfg.registered[r.Name]; ok && r.Spec != "" && spec != r.Spec {
+		row.Registered = spec
+	}
+	row.Next, row.NextWhy = h.nextFirings(r, lr.ReadAt, 3)
+	row.TZ = specZone(r.Spec, h.cfg.location)
+	present := presentKeepers(lr)
+	live := 0
+	for _, sp := range r.Specs {
+		v := specView{RegisteredSpec: sp, Up: present[sp.By]}
+		if v.Up {
+			live++
+		}
+		row.Specs = append(row.Specs, v)
+	}
+	row.Disagree = live > 1
+	if r.LastRun != nil {
+		v := h.viewRun(*r.LastRun, present, nil)
+		row.Last = &v
+	}
+	return row
+}
+
+// specView is a spec instances registered a job with.
+type specView struct {
+	scheduler.RegisteredSpec
+	Up bool // its last registrant holds its presence lease
+}
+
+// presentKeepers is the set of keepers whose presence lease is held.
+func presentKeepers(lr locksReading) map[string]bool {
+	out := make(map[string]bool)
+	for _, l := range lr.Locks {
+		if l.Kind == kindPresence && !l.Expired {
+			out[l.KeeperID] = true
+		}
+	}
+	return out
+}
+
+// nextFirings returns the next n firings of r that will run, after now and
+// after its last claim, from the spec of its last claim: none while it is
+// removed or paused without an end, none before a pause's end.
+func (h *Handler) nextFirings(r scheduler.Record, now time.Time, n int) ([]time.Time, string) {
+	switch {
+	case r.Removed:
+		return nil, "removed"
+	case r.Paused != nil && r.Paused.Until.IsZero():
+		return nil, "paused"
+	case r.Spec == "":
+		return nil, "no spec recorded"
+	}
+	after := now
+	if r.LastClaimed.After(after) {
+		after = r.LastClaimed
+	}
+	if p := r.Paused; p != nil && !p.Until.Before(after) {
+		after = p.Until.Add(-time.Nanosecond)
+	}
+	var out []time.Time
+	for range n {
+		next, err := scheduler.NextFiring(r.Spec, after, h.cfg.location)
+		switch {
+		case err != nil:
+			return out, "invalid spec"
+		case next.IsZero():
+			if len(out) == 0 {
+				return nil, "no firing in five years"
+			}
+			return out, ""
+		}
+		out = append(out, next)
+		after = next
+	}
+	return out, ""
+}
+
+// jobsPage is the data of the jobs page.
+type jobsPage struct {
+	Rows      []jobRow
+	Next      string
+	Prefix    string
+	Attention bool
+	After     string
+	ReadAt    time.Time // of the lock reading its states are judged by
+}
+
+func (h *Handler) jobs(ctx context.Context, q scheduler.RecordsQuery) (jobsPage, error) {
+	lr, err := h.readLocks(ctx)
+	if err != nil {
+		return jobsPage{}, err
+	}
+	key := fmt.Sprintf("jobs:%q:%q:%v:%d", q.Prefix, q.After, q.Attention, q.Limit)
+	page, err := get(ctx, h.rd, key, func(ctx context.Context) (scheduler.RecordsPage, error) {
+		return scheduler.LoadRecordsPage(ctx, h.db.Collection(h.cfg.jobs), q)
+	})
+	if err != nil {
+		return jobsPage{}, err
+	}
+	out := jobsPage{Next: page.Next, Prefix: q.Prefix, Attention: q.Attention, After: q.After, ReadAt: lr.ReadAt}
+	for _, r := range page.Records {
+		out.Rows = append(out.Rows, h.jobRow(r, lr))
+	}
+	return out, nil
+}
+
+// errUnknownJob is a job page of a job with no document.
+var errUnknownJob = errors.New("unknown job")
+
+// readJob reads one job's record.
+func (h *Handler) readJob(ctx context.Context, name string) (scheduler.Record, error) {
+	return get(ctx, h.rd, "job:"+name, func(ctx context.Context) (scheduler.Record, error) {
+		recs, err := scheduler.LoadRecords(ctx, h.db.Collection(h.cfg.jobs), name)
+		if err != nil {
+			return scheduler.Record{}, err
+		}
+		if len(recs) == 0 {
+			return scheduler.Record{}, fmt.Errorf("%w %q: no document in %s.%s", errUnknownJob, name, h.db.Name(), h.cfg.jobs)
+		}
+		return recs[0], nil
+	})
+}
+
+// readMigrations reads the status of the migrations.
+func (h *Handler) readMigrations(ctx context.Context) ([]migrations.Entry, error) {
+	return get(ctx, h.rd, "migrations", func(ctx context.Context) ([]migrations.Entry, error) {
+		return h.migrator.Status(ctx)
+	})
+}
+
+// lockTerms reads the terms of one lock: from the run history for a job's
+// lock (each run is a term), from the term log otherwise.
+func (h *Handler) lockTerms(ctx context.Context, v lockView) ([]termRow, error) {
+	if v.Kind == kindJob {
+		runs, err := get(ctx, h.rd, "lockruns:"+v.Name, func(ctx context.Context) ([]scheduler.Run, error) {
+			p, err := scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), scheduler.HistoryQuery{Job: v.Name,
+				Outcomes: []scheduler.Outcome{scheduler.OutcomeSucceeded, scheduler.OutcomeFailed}, Limit: lockTermsShown})
+			return p.Runs, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		rows := make([]termRow, 0, len(runs))
+		for _, r := range runs {
+			if r.Start.IsZero() {
+				continue
+			}
+			rows = append(rows, termRow{Term: runner.Term{LockID: v.LockID, KeeperID: r.Keeper, Fence: r.Fence, Start: r.Start, End: r.End,
+				Reason: string(r.Outcome)}, Took: r.End.Sub(r.Start)})
+		}
+		return rows, nil
+	}
+	terms, err := get(ctx, h.rd, "lockterms:"+v.LockID, func(ctx context.Context) ([]runner.Term, error) {
+		return runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), v.LockID, lockTermsShown)
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(terms, func(a, b runner.Term) int { return cmp.Compare(b.Fence, a.Fence) })
+	return termRows(terms, &v), nil
+}
+
+// actionRecord is an action taken from the dashboard, as recorded.
+type actionRecord struct {
+	ID     bson.ObjectID `bson:"_id"`
+	Kind   ActionKind    `bson:"kind"`
+	Job    string        `bson:"job,omitempty"`
+	Lock   string        `bson:"lock,omitempty"`
+	By     string        `bson:"by"`
+	Note   string        `bson:"note,omitempty"`
+	Until  time.Time     `bson:"until,omitempty"`
+	At     time.Time     `bson:"at"`
+	Result string        `bson:"result,omitempty"`
+}
+
+// lockActions reads the last actions on lock id from the dashboard (force
+// releases), newest first.
+func (h *Handler) lockActions(ctx context.Context, id string) ([]actionRecord, error) {
+	return get(ctx, h.rd, "lockactions:"+id, func(ctx context.Context) ([]actionRecord, error) {
+		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.actions)).Find(ctx, bson.D{{Key: "lock", Value: id}},
+			options.Find().SetSort(bson.D{{Key: "lock", Value: 1}, {Key: "at", Value: -1}}).SetLimit(lockTermsShown))
+		if err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read the actions on "+id, err)
+		}
+		var out []actionRecord
+		if err := cur.All(ctx, &out); err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read the actions on "+id, err)
+		}
+		return out, nil
+	})
+}
+
+// jobActions reads the actions on job from the dashboard, at or after
+// from (zero: any) and before to (zero: any), newest first.
+func (h *Handler) jobActions(ctx context.Context, job string, from, to time.Time, limit int) ([]actionRecord, error) {
+	key := fmt.Sprintf("actions:%q:%d:%d:%d", job, from.UnixNano(), to.UnixNano(), limit)
+	return get(ctx, h.rd, key, func(ctx context.Context) ([]actionRecord, error) {
+		filter := bson.D{{Key: "job", Value: job}}
+		at := bson.D{}
+		if !from.IsZero() {
+			at = append(at, bson.E{Key: "$gte", Value: from})
+		}
+		if !to.IsZero() {
+			at = append(at, bson.E{Key: "$lt", Value: to})
+		}
+		if len(at) > 0 {
+			filter = append(filter, bson.E{Key: "at", Value: at})
+		}
+		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.actions)).Find(ctx, filter,
+			options.Find().SetSort(bson.D{{Key: "job", Value: 1}, {Key: "at", Value: -1}}).SetLimit(int64(limit)))
+		if err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read the actions on "+job, err)
+		}
+		var out []actionRecord
+		if err := cur.All(ctx, &out); err != nil {
+			return nil, mongoutil.WrapErr(ctx, "read the actions on "+job, err)
+		}
+		return out, nil
+	})
+}
+
+// isNotFound reports a read of a collection that does not exist, which
+// servers may answer with an error rather than nothing.
+func isNotFound(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(mongoutil.CodeNamespaceNotFound)
+}
+
+// specZone is the time zone spec is read in: its CRON_TZ= or TZ= prefix,
+// else loc (the scheduler's WithLocation).
+func specZone(spec string, loc *time.Location) string {
+	for _, p := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(spec, p); ok {
+			zone, _, _ := strings.Cut(rest, " ")
+			return zone
+		}
+	}
+	return loc.String()
+}

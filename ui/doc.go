@@ -1,0 +1,60 @@
+// Package ui is mongolock's dashboard: an http.Handler that shows what
+// MongoDB knows of a cluster — the instances up (their presence leases),
+// the current leaders and their terms, every lock with its holder, fencing
+// token and expiry by the server's clock, the jobs with their spec, next
+// firings and pause state, each job's firings as a picture and a paged
+// history, and the migrations — and updates the pages live.
+//
+//	h, err := ui.New(db) // read-only
+//	mux.Handle("/", h)   // or ui.WithPrefix("/mongolock") and mux.Handle("/mongolock/", h)
+//
+// It reads MongoDB alone: any instance, or an operator's laptop
+// (`mongolock ui`), can serve it, whether or not a scheduler runs there.
+//
+// # What it promises
+//
+//   - One reader per Handler: a page's data is read at most once per
+//     refresh interval (WithRefresh) whatever the number of viewers; the
+//     pages' script polls the page's live part, and viewers within one
+//     interval share one reading. A page costs a bounded number of queries
+//     (one to six) and reads a bounded number of documents: the jobs and
+//     history tables are paged by key (no skip over earlier pages), the
+//     timeline shows the last DefaultTimelineSize firings. On MongoDB they
+//     use the indexes mongolock's migrations create (jobs by _id, history by
+//     job and firing, recent history by end, terms by start, locks by
+//     keeper), but for the overview's list of jobs to look at, which scans
+//     the jobs collection (a document per job).
+//   - Read-only unless WithActions: without it there is no action endpoint
+//     at all. With it, pause (with a note and an end), resume, trigger,
+//     remove and force-release are each allowed or refused by the hook,
+//     which names the operator (SetOperator); each is recorded with that
+//     name in DefaultActionsCollection and shows in the job's history. Every
+//     form carries a token signed with a per-Handler key (WithCSRFKey to
+//     share one between replicas) and bound to a SameSite=Strict cookie, and
+//     cross-origin POSTs are refused (http.CrossOriginProtection).
+//   - No secret is rendered: text read from the database (errors of runs
+//     and migrations, notes, keeper ids) passes through RedactURIs (and
+//     WithRedact), which hides the credentials of any URI.
+//   - Static files are embedded; the pages need no CDN and no build step,
+//     and load only their own script and styles (a strict
+//     Content-Security-Policy). No outcome is told by colour alone: each
+//     has a shape and a label; every control is reachable by keyboard, and
+//     live updates can be paused.
+//
+// What it does not do: authenticate (bring your hook, or a proxy in front
+// of it), or show what MongoDB does not hold. Elections show only with a
+// term log (runner.TermLog on the runners' Sessions); a lock's terms are
+// the term log's for elections, the run history's for job locks, and only
+// the current one for other locks. Runs that were started and whose
+// instance died before recording the end have no history record: the
+// timeline shows them as "spent", firings of the spec with no record
+// between recorded ones.
+//
+// # Backends
+//
+// On FerretDB 1.x (the embedded server of the tests and the demo) every
+// query but a lone _id equality reads the whole collection: pages over a
+// large history take seconds there (see docs/benchmarks.md). Its TTL
+// indexes are plain indexes, so the term log and the history grow until
+// purged.
+package ui
