@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/locktest"
 )
@@ -387,4 +389,32 @@ func TestGuardedPollsWithBackoff(t *testing.T) {
 			nominal = min(2*nominal, retry)
 		}
 	})
+}
+
+// TestClaimOfMigrationAppliedMeanwhile: a migrator whose read of the
+// records is older than the outcome of the migrator before it (whose
+// lease lapsed, but whose fenced record still held) finds the migration
+// applied when it claims it, and moves on instead of running it again.
+// The simulation (internal/sim) saw a migration run twice so.
+func TestClaimOfMigrationAppliedMeanwhile(t *testing.T) {
+	t.Parallel()
+	db := mongotest.NewDatabase(t)
+	ctx := context.Background()
+	mig := Migration{Version: 1, Description: "one", Definition: "one", Up: func(context.Context, *mongo.Database) error { return nil }}
+	m, err := New(db, WithMigrations(mig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.claim(ctx, mig, "a", 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.finish(ctx, mig, 1, time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.claim(ctx, mig, "b", 2, true); !errors.Is(err, errAppliedMeanwhile) {
+		t.Fatalf("claim of an applied migration: %v, want errAppliedMeanwhile", err)
+	}
+	if err := m.claim(ctx, mig, "b", 2, false); err != nil {
+		t.Fatalf("claim of an applied migration to roll it back: %v", err)
+	}
 }

@@ -348,6 +348,9 @@ func (m *Migrator) Up(ctx context.Context) (Result, error) {
 		}
 		for _, mig := range migs {
 			took, err := m.runOne(ctx, r, mig, "up", mig.Up)
+			if errors.Is(err, errAppliedMeanwhile) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -433,7 +436,9 @@ func (m *Migrator) runOne(ctx context.Context, r run, mig Migration, dir string,
 		r.s.Emit(ev)
 		return took, err
 	}
-	if err := m.claim(ctx, mig, r.s.KeeperID(), r.fence); err != nil {
+	if err := m.claim(ctx, mig, r.s.KeeperID(), r.fence, dir == "up"); errors.Is(err, errAppliedMeanwhile) {
+		return 0, err // the caller moves on
+	} else if err != nil {
 		return fail(0, fmt.Errorf("version %d (%s): %w", mig.Version, mig.Description, err))
 	}
 	// The lease may have lapsed during the claim's round trip (this

@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -133,9 +134,19 @@ func (e errTakenOver) Error() string {
 
 func (e errTakenOver) Unwrap() error { return lock.ErrLeaseLost }
 
+// errAppliedMeanwhile means the migration was applied, as it is defined
+// now, since the run read the records: by a migrator whose lease had
+// lapsed but whose record still held (the records are claimed by fence,
+// and it recorded its outcome before anyone claimed the migration after
+// it). There is nothing left to do.
+var errAppliedMeanwhile = errors.New("applied meanwhile by another migrator")
+
 // claim marks a migration running under fence. It fails if a migrator with
-// a newer lease claimed it: the fence makes the records a fenced resource.
-func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fence uint64) error {
+// a newer lease claimed it (the fence makes the records a fenced
+// resource), and, for up, with errAppliedMeanwhile if it is applied, as
+// defined now, already: the read that found it pending may be older than
+// the outcome of a migrator that ran it.
+func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fence uint64, up bool) error {
 	f := fenceString(fence)
 	filter := bson.D{
 		{Key: "_id", Value: mig.Version},
@@ -143,6 +154,12 @@ func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fenc
 			bson.D{{Key: fieldFence, Value: bson.D{{Key: "$lt", Value: f}}}},
 			bson.D{{Key: fieldFence, Value: bson.D{{Key: "$exists", Value: false}}}},
 		}},
+	}
+	if up {
+		filter = append(filter, bson.E{Key: "$nor", Value: bson.A{bson.D{
+			{Key: fieldState, Value: string(StateApplied)},
+			{Key: "checksum", Value: mig.Checksum()},
+		}}})
 	}
 	update := bson.D{
 		{Key: "$set", Value: bson.D{
@@ -158,7 +175,12 @@ func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fenc
 		{Key: "$currentDate", Value: bson.D{{Key: fieldStarted, Value: true}}},
 	}
 	_, err := m.records.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
-	if mongoutil.IsDuplicateKey(err) { // the record exists with a newer fence
+	if mongoutil.IsDuplicateKey(err) { // the record exists with a newer fence, or applied
+		var d recordDoc
+		if rerr := m.records.FindOne(ctx, bson.D{{Key: "_id", Value: mig.Version}}).Decode(&d); up && rerr == nil &&
+			d.State == string(StateApplied) && d.Checksum == mig.Checksum() {
+			return errAppliedMeanwhile
+		}
 		return errTakenOver{mig.Version}
 	}
 	if err != nil {
