@@ -60,17 +60,36 @@ func (w *work) blocked(f time.Time) bool {
 	if w.settled.IsZero() || w.prevAt.IsZero() || w.stamped.IsZero() || w.got.IsZero() {
 		return false
 	}
-	offset := w.stamped.Sub(w.got.Round(0))
+	offset := w.offset()
 	from, to := w.prevAt.Add(-offset), w.settled.Add(-offset)
 	return !f.Before(from) && f.Before(to)
 }
 
 // runGoing reports whether the job's previous run, as the claim found it,
-// was going at f: started before it and ended after it (a run whose end
-// is not recorded is not counted: it may be of an instance that died).
-func (w *work) runGoing(f time.Time) bool {
+// was going at f (by this instance's clock, as blocked): started before it
+// and ended after it, having started before the firing after its own (next
+// tells it) — a run on schedule that outlasted its period, which the
+// overlap policy is about. A late run, of a backlog being worked off, is
+// not counted: the firings that fall meanwhile are more of the backlog. Nor
+// is a run whose end is not recorded: it may be of an instance that died.
+func (w *work) runGoing(f time.Time, next func(time.Time) time.Time) bool {
 	r := &w.prevRun
-	return !r.Start.IsZero() && !r.End.IsZero() && !r.Start.After(f) && r.End.After(f)
+	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
+		return false
+	}
+	offset := w.offset()
+	start, end := r.Start.Add(-offset), r.End.Add(-offset)
+	n := next(r.Scheduled)
+	return !start.After(f) && end.After(f) && (n.IsZero() || start.Before(n))
+}
+
+// offset is how far ahead of this instance's clock the server's was, as
+// w's claim showed: its server time against the local time its reply came.
+func (w *work) offset() time.Duration {
+	if w.stamped.IsZero() || w.got.IsZero() {
+		return 0
+	}
+	return w.stamped.Sub(w.got.Round(0))
 }
 
 func (w *work) triggered() bool { return !w.trig.IsZero() }
@@ -199,14 +218,14 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	reasons := make([]string, len(firings))
 	late, caught := 0, 0
 	for i, f := range firings { // newest first
-		reason := w.control.suspendedAt(f)
+		reason := w.control.suspendedAt(f, now)
 		switch {
 		case reason != "":
 		case now.Sub(f) > cu.Window:
 			reason = ReasonWindow
 		case i == 0:
 			caught++ // the claimed firing, one of the catch-up policy's Max
-		case w.runGoing(f):
+		case w.runGoing(f, func(t time.Time) time.Time { return nextAfter(j.sched, s.cfg.location, t) }):
 			reason = ReasonRunGoing
 		case w.blocked(f) || !up.IsZero() && !f.Before(up):
 			if late++; late > MaxLate {

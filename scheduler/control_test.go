@@ -130,7 +130,7 @@ func TestControlJob(t *testing.T) {
 	}
 	c := doc.Control
 	if c.Suspended != ReasonRemoved || c.PausedAt.IsZero() || !c.ResumedAt.After(c.PausedAt) ||
-		c.suspendedAt(c.PausedAt) != ReasonRemoved || c.suspendedAt(c.ResumedAt) != "" {
+		c.suspendedAt(c.PausedAt, c.ResumedAt) != ReasonRemoved || c.suspendedAt(c.ResumedAt, c.ResumedAt) != "" {
 		t.Errorf("after ResumeJob: control %+v", c)
 	}
 	if made, err := TriggerJob(ctx, coll, "j"); err != nil || !made {

@@ -156,7 +156,7 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		}
 		switch {
 		case w.triggered():
-			d.Pending, d.PTrig, d.Settled, d.PrevAt = false, time.Time{}, s.clock.Now(), w.claimed
+			d.Pending, d.PTrig = false, time.Time{}
 		case r.Scheduled.Equal(w.last):
 			d.Done, d.Pending, d.Settled, d.PrevAt = r.Scheduled, false, s.clock.Now(), w.claimed
 		default:
@@ -190,9 +190,9 @@ func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
 		w.triggered() && !d.PTrig.Equal(w.trig) || !w.triggered() && (!d.Last.Equal(w.last) || !d.PTrig.IsZero()) {
 		return false, nil
 	}
-	d.Pending, d.PTrig, d.Settled, d.PrevAt = false, time.Time{}, s.clock.Now(), w.claimed
+	d.Pending, d.PTrig = false, time.Time{}
 	if !w.triggered() {
-		d.Done = w.last
+		d.Done, d.Settled, d.PrevAt = w.last, s.clock.Now(), w.claimed
 	}
 	return true, nil
 }

@@ -172,17 +172,28 @@ type controlDoc struct {
 	Fails     int       `bson:"fails,omitempty"`
 }
 
-// suspendedAt says why a job under c does not run firing f, if it does
-// not: it is removed, or paused with no end or an end after f, or f fell
-// while it was, before its last resume. Empty if it runs.
-func (c *controlDoc) suspendedAt(f time.Time) string {
+// suspendedAt says why a job under c does not run firing f at now, if it
+// does not: it is removed, or paused now (nothing starts while a job is
+// paused, not even a firing that fell before the pause), or f fell while
+// it was paused or removed: from the last pause or removal to its end, or
+// to the resume after it. Empty if it runs.
+func (c *controlDoc) suspendedAt(f, now time.Time) string {
 	switch {
 	case c.Removed:
 		return ReasonRemoved
-	case c.pausedAt(f):
+	case c.pausedAt(now):
 		return ReasonPaused
-	case !c.PausedAt.IsZero() && c.ResumedAt.After(c.PausedAt) && !f.Before(c.PausedAt) && f.Before(c.ResumedAt) &&
-		(c.Suspended == ReasonRemoved || c.PauseTill.IsZero() || c.PauseTill.After(f)):
+	case c.PausedAt.IsZero() || f.Before(c.PausedAt):
+		return ""
+	}
+	var end time.Time // zero: no end
+	if c.ResumedAt.After(c.PausedAt) {
+		end = c.ResumedAt
+	}
+	if c.Suspended != ReasonRemoved && !c.PauseTill.IsZero() && (end.IsZero() || c.PauseTill.Before(end)) {
+		end = c.PauseTill
+	}
+	if end.IsZero() || f.Before(end) {
 		return cmp.Or(c.Suspended, ReasonPaused)
 	}
 	return ""
@@ -596,10 +607,11 @@ func startUpdate(r Run, w *work) bson.D {
 	now := bson.D{{Key: fieldStart, Value: true}}
 	switch {
 	case w.triggered():
+		// The window of the last firing's claim stays: a triggered run
+		// blocks claims too, but the claim after it is the one that
+		// covers the firings that fell meanwhile, and those before.
 		set = append(set, bson.E{Key: fieldPending, Value: false})
-		set = append(set, w.pendingFrom()...)
 		unset = append(unset, bson.E{Key: fieldPTrig, Value: ""})
-		now = append(now, bson.E{Key: fieldSettled, Value: true})
 	case r.Scheduled.Equal(w.last):
 		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled}, bson.E{Key: fieldPending, Value: false})
 		set = append(set, w.pendingFrom()...)
@@ -673,17 +685,18 @@ func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, b
 func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 	filter := bson.D{{Key: fieldID, Value: w.job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid},
 		{Key: fieldPending, Value: true}}
-	set := append(bson.D{{Key: fieldPending, Value: false}}, w.pendingFrom()...)
+	set := bson.D{{Key: fieldPending, Value: false}}
+	update := bson.D{{Key: "$unset", Value: bson.D{{Key: fieldPTrig, Value: ""}}}}
 	if w.triggered() {
 		filter = append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
 	} else {
 		filter = append(filter, bson.E{Key: fieldLast, Value: w.last},
 			bson.E{Key: fieldPTrig, Value: bson.D{{Key: "$exists", Value: false}}})
 		set = append(set, bson.E{Key: fieldDone, Value: w.last})
+		set = append(set, w.pendingFrom()...)
+		update = append(update, bson.E{Key: "$currentDate", Value: bson.D{{Key: fieldSettled, Value: true}}})
 	}
-	res, err := s.jobs.UpdateOne(ctx, filter, bson.D{
-		{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: fieldPTrig, Value: ""}}},
-		{Key: "$currentDate", Value: bson.D{{Key: fieldSettled, Value: true}}}})
+	res, err := s.jobs.UpdateOne(ctx, filter, append(update, bson.E{Key: "$set", Value: set}))
 	if err != nil {
 		return false, wrapErr(ctx, "settle claim of", w.job, err)
 	}
