@@ -84,6 +84,33 @@ func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 	return out, nil
 }
 
+// LocksWithPrefix lists the lock documents whose ids begin with prefix,
+// held or released (Released), ordered by id: the last term of each, from
+// its start (AcquiredAt) to its last renewal or its release (RenewedAt).
+// It reads by a range of ids, which the _id index serves.
+func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, error) {
+	if prefix == "" {
+		return nil, fmt.Errorf("%w: LocksWithPrefix: empty prefix", ErrInvalidArgument)
+	}
+	if err := l.readClock(ctx); err != nil {
+		return nil, fmt.Errorf("list locks %q…: %w", prefix, err)
+	}
+	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}},
+		options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+	if err != nil {
+		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
+	}
+	var docs []lockDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
+	}
+	out := make([]Holder, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, l.holderOf(d))
+	}
+	return out, nil
+}
+
 func (l *Locker) holderOf(d lockDoc) Holder {
 	ttl := time.Duration(d.TTL) * time.Millisecond
 	if d.TTL <= 0 {
