@@ -217,6 +217,24 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	up := s.upSince()
 	reasons := make([]string, len(firings))
 	late, caught := 0, 0
+	// Firings no rule here runs may have fallen while another instance
+	// was up: its presence lease tells (read once, only then).
+	var present []span
+	presentRead := false
+	wasUp := func(f time.Time) bool {
+		if s.cfg.leader != nil {
+			return false // leader-only: leading is presence, and up says it
+		}
+		if !presentRead {
+			present, presentRead = s.presentSpans(w), true
+		}
+		for _, sp := range present {
+			if !f.Before(sp.from) && !f.After(sp.to) {
+				return true
+			}
+		}
+		return false
+	}
 	for i, f := range firings { // newest first
 		reason := w.control.suspendedAt(f, now)
 		switch {
@@ -227,7 +245,7 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 			caught++ // the claimed firing, one of the catch-up policy's Max
 		case w.runGoing(f, func(t time.Time) time.Time { return nextAfter(j.sched, s.cfg.location, t) }):
 			reason = ReasonRunGoing
-		case w.blocked(f) || !up.IsZero() && !f.Before(up):
+		case w.blocked(f) || !up.IsZero() && !f.Before(up) || wasUp(f):
 			if late++; late > MaxLate {
 				reason = ReasonBacklog
 			}
@@ -258,6 +276,39 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		steps = append(steps, st)
 	}
 	return steps
+}
+
+// span is an interval of this instance's clock.
+type span struct{ from, to time.Time }
+
+// presentSpans reads the presence locks of the jobs collection (through
+// the Session's store, a *lock.Locker: other stores tell nothing) and
+// returns when each instance was last present, in this instance's clock
+// (w's offset): from its presence term's start to its last renewal or
+// release, and its lease after that.
+func (s *Scheduler) presentSpans(w *work) []span {
+	st, ok := s.session.Store().(interface {
+		LocksWithPrefix(context.Context, string) ([]lock.Holder, error)
+	})
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+	defer cancel()
+	hs, err := st.LocksWithPrefix(ctx, s.cfg.lockPrefix+presenceMark+s.cfg.jobsColl+"/")
+	if err != nil {
+		return nil
+	}
+	offset := w.offset()
+	out := make([]span, 0, len(hs))
+	for _, h := range hs {
+		end := h.ExpiresAt
+		if h.Released {
+			end = h.RenewedAt
+		}
+		out = append(out, span{from: h.AcquiredAt.Add(-offset), to: end.Add(-offset)})
+	}
+	return out
 }
 
 // upSince is when, by its clock, this Scheduler began to claim firings:

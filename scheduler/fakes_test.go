@@ -152,7 +152,7 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		defer s.mu.Unlock()
 		d := s.docs[r.Job]
 		if d == nil || !s.mayStart(d, r, w) {
-			return d.startOf(r) // refused, or a retried write
+			return d.startOf(r, w) // refused, or a retried write
 		}
 		switch {
 		case w.triggered():
@@ -163,7 +163,7 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 			d.Done = r.Scheduled
 		}
 		d.Run = runDoc{Keeper: r.Keeper, Scheduled: r.Scheduled, Start: s.clock.Now(), Fence: fenceTS(r.Fence),
-			Outcome: string(OutcomeRunning), Attempt: max(r.Attempt, 1), Trigger: r.Triggered}
+			Outcome: string(OutcomeRunning), Attempt: max(r.Attempt, 1), Trigger: r.Triggered, ClaimID: w.cid}
 		return d.Run.Start, true
 	}
 	if hook == nil {

@@ -279,7 +279,12 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		case err != nil:
 			mayHold, lastErr = true, err
 		default:
+			// Held elsewhere: waiting for the previous run is no load on
+			// the server (a poll a retry period), so the firing stops
+			// counting as a setup (admission.go), and does not keep the
+			// firings of other jobs from being tried meanwhile.
 			lastErr = nil
+			s.setupDone(fr)
 		}
 		if errors.Is(lastErr, lock.ErrSessionClosed) {
 			break
@@ -386,10 +391,16 @@ func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) 
 	// is skipped because of the closing, not of the lease.
 	closed := errors.Is(err, lock.ErrSessionClosed)
 	out := make([]acquireResult, len(ids))
+	given := make(map[string]bool, len(leases))
 	for i, id := range ids {
 		switch {
+		case leases[id] != nil && !given[id]:
+			out[i].lease, given[id] = leases[id], true
 		case leases[id] != nil:
-			out[i].lease = leases[id]
+			// Two firings of one job here (a claim taken back after it was
+			// taken over, beside its first firing still waiting): one
+			// lease is one holder; the other waits, as for a holder
+			// elsewhere.
 		case refused[id]:
 		case closed:
 			out[i].err = err

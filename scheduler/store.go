@@ -126,6 +126,7 @@ const (
 	fieldTrigger   = "trig"    // server time of a trigger not claimed yet
 	fieldFails     = "fails"   // failed firings in a row
 	fieldAttempt   = "attempt" // attempt of the last run, from 1
+	fieldRunClaim  = "rcid"    // the token of the claim the last run's start was written under
 
 	// Of runs and history records.
 	fieldTriggered = "triggered"
@@ -221,6 +222,9 @@ type runDoc struct {
 	Count   int       `bson:"count,omitempty"`
 	Reason  string    `bson:"reason,omitempty"`
 	Trigger bool      `bson:"triggered,omitempty"`
+	// ClaimID is the token of the claim whose work the run's start
+	// recorded (of a job document's run only).
+	ClaimID bson.ObjectID `bson:"rcid,omitempty"`
 }
 
 func (d *runDoc) run(job string) *Run {
@@ -583,10 +587,11 @@ func startFilter(r Run, w *work) bson.D {
 		bson.E{Key: fieldDone, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: r.Scheduled}}}}})
 }
 
-// startOf returns r's start if d holds r's record: r started, by this
-// write or by an earlier one of the same write.
-func (d *jobDoc) startOf(r Run) (time.Time, bool) {
-	if d == nil || !d.Run.holds(r) || d.Run.Start.IsZero() {
+// startOf returns r's start if d holds r's record, written for w: r
+// started, by this write or by an earlier one of the same write (not by
+// another work of the same firing under the same lease).
+func (d *jobDoc) startOf(r Run, w *work) (time.Time, bool) {
+	if d == nil || !d.Run.holds(r) || d.Run.Start.IsZero() || d.Run.ClaimID != w.cid {
 		return time.Time{}, false
 	}
 	return d.Run.Start, true
@@ -602,6 +607,7 @@ func startUpdate(r Run, w *work) bson.D {
 		{Key: fieldOutcome, Value: string(OutcomeRunning)},
 		{Key: fieldAttempt, Value: max(r.Attempt, 1)},
 		{Key: fieldTriggered, Value: r.Triggered},
+		{Key: fieldRunClaim, Value: w.cid},
 	}
 	unset := bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}
 	now := bson.D{{Key: fieldStart, Value: true}}
@@ -653,7 +659,7 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, reqs []startRe
 	}
 	out := make([]startResult, len(reqs))
 	for i, r := range runs {
-		out[i].start, out[i].ok = docs[r.Job].startOf(r)
+		out[i].start, out[i].ok = docs[r.Job].startOf(r, reqs[i].w)
 	}
 	return out, nil
 }
@@ -670,7 +676,7 @@ func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, b
 		if err != nil {
 			return time.Time{}, false, err
 		}
-		start, ok := docs[r.Job].startOf(r)
+		start, ok := docs[r.Job].startOf(r, w)
 		return start, ok, nil
 	case err != nil:
 		return time.Time{}, false, wrapErr(ctx, "record start of", r.Job, err)
