@@ -219,7 +219,7 @@ func checkRecords(s *Sim) []string {
 		}
 	}
 	for k, r := range ended {
-		if _, ok := recorded[k]; !ok && !s.diedBefore(r.Instance, r.Ended+10*s.world.TTL) {
+		if _, ok := recorded[k]; !ok && !s.diedBefore(r.Instance, r.Ended+10*s.world.TTL) && !h.unrecorded[firingKey{job: k.job, at: k.at}] {
 			out = append(out, fmt.Sprintf("records: %s of %s ran on %s (ended %.3fs) but the history has no record of it",
 				time.Unix(0, k.at).UTC().Format(time.RFC3339Nano), k.job, r.Instance, r.Ended.Seconds()))
 		}

@@ -23,6 +23,13 @@ type History struct {
 	ops     []OpAction
 	migs    []MigRun
 	trace   []string
+	// unrecorded are runs whose instance reported that their history
+	// record could not be written (the server failed for longer than the
+	// scheduler retries it): a gap the checks accept, being reported.
+	unrecorded map[firingKey]bool
+	// spentLease are firings whose start was recorded but whose lease was
+	// lost before the job was called, another claim coming meanwhile.
+	spentLease map[firingKey]bool
 }
 
 // Act is one action taken under a lease the actor trusted.

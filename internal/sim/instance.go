@@ -104,6 +104,24 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 // observe writes the events that tell a firing's or a lease's story to
 // the trace.
 func (in *instance) observe(e lock.Event) {
+	if e.Kind == lock.FiringSkipped && e.Reason == scheduler.ReasonUntrusted {
+		// Its start recorded, its lease lost before the job was called,
+		// and a later claim made meanwhile: spent, as by a death.
+		in.sim.hist.update(func() {
+			if in.sim.hist.spentLease == nil {
+				in.sim.hist.spentLease = map[firingKey]bool{}
+			}
+			in.sim.hist.spentLease[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
+		})
+	}
+	if e.Kind == lock.RunEnded && strings.Contains(e.Reason, "not recorded in the history") {
+		in.sim.hist.update(func() {
+			if in.sim.hist.unrecorded == nil {
+				in.sim.hist.unrecorded = map[firingKey]bool{}
+			}
+			in.sim.hist.unrecorded[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
+		})
+	}
 	switch e.Kind {
 	case lock.Renewed, lock.Acquired, lock.Released, lock.Refused, lock.LeaderSeen:
 		return
@@ -423,6 +441,7 @@ func (in *instance) stop() {
 	in.mu.Lock()
 	if in.stopped {
 		in.mu.Unlock()
+		<-in.exited // a stop under way: its end is this one's
 		return
 	}
 	in.stopped = true

@@ -51,11 +51,15 @@ func checkLost(s *Sim, end time.Duration) []string {
 			skipped[job] = append(skipped[job], d)
 		}
 	}
-	// Work still pending at the end: its firings, and those after it
-	// (which the claim after it will cover), had no chance to settle.
+	// Work still pending at the end, or settled just before it: its
+	// firings, and those after it (which the claim after it covers), had
+	// no chance to settle.
+	tail := 2*w.TTL + 2*time.Second
 	pendingAtEnd := map[string][2]time.Time{}
 	for _, d := range s.srv.Docs(dbName, scheduler.DefaultJobsCollection) {
-		if p, _ := lookupDoc(d, "pend").(bool); p {
+		p, _ := lookupDoc(d, "pend").(bool)
+		sat, _ := lookupDoc(d, "sat").(bson.DateTime)
+		if p || sat.Time().Sub(epoch) > end-tail-3*time.Second {
 			job, _ := lookupDoc(d, "_id").(string)
 			done, _ := lookupDoc(d, "done").(bson.DateTime)
 			last, _ := lookupDoc(d, "last").(bson.DateTime)
@@ -86,18 +90,21 @@ func checkLost(s *Sim, end time.Duration) []string {
 		}
 		return 1 << 62
 	}
-	tail := 2*w.TTL + 2*time.Second
 	for _, j := range w.Jobs {
 		p := j.Period
 		from := epoch.Add(-20 * time.Minute).Truncate(p)
 		to := epoch.Add(end + 20*time.Minute)
 		for f := from; f.Before(to); f = f.Add(p) {
 			k := firingKey{job: j.Name, at: f.UnixNano()}
-			if ran[k] || s.spent(started[k], end-tail) {
+			if ran[k] || s.spent(started[k], end-tail) || h.spentLease[k] {
 				continue
 			}
 			who, reach, ok := s.eligible(j, f, min(end-tail-2*p, closed(j.Name, f)-claimWindow))
-			if !ok {
+			if !ok || s.skewSpread(reach) >= p/2 {
+				// Every firing runs only while the instances' clocks
+				// agree within half the period (scheduler package,
+				// "Clock skew"): beyond, the instance most ahead decides
+				// which firings the others may still claim.
 				continue
 			}
 			if p, ok := pendingAtEnd[j.Name]; ok && f.After(p[0]) {
@@ -247,8 +254,10 @@ func (s *Sim) excused(j JobSpec, f time.Time, reach time.Duration, rec bson.D) b
 		decided, _ := lookupDoc(rec, "end").(bson.DateTime)
 		return s.suspended(j.Name, reach, slack) || s.suspended(j.Name, decided.Time().Sub(epoch), slack)
 	case strings.HasPrefix(reason, scheduler.ReasonLockHeld), strings.HasPrefix(reason, scheduler.ReasonRunGoing):
-		// The previous run (or a triggered one) still held the lock.
-		return s.overlapped(j, f, reach)
+		// The previous run (or a triggered one, or the setup of a late
+		// one) still held the job's lock (until its end was recorded),
+		// by the server's documents.
+		return s.overlapped(j, f, reach) || s.lockHeld(scheduler.DefaultLockPrefix+j.Name, reach-slack, reach+j.Period)
 	}
 	return false
 }
@@ -278,16 +287,73 @@ func (s *Sim) suspended(job string, t, slack time.Duration) bool {
 	return since >= 0
 }
 
+// skewSpread is how far apart the clocks of the instances up at true time
+// t are.
+func (s *Sim) skewSpread(t time.Duration) time.Duration {
+	var lo, hi time.Duration
+	first := true
+	for _, l := range s.hist.lives {
+		if l.Started > t || l.Down > 0 && l.Down < t {
+			continue
+		}
+		off := l.offset(t)
+		if first || off < lo {
+			lo = off
+		}
+		if first || off > hi {
+			hi = off
+		}
+		first = false
+	}
+	return hi - lo
+}
+
+// lockHeld reports whether lock id was held, by the server's documents, at
+// some time in [from, to] (true times).
+func (s *Sim) lockHeld(id string, from, to time.Duration) bool {
+	held := false
+	for _, c := range s.hist.changes {
+		if c.Coll != "locks" || len(c.Doc) == 0 || c.Doc[0].Value != id {
+			continue
+		}
+		if c.At > to {
+			break
+		}
+		_, has := lookupDoc(c.Doc, "kid").(string)
+		if c.At >= from && has {
+			return true
+		}
+		held = has
+	}
+	return held
+}
+
 // overlapped reports whether a run of j, other than f's, went on around
 // reach, the true time an instance reached firing f: the previous run
-// still held the job's lock, or kept the instances busy.
+// still held the job's lock, or kept the instances busy. A run lasts from
+// its first attempt's start to its last attempt's end (it holds the lock
+// between attempts, while it records them).
 func (s *Sim) overlapped(j JobSpec, f time.Time, reach time.Duration) bool {
 	slack := 2*time.Second + s.maxSkew()
+	type span struct{ began, ended time.Duration }
+	spans := map[firingKey]*span{}
 	for _, r := range s.hist.runs {
 		if r.Job != j.Name || r.Scheduled.Equal(f) && !r.Triggered {
 			continue
 		}
-		if r.Began <= reach+j.Period && (r.Ended == 0 || r.Ended >= reach-slack) {
+		k := keyOfRun(r)
+		sp := spans[k]
+		if sp == nil {
+			sp = &span{began: r.Began, ended: r.Ended}
+			spans[k] = sp
+		}
+		sp.began = min(sp.began, r.Began)
+		if r.Ended == 0 || sp.ended != 0 && r.Ended > sp.ended {
+			sp.ended = r.Ended
+		}
+	}
+	for _, sp := range spans {
+		if sp.began <= reach+j.Period && (sp.ended == 0 || sp.ended >= reach-slack) {
 			return true
 		}
 	}

@@ -12,8 +12,10 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -232,6 +234,11 @@ func digest(cmd bson.D) uint64 {
 	var hash func(v any) uint64
 	hash = func(v any) uint64 {
 		h := fnv.New64a()
+		var buf [8]byte
+		put := func(n uint64) {
+			binary.LittleEndian.PutUint64(buf[:], n)
+			h.Write(buf[:])
+		}
 		switch x := v.(type) {
 		case bson.D:
 			for _, e := range x {
@@ -240,7 +247,7 @@ func digest(cmd bson.D) uint64 {
 					continue
 				}
 				h.Write([]byte(e.Key))
-				fmt.Fprint(h, hash(e.Value))
+				put(hash(e.Value))
 			}
 		case bson.A:
 			sums := make([]uint64, len(x))
@@ -248,8 +255,24 @@ func digest(cmd bson.D) uint64 {
 				sums[i] = hash(e)
 			}
 			slices.Sort(sums)
-			fmt.Fprint(h, sums)
+			for _, n := range sums {
+				put(n)
+			}
 		case bson.ObjectID:
+		case string:
+			h.Write([]byte(x))
+		case int32:
+			put(uint64(x))
+		case int64:
+			put(uint64(x))
+		case bool:
+			if x {
+				put(1)
+			}
+		case bson.DateTime:
+			put(uint64(x))
+		case float64:
+			put(math.Float64bits(x))
 		default:
 			fmt.Fprint(h, v)
 		}

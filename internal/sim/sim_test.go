@@ -3,6 +3,8 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -65,8 +67,8 @@ func TestSim(t *testing.T) {
 				}
 				mu.Unlock()
 				if res.Failed() {
-					t.Errorf("seed %d broke %d promises; replay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d\n%s",
-						seed, len(res.Violations), seed, res.Report(200))
+					t.Errorf("seed %d broke %d promises; replay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d (whole trace: %s)\n%s",
+						seed, len(res.Violations), seed, saveReport(res), res.Report(200))
 				} else if *traceFlag {
 					t.Log("\n" + res.Report(0))
 				}
@@ -76,6 +78,16 @@ func TestSim(t *testing.T) {
 	t.Cleanup(func() {
 		t.Logf("%d seeds from %d in %v, %d failed", ran, *firstFlag, time.Since(start).Round(time.Millisecond), len(failed))
 	})
+}
+
+// saveReport writes res's whole story to a file in the temporary
+// directory, and returns its name.
+func saveReport(res Result) string {
+	name := filepath.Join(os.TempDir(), fmt.Sprintf("mongolock-sim-%d.txt", res.World.Seed))
+	if err := os.WriteFile(name, []byte(res.Report(0)), 0o644); err != nil {
+		return "not saved: " + err.Error()
+	}
+	return name
 }
 
 // runSeed runs seed's world in a bubble of its own.

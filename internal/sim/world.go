@@ -118,7 +118,7 @@ func Draw(seed uint64) World {
 		w.Flavor = simdb.FerretDB1
 	}
 	w.TTL = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}[rng.IntN(3)]
-	w.Duration = time.Duration(20+rng.IntN(40)) * time.Second
+	w.Duration = time.Duration(15+rng.IntN(25)) * time.Second
 	w.Instances = 2 + rng.IntN(3)
 	w.SameKeeper = rng.IntN(2) == 0
 	maxSkew := []time.Duration{0, 50 * time.Millisecond, 400 * time.Millisecond, 2 * time.Second}[rng.IntN(4)]
