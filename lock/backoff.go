@@ -50,14 +50,23 @@ func Sleep(ctx context.Context, clk clockwork.Clock, d time.Duration) error {
 
 // WithTimeout returns a context derived from parent that is cancelled d
 // from now on clk, and its cancel function: a timeout that a fake clock's
-// Advance fires. Unlike context.WithTimeout's, its Err is then
-// context.Canceled and its cause context.DeadlineExceeded (read it with
-// context.Cause), and it has no Deadline for the driver to see.
+// Advance fires, its cause context.DeadlineExceeded (read it with
+// context.Cause). It also carries a deadline d from now on the real
+// clock, which the driver sends with each command as maxTimeMS: a command
+// that waits on the server (in its queue, for a lock) longer than its
+// caller waits for it is refused there rather than applied after the
+// caller gave up, which for an acquisition would begin a term nobody knows
+// of (a network that holds a command back is not covered: it is not
+// counted by maxTimeMS). Its Err is context.Canceled or, if the real
+// deadline came first, context.DeadlineExceeded.
 func WithTimeout(parent context.Context, clk clockwork.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+	//nolint:forbidigo // the driver computes maxTimeMS from the real clock
+	dctx, dcancel := context.WithDeadline(parent, time.Now().Add(d))
+	ctx, cancel := context.WithCancelCause(dctx)
 	t := clk.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
 	return ctx, func() {
 		t.Stop()
 		cancel(context.Canceled)
+		dcancel()
 	}
 }

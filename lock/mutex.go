@@ -65,7 +65,13 @@ func (m *Mutex) acquireLock(ctx context.Context, attempt int) (*Lease, bool, err
 		}
 		return nil, false, fmt.Errorf("acquire %q: %w; release it first", m.id, ErrAlreadyHeld)
 	}
-	t, err := m.s.acquire(ctx, []string{m.id}, attempt)
+	// A grant slower than the renew deadline is not trusted on arrival:
+	// waiting longer is pointless, and the deadline, sent to the server,
+	// keeps an acquisition it holds back from landing after this one gave
+	// up (WithTimeout).
+	actx, cancel := WithTimeout(ctx, m.s.clock, m.s.cfg.timings.RenewDeadline)
+	t, err := m.s.acquire(actx, []string{m.id}, attempt)
+	cancel()
 	switch {
 	case len(t.Leases) == 1:
 		m.lease = t.Leases[0]
