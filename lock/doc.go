@@ -89,10 +89,20 @@
 // server without single-document atomicity (FerretDB 1.x without the
 // serializing proxy) two takeovers can read the same seq.
 //
-// The server's clock may be stepped: a reading that contradicts a Locker's
-// estimate replaces it, but until the next reading the Locker works with the
-// old estimate, so a step back larger than the safety margins can end a lease
-// early. Keep server clocks slewed, not stepped.
+// The server's clock may be stepped, and then leases promise less. A
+// reading that contradicts a Locker's estimate replaces it, but until the
+// next reading the Locker works with the old estimate, and leases are
+// stamped with whatever the server's clock says. A step forward larger
+// than the safety margin ages every lease by the step at once: a contender
+// that reads the clock after it can take over a lease its holder still
+// trusts, so two hold at once until the holder's deadline. A step back
+// larger than the margin lets a contender whose estimate predates it judge
+// a live lease lapsed (two holders), and can end a lease early. An
+// acquisition refreshes an estimate older than the TTL first (a contender
+// refused again and again gets no reading from its refusals), so a
+// contender misjudges a step back for at most a TTL after it. Keep the
+// clocks of the servers slewed (NTP's slew mode, chrony's makestep
+// disabled after boot), not stepped, by more than the safety margin.
 //
 // # Deployments
 //

@@ -253,7 +253,7 @@ func (l *Locker) safety() time.Duration {
 // error; then, at most once per that lease's TTL, a read learns how long
 // it is, for the next attempt to take it over when it lapses.
 func (l *Locker) acquireOne(ctx context.Context, keeperID, lockID string) (Grant, bool, error) {
-	if err := l.refreshClock(ctx); err != nil {
+	if err := l.refreshClockFor(ctx, true); err != nil {
 		return Grant{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
 	}
 	sent := l.cfg.clock.Now()
@@ -371,7 +371,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 		}
 		return Acquisition{Granted: []Grant{g}}, nil
 	}
-	if err := l.refreshClock(ctx); err != nil {
+	if err := l.refreshClockFor(ctx, true); err != nil {
 		return Acquisition{}, fmt.Errorf("acquire %s: %w", idsDesc(keeperID, ids), err)
 	}
 	leases := make(map[string]Grant, len(ids))
@@ -658,12 +658,23 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 // that stamps lock documents) if the estimate is missing, old, or was
 // called into doubt: by a failed command, which is how a primary change
 // often shows, or by the topology watch (WithTopologyWatch). The first call also learns what the deployment is.
-func (l *Locker) refreshClock(ctx context.Context) error {
+func (l *Locker) refreshClock(ctx context.Context) error { return l.refreshClockFor(ctx, false) }
+
+// refreshClockFor is refreshClock; for an acquisition, which may take
+// over a lapsed lease by the estimate, the estimate may be at most a TTL
+// old: a contender refused again and again gets no reading of the server's
+// clock from its refusals, and a server clock stepped since its last one
+// would be misjudged for no longer than that.
+func (l *Locker) refreshClockFor(ctx context.Context, acquisition bool) error {
 	if err := l.deploy.probe(ctx, l.coll, l.cfg.log); err != nil {
 		return err
 	}
+	maxAge := l.cfg.clockRefresh
+	if acquisition {
+		maxAge = min(maxAge, l.cfg.ttl)
+	}
 	changes := l.cfg.watch.changed()
-	if age, ok := l.clock.age(l.cfg.clock.Now()); ok && age < l.cfg.clockRefresh && changes == l.seen.Load() {
+	if age, ok := l.clock.age(l.cfg.clock.Now()); ok && age < maxAge && changes == l.seen.Load() {
 		return nil
 	}
 	sent := l.cfg.clock.Now()
