@@ -1,10 +1,12 @@
 package lock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/simdb"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/locktest"
 )
@@ -23,4 +25,28 @@ func TestConformance(t *testing.T) {
 			return l
 		},
 	})
+}
+
+// The simulated server of the simulation (internal/simdb) passes the same
+// suite, as MongoDB and as FerretDB 1.24, so that the simulation cannot
+// drift from what the Locker does on a real server.
+func TestConformanceSimulated(t *testing.T) {
+	for _, flavor := range []simdb.Flavor{simdb.MongoDB, simdb.FerretDB1} {
+		t.Run(flavor.String(), func(t *testing.T) {
+			locktest.RunConformance(t, locktest.Harness{
+				NewStore: func(t *testing.T) lock.Store {
+					client, err := simdb.NewServer(flavor, 0).NewLink(t.Name(), nil).Connect(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+					l, err := lock.New(client.Database("app"), lock.WithTTL(300*time.Millisecond))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return l
+				},
+			})
+		})
+	}
 }

@@ -7,22 +7,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mongolock/mongolock/internal/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/simdb"
 )
 
 // TestClaimOncePerFiring checks the claim against the server: a firing is
 // claimed once, an earlier one never after a later one, none while an
 // earlier claim's work is pending, also when three clients race for every
 // firing.
-func TestClaimOncePerFiring(t *testing.T) {
+func TestClaimOncePerFiring(t *testing.T) { forBackends(t, testClaimOncePerFiring) }
+
+func testClaimOncePerFiring(t *testing.T, be backend) {
 	t.Parallel()
-	db := mongotest.NewDatabase(t)
+	db := be.newDB(t)
 	stores := make([]*mongoStore, 3)
 	cfg := defaultConfig()
 	for i := range stores {
-		stores[i] = newMongoStore(mongotest.Database(t, mongotest.NewClient(t), db.Name()), cfg)
+		stores[i] = newMongoStore(be.otherClient(t, db), cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -131,9 +135,11 @@ func TestClaimOncePerFiring(t *testing.T) {
 // TestStartIdempotent: a start record written twice (a retried write that
 // had gone through) is accepted the second time; one for the same firing by
 // another keeper or term is not.
-func TestStartIdempotent(t *testing.T) {
+func TestStartIdempotent(t *testing.T) { forBackends(t, testStartIdempotent) }
+
+func testStartIdempotent(t *testing.T, b backend) {
 	t.Parallel()
-	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	s, ctx := newTestStore(t, b.newDB(t))
 	f := testFiring
 	w := mustClaim(t, ctx, s, "j", "@daily", f, "A")
 	r := Run{Job: "j", Keeper: "A", Scheduled: f, Fence: 1<<32 | 7}
@@ -160,9 +166,11 @@ func TestStartIdempotent(t *testing.T) {
 
 // TestRecordsRoundTrip writes a run and reads it back through the exported
 // readers.
-func TestRecordsRoundTrip(t *testing.T) {
+func TestRecordsRoundTrip(t *testing.T) { forBackends(t, testRecordsRoundTrip) }
+
+func testRecordsRoundTrip(t *testing.T, b backend) {
 	t.Parallel()
-	db := mongotest.NewDatabase(t)
+	db := b.newDB(t)
 	s, ctx := newTestStore(t, db)
 	f := testFiring
 	w := mustClaim(t, ctx, s, "j", "@daily", f, "K")
@@ -341,9 +349,11 @@ func TestBatchedWrites(t *testing.T) {
 // directly with a batch in which one run must be refused, because its
 // claim was taken over and started by another keeper: each run gets its own
 // answer.
-func TestStartAndFinishBatchesPerRun(t *testing.T) {
+func TestStartAndFinishBatchesPerRun(t *testing.T) { forBackends(t, testStartAndFinishBatchesPerRun) }
+
+func testStartAndFinishBatchesPerRun(t *testing.T, b backend) {
 	t.Parallel()
-	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	s, ctx := newTestStore(t, b.newDB(t))
 	f := testFiring
 	jobs := []string{"a", "b", "late", "c"}
 	reqs := make([]startReq, len(jobs))
@@ -442,9 +452,11 @@ func TestFirstClaimsTogether(t *testing.T) {
 // TestFirstClaimsResend: a first claim that finds the document made by
 // another instance meanwhile is lost, and the claims after it in the same
 // bulk write are made all the same, on FerretDB by a second pass.
-func TestFirstClaimsResend(t *testing.T) {
+func TestFirstClaimsResend(t *testing.T) { forBackends(t, testFirstClaimsResend) }
+
+func testFirstClaimsResend(t *testing.T, b backend) {
 	t.Parallel()
-	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	s, ctx := newTestStore(t, b.newDB(t))
 	f := testFiring
 	mustClaim(t, ctx, s, "job-0", "@every 1s", f, "other")
 	reqs := []claimReq{{"job-0", "@every 1s"}, {"job-1", "@every 1s"}, {"job-2", "@every 1s"}, {"job-3", "@every 1s"}}
@@ -485,9 +497,11 @@ func mustClaim(t *testing.T, ctx context.Context, s *mongoStore, job, spec strin
 // claimed by another keeper finds its own record and reports the start,
 // without settling the newer claim again; nor does undoing that start
 // touch the newer claim. Alone and in a batch.
-func TestRetriedStartSparesNewerClaim(t *testing.T) {
+func TestRetriedStartSparesNewerClaim(t *testing.T) { forBackends(t, testRetriedStartSparesNewerClaim) }
+
+func testRetriedStartSparesNewerClaim(t *testing.T, b backend) {
 	t.Parallel()
-	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	s, ctx := newTestStore(t, b.newDB(t))
 	f, next := testFiring, testFiring.Add(24*time.Hour)
 	jobs := []string{"alone", "batch-1", "batch-2"}
 	reqs := map[string]startReq{}
@@ -538,9 +552,11 @@ func TestRetriedStartSparesNewerClaim(t *testing.T) {
 // triggered run, after the same keeper claimed a later firing (a second
 // firing in progress, OverlapWait), leaves that claim as it is: a claim
 // of a firing, not the triggered run again.
-func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) {
+func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) { forBackends(t, testUndoneStartSparesNewerClaimOfSameKeeper) }
+
+func testUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T, b backend) {
 	t.Parallel()
-	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	s, ctx := newTestStore(t, b.newDB(t))
 	f, next := testFiring, testFiring.Add(24*time.Hour)
 	w := mustClaim(t, ctx, s, "j", "@daily", f, "A")
 	if ok, err := s.settle(ctx, w); err != nil || !ok {
@@ -572,5 +588,47 @@ func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) {
 	if d := docs["j"]; !d.Pending || d.By != "A" || !d.Last.Equal(next) || !d.PTrig.IsZero() {
 		t.Errorf("claim after the undo: pending=%v by %s last %v trigger %v; want A's claim of %v, no trigger",
 			d.Pending, d.By, d.Last, d.PTrig, next)
+	}
+}
+
+// backend is where a store test runs: the test server, or a simulated
+// one.
+type backend struct {
+	// newDB returns an empty database.
+	newDB func(t *testing.T) *mongo.Database
+	// otherClient returns db through a client of its own.
+	otherClient func(t *testing.T, db *mongo.Database) *mongo.Database
+}
+
+// forBackends runs test on the test server (mongotest) and on the
+// simulated server of the simulation (internal/simdb), as MongoDB and as
+// FerretDB 1.24: the store's conformance suite, which ties the simulation
+// to what the store does on a real server.
+func forBackends(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	t.Run("server", func(t *testing.T) {
+		test(t, backend{
+			newDB: func(t *testing.T) *mongo.Database { return mongotest.NewDatabase(t) },
+			otherClient: func(t *testing.T, db *mongo.Database) *mongo.Database {
+				return mongotest.Database(t, mongotest.NewClient(t), db.Name())
+			},
+		})
+	})
+	for _, flavor := range []simdb.Flavor{simdb.MongoDB, simdb.FerretDB1} {
+		t.Run("simulated "+flavor.String(), func(t *testing.T) {
+			srv := simdb.NewServer(flavor, 0)
+			connect := func(t *testing.T, name string) *mongo.Database {
+				client, err := srv.NewLink(t.Name(), nil).Connect(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+				return client.Database(name)
+			}
+			test(t, backend{
+				newDB:       func(t *testing.T) *mongo.Database { return connect(t, "app") },
+				otherClient: func(t *testing.T, db *mongo.Database) *mongo.Database { return connect(t, db.Name()) },
+			})
+		})
 	}
 }
