@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,6 +41,11 @@ type work struct {
 	claimed, stamped, got time.Time
 	// prevRun is the job's last run when the claim was made.
 	prevRun runDoc
+	// claimantUp is, for work taken over, when its claimant was last
+	// present (its presence term, by the server's clock), as read before
+	// the takeover: the takeover's own acquisition of that presence lock
+	// replaces the term the lock's document shows.
+	claimantUp [2]time.Time
 }
 
 // pendingFrom is what the write settling w records of it, for the claim
@@ -227,6 +233,9 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		}
 		if !presentRead {
 			present, presentRead = s.presentSpans(w), true
+			if up := w.claimantUp; !up[0].IsZero() {
+				present = append(present, span{from: up[0].Add(-w.offset()), to: up[1].Add(-w.offset())})
+			}
 		}
 		for _, sp := range present {
 			if !f.Before(sp.from) && !f.After(sp.to) {
@@ -612,7 +621,22 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []st
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
+	var up [2]time.Time
 	if s.cfg.leader == nil {
+		// The claimant's last presence, before this acquisition replaces
+		// it (plan: firings that fell while it was up run late).
+		for range 2 { // a second try, if the read failed
+			h, err := s.session.Holder(actx, s.presenceID(claimant))
+			if !h.AcquiredAt.IsZero() {
+				up = [2]time.Time{h.AcquiredAt, h.ExpiresAt}
+				if h.Released {
+					up[1] = h.RenewedAt
+				}
+			}
+			if err == nil || errors.Is(err, lock.ErrNotHeld) || actx.Err() != nil {
+				break
+			}
+		}
 		t, err := s.session.AcquireLocks(actx, s.presenceID(claimant))
 		if err != nil || len(t.Leases) != 1 {
 			return // alive, or unknown: the next poll looks again
@@ -625,7 +649,7 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []st
 	}
 	got := s.clock.Now()
 	for _, w := range ws {
-		w.got = got
+		w.got, w.claimantUp = got, up
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
