@@ -552,7 +552,9 @@ func testRetriedStartSparesNewerClaim(t *testing.T, b backend) {
 // triggered run, after the same keeper claimed a later firing (a second
 // firing in progress, OverlapWait), leaves that claim as it is: a claim
 // of a firing, not the triggered run again.
-func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) { forBackends(t, testUndoneStartSparesNewerClaimOfSameKeeper) }
+func TestUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T) {
+	forBackends(t, testUndoneStartSparesNewerClaimOfSameKeeper)
+}
 
 func testUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T, b backend) {
 	t.Parallel()
