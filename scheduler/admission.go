@@ -20,8 +20,11 @@ import (
 // so that jobs due together are tried together on a server that keeps up:
 // the first slow setups cut it, in one step, to what the server kept up
 // with. Firings over the limit are not tried here (ReasonOverloaded); the
-// claim after them covers them, and records them as missed, so the share of
-// firings run falls with the load rather than to nothing.
+// claim after them covers them and runs them late (they fell while this
+// instance was up), up to MaxLate. A job whose firing was refused goes
+// ahead at its next firing whatever the load, so that the jobs tried first
+// at each instant cannot starve it. A firing that waits for its job's lock
+// (the previous run holds it) no longer counts: that wait is no load.
 const (
 	admissionMax = 100_000 // no limit, in effect
 	admissionMin = 1

@@ -104,6 +104,7 @@ type job struct {
 	runWork    *work                   // the work of the running job, nil if none
 	removed    bool                    // removed, as the last poll read
 	registered bool                    // its document is known to exist
+	refused    bool                    // admission refused its last firing here
 }
 
 // New returns a Scheduler that stores claims and runs in db (collections
@@ -507,10 +508,15 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false
 	case j.inflight >= limit:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
-	case !s.admit():
+	case !s.admit() && !j.refused:
+		// A job refused once goes ahead the next time, however loaded:
+		// the jobs that fire with it, tried first, would otherwise take
+		// every slot, firing after firing.
+		j.refused = true
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f,
 			Reason: fmt.Sprintf("%s: %d firings being claimed, locked or started", ReasonOverloaded, s.setups)}, false
 	}
+	j.refused = false
 	j.inflight++
 	if catchUp {
 		j.catchUps++
