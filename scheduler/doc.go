@@ -24,26 +24,33 @@
 // A firing is identified by its scheduled time F, a function of the spec
 // alone: every instance computes the same firings, and a wrong clock only
 // changes when an instance tries F. Each job has one document in the jobs
-// collection, {_id: name, last: F', pend, done, ...}, F' being the last
-// firing anyone claimed. An instance claims F with one conditional upsert,
-// filter {_id: name, last: {$lt: F}, pend: {$ne: true}}, update {$set:
-// {last: F, by: K, pend: true}}. If some firing at or after F was claimed
-// before, or the last claim's work is still pending, the filter matches
-// nothing and the upsert's insert collides with the existing _id
-// (duplicate key): the claim is lost. When several jobs fire at F
-// together, their claims share one update, {_id: {$in: names}, ...} with a
-// claim id C new for each batch, and a read of which documents now carry
-// C. "last" only grows and each write is atomic on its document, so F is
-// claimed at most once, ever, whatever the instances' clocks say.
+// collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
+// last firing anyone claimed. An instance claims F with one conditional
+// upsert, filter {_id: name, last: {$lt: F}, pend: {$ne: true}}, update
+// {$set: {last: F, by: K, pend: true, cid: C}}, K being the claimant (the
+// Scheduler's ClaimantID: its Session's keeper id and a suffix of its own,
+// so that two Schedulers on one Session have claims, and presence locks,
+// of their own) and C the claim's token, new for each claim. If some
+// firing at or after F was claimed before, or the last claim's work is
+// still pending, the filter matches nothing and the upsert's insert
+// collides with the existing _id (duplicate key): the claim is lost. When
+// several jobs fire at F together, their claims share one update, {_id:
+// {$in: names}, ...}, and a read of which documents now carry the batch's
+// token. "last" only grows and each write is atomic on its document, so F
+// is claimed at most once, ever, whatever the instances' clocks say.
+//
+// Every later write of the claim's work (its starts, its settling, its
+// undoing, a takeover, a resume) matches its token, and a takeover and a
+// resume give it a new one: a write of a claim's former holder, however
+// late it reaches the server, matches nothing.
 //
 // A claim is work: the firings after "done" (the last firing settled)
-// up to F. Normally that is F alone; after firings that no instance
-// claimed in time (none was up, or all were busy or behind, or an earlier
-// claim waited to be taken over) it also covers those, and the catch-up
-// policy says which of them run. The work stays pending, and no later
-// firing of the job can be claimed, until its last firing starts or is
-// recorded as not run: the claims of a job are settled one at a time, in
-// order.
+// up to F. Normally that is F alone; it also covers the firings nobody
+// claimed in between, and the claimant decides, oldest first, what each
+// does (see Catch-up and late firings). The work stays pending, and no
+// later firing of the job can be claimed, until its last firing starts or
+// is recorded as not run: the claims of a job are settled one at a time,
+// in order.
 //
 // That is what makes the fast job harmless: instance A, whose clock is
 // ahead, claims F, runs a job that takes a millisecond and releases the lock;
@@ -158,18 +165,42 @@
 // missed, and the claim that follows covers them: the catch-up policy
 // decides.
 //
-// # Catch-up
+// # Catch-up and late firings
+//
+// The firings a claim covers besides its own fell without being claimed.
+// Oldest first, each
+//   - is recorded as not run if the job was paused or removed when it fell,
+//     or is paused now (ReasonPaused, ReasonRemoved; nothing starts while a
+//     job is paused), or if it is older than the catch-up window
+//     (ReasonWindow);
+//   - is skipped if the job's previous run, on schedule, was still going
+//     when it fell (ReasonRunGoing: the overlap policy; a late run of a
+//     backlog does not count);
+//   - runs late if it fell while some instance was up: while the claim
+//     before was pending (a claimant that died, waiting to be taken over;
+//     the claim records when it was pending), while this Scheduler was up
+//     (it was busy, behind, overloaded, or its claim failed), or while
+//     another instance held its presence lease. Late firings run in
+//     order, the newest MaxLate of them; older ones are recorded as not
+//     run (ReasonBacklog);
+//   - otherwise fell while no instance was up to claim it, and the job's
+//     catch-up policy decides (ReasonMissed for those it does not run).
 //
 // A job's catch-up policy (WithCatchUp, JobCatchUp; DefaultCatchUp runs
-// the latest missed firing within a day) says what happens to firings no
-// instance claimed in time. CatchUpSkip records them as not run;
+// the latest missed firing within a day) so governs only firings that no
+// live instance could claim. CatchUpSkip records them as not run;
 // CatchUpLatest runs the latest of them; CatchUpAll runs all of them, up
-// to a maximum, oldest first. In each case firings older than the policy's
-// window are recorded as not run (ReasonWindow), whoever claimed them, and
-// the ones not run as ReasonMissed. A Scheduler whose policy runs missed
+// to a maximum, oldest first. A Scheduler whose policy runs missed
 // firings also claims, at Start, the latest firing before now, if within
 // the window and if the job was claimed before: so a firing that fell
 // while no instance was up runs when the first one starts.
+//
+// Times of the server (when a claim was pending, when an instance was
+// present) are turned into the claimant's clock by the offset its own
+// claim showed, so skew does not make old firings late, or late ones
+// missed, by more than the reply's round trip. Between instances whose
+// clocks differ by more than half the period, which firings run depends on
+// which clock reaches them first (see Clock skew).
 //
 // # Control
 //
@@ -227,19 +258,30 @@
 //
 // # What is not promised
 //
-// Every firing runs at most once. One that an instance claimed runs, late
-// if its claimant died, as long as some instance that registers the job is
-// up and the firing is within the catch-up window. Firings that no
-// instance claimed in time (none was up; all were busy, behind or
-// overloaded; an earlier claim waited to be taken over) run as the
-// catch-up policy says, and are recorded as not run otherwise; so are
-// firings that fall while the previous run still goes, beyond the wait of
-// step 3 (OverlapSkip). Every firing not run is recorded, with its reason,
-// by the instance whose claim covered it, once that claim is settled: a
-// range of firings missed while no instance was up is recorded when the
-// next claim is made. An instance that falls behind its own schedule
-// (suspended, overloaded) tries only the latest due firing; the claim of
-// it covers the others.
+// Every firing runs at most once. Every firing that falls while some
+// instance that registers the job is up, and whose clock agrees with the
+// others' within half the period, runs: on time, or late if its claimant
+// died (taken over), or if it fell while an earlier claim was pending or
+// while the instances up were busy, behind or overloaded (up to MaxLate
+// late firings a claim), unless the operator paused or removed the job, or
+// the overlap policy skips it (the previous run still goes), or it is
+// older than the catch-up window. A firing whose run had started (its
+// start recorded) on an instance that then died, or that lost its lease
+// before calling the job while another claim came, is spent: it is not
+// run again, and its record says so ("running" until the job's next run,
+// or failed "not run: ..."). Firings that fell while no instance was up run
+// as the catch-up policy says, and are recorded as not run otherwise. Every
+// firing not run is recorded, with its reason, by the instance whose claim
+// covered it, once that claim is settled: a range of firings missed while
+// no instance was up is recorded when the next claim is made. An instance
+// that falls behind its own schedule (suspended, overloaded) tries only
+// the latest due firing; the claim of it covers the others, late.
+//
+// These promises are checked by a seeded simulation of whole clusters
+// (internal/sim, run by the module's tests): crashes, pauses, suspends,
+// restarts, clock skew and steps, lost, late and slow commands, failovers
+// and an operator's controls, and every promise checked over the whole
+// history of each run.
 //
 // A lease is not a fence. A job that ignores its context, or whose instance
 // pauses past its lease, may still run when another instance starts the
