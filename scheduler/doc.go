@@ -96,8 +96,11 @@
 //     claim stays pending, for the instance's next poll to resume, or for
 //     another instance to take over once its presence lapsed, so the firing
 //     runs late rather than never. A lease lost while the start write was in
-//     flight means a server too slow to trust: the firing is recorded as not
-//     run, which sheds load. The job runs again after a pause while it
+//     flight (a server slow to answer) undoes the start: the claim is
+//     pending again, and the firing runs late, unless another claim came
+//     meanwhile (the lease was lost: another instance moved on), when the
+//     firing is spent and recorded as failed, "not run: ...". The job runs
+//     again after a pause while it
 //     fails, up to its retries (JobRetries). From step 3 on the Session's
 //     keep-alive renews the lease with every other lease the Session holds,
 //     one command per renew interval. The job's context is bound to the
@@ -161,9 +164,9 @@
 // Scheduler is gone (so a job that ignores its cancelled context delays
 // it, until the Session closes). In leader-only mode the election's lease
 // stands for presence: claims of a leader that stopped scheduling but
-// still leads wait for the next leader. Firings that fall meanwhile are
-// missed, and the claim that follows covers them: the catch-up policy
-// decides.
+// still leads wait for the next leader. Firings that fall meanwhile, while
+// a claim waits to be taken over, run late (see Catch-up and late
+// firings).
 //
 // # Catch-up and late firings
 //
@@ -335,19 +338,22 @@
 //     "previous run still going on this instance" (step 1, not claimed);
 //     "claim failed: <error>"; "previous run still going: lock held
 //     elsewhere" (step 3, after the wait; Took is the wait, Attempt the
-//     attempts); "lock not acquired: <error>" (step 3);
-//     "lease could not be trusted" (step 3, granted too late, Err
-//     lock.ErrNotTrusted; or step 5, lost while the start was recorded,
-//     Err its cause); "claim taken over by another instance" (step 4, or
-//     settling); "start not recorded" (step 4, Err the write's error, or
-//     lock.ErrLeaseLost when the lease was lost before the start; also when
-//     settling failed: not final, the next poll resumes the work, and the
-//     firing may still run); "stopping"
+//     attempts); "lock not acquired: <error>" (step 3; also a grant too
+//     late to trust, Err lock.ErrNotTrusted: not final, the claim stays
+//     pending and the next poll resumes it);
+//     "lease could not be trusted" (step 5, lost while the start was
+//     recorded and not undone: spent, Err its cause); "claim taken over by
+//     another instance" (step 4, or settling); "start not recorded" (step
+//     4, Err the write's error, or lock.ErrLeaseLost when the lease was
+//     lost before the start or while it was written; also when settling
+//     failed: not final, the next poll resumes the work, and the firing
+//     may still run); "stopping"
 //     (Stop began, or the Session closed, before the job was called: the
 //     claim is left to be taken over); "presence lease not held" (step 2);
 //     "missed: not claimed in time", "catch-up window passed", "paused",
-//     "removed" (records of firings not run; for a range, Reason adds
-//     how many and through which firing).
+//     "removed", "previous run still going", "too many firings late"
+//     (records of firings not run; for a range, Reason adds how many and
+//     through which firing).
 //     One more does not end a firing tried here: when the instance fell
 //     behind (suspended, overloaded), one event, Scheduled the first
 //     firing missed, Reason "this instance fell behind: N firings from
