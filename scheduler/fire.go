@@ -338,7 +338,8 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 func (s *Scheduler) deadHolder(fr *firing) (time.Time, bool) {
 	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
 	defer cancel()
-	h, err := s.session.Holder(ctx, fr.job.lockID)
+	var h lock.Holder
+	err := limited(ctx, s.slots, func() (err error) { h, err = s.session.Holder(ctx, fr.job.lockID); return err })
 	switch {
 	case errors.Is(err, lock.ErrNotHeld):
 		return s.clock.Now().Add(lockRetryFirst), true
@@ -360,7 +361,7 @@ func (s *Scheduler) releaseMaybe(j *job) {
 	if err != nil {
 		return
 	}
-	_ = m.ReleaseLock(context.Background())
+	_ = limited(context.Background(), s.slots, func() error { return m.ReleaseLock(context.Background()) })
 }
 
 type acquireResult struct {

@@ -32,7 +32,8 @@ type Scheduler struct {
 	// lock: the keeper id and a suffix of its own, so that Schedulers
 	// sharing a Session (and a jobs collection) have claims of their own.
 	claimant string
-	st       store
+	st       store                                     // limitedStore: its unbatched calls share slots
+	slots    limiter                                   // MaxConcurrentWrites of them
 	acquires *batcher[struct{}, string, acquireResult] // job locks, taken together
 	releases *batcher[struct{}, *lock.Lease, struct{}] // and released together
 	mst      *mongoStore                               // st, when it is MongoDB
@@ -159,7 +160,7 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		clock:    session.Clock(),
 		keeper:   session.KeeperID(),
 		claimant: session.KeeperID() + "/" + claimantSuffix(),
-		st:       st,
+		st:       st, // wrapped below
 		cfg:      cfg,
 		parser:   newParser(cfg.seconds),
 		ttl:      session.Timings().TTL,
@@ -181,6 +182,8 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		return make([]struct{}, len(leases)), err
 	})
 	session.AddComponent(s) // for those who watch the session: metrics, health
+	s.slots = make(limiter, MaxConcurrentWrites)
+	s.st = limitedStore{store: st, slots: s.slots}
 	return s, nil
 }
 
