@@ -43,9 +43,10 @@ type app struct {
 	isTerminal     func(any) bool
 
 	g        globals
-	explicit map[string]bool     // global flags given before the command
-	red      redactor            // set once the URI is known
-	watch    *lock.TopologyWatch // of the client connect made
+	explicit map[string]bool        // global flags given before the command
+	red      redactor               // set once the URI is known
+	watch    *lock.TopologyWatch    // of the client connect made
+	client   *options.ClientOptions // the options connect used
 
 	// The demo re-runs this program as its instances: exe finds it (default
 	// os.Executable) and childEnv is added to their environment. Tests run
@@ -409,6 +410,7 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 	if err := opts.Validate(); err != nil {
 		return nil, nil, usagef("invalid URI %s: %v", a.red.uri(), err)
 	}
+	a.client = opts
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to %s: %w", a.red.uri(), err)
@@ -430,10 +432,34 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 	return client.Database(a.g.db), disconnect, nil
 }
 
-// locker is a lock.Locker on the lock collection.
-func (a *app) locker(db *mongo.Database, log zerolog.Logger) (*lock.Locker, error) {
-	l, err := lock.New(db, lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log),
-		lock.WithTopologyWatch(a.watch))
+// connectKeepAlive returns the database of connect on a client of its
+// own, with a pool of two connections, for a Session's keep-alive
+// (lock.WithKeepAliveDatabase): its renewals never wait for a connection
+// behind the instance's other commands. Called after connect; disconnect
+// must be called.
+func (a *app) connectKeepAlive() (db *mongo.Database, disconnect func(), err error) {
+	opts := *a.client
+	opts.SetMaxPoolSize(2).SetAppName(a.name() + "-keepalive")
+	client, err := mongo.Connect(&opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", a.red.uri(), err)
+	}
+	return client.Database(a.g.db), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), a.g.timeout)
+		defer cancel()
+		_ = client.Disconnect(ctx)
+	}, nil
+}
+
+// locker is a lock.Locker on the lock collection; keepAlive, if not nil,
+// is the database of connectKeepAlive.
+func (a *app) locker(db, keepAlive *mongo.Database, log zerolog.Logger) (*lock.Locker, error) {
+	opts := []lock.Option{lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log),
+		lock.WithTopologyWatch(a.watch)}
+	if keepAlive != nil {
+		opts = append(opts, lock.WithKeepAliveDatabase(keepAlive))
+	}
+	l, err := lock.New(db, opts...)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}

@@ -156,7 +156,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	}
 	// Build what an instance builds: options it would refuse fail here,
 	// before any instance starts.
-	in, err := a.newInstance(db, log, "demo-preflight", newEmitter(io.Discard, false, ""), demoWork)
+	in, err := a.newInstance(db, nil, log, "demo-preflight", newEmitter(io.Discard, false, ""), demoWork)
 	if err != nil {
 		return fmt.Errorf("the instances cannot run with these flags: %w", err)
 	}

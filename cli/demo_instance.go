@@ -124,6 +124,11 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		return err
 	}
 	defer disconnect()
+	keepAlive, disconnectKeepAlive, err := a.connectKeepAlive()
+	if err != nil {
+		return err
+	}
+	defer disconnectKeepAlive()
 	keeper := em.name + "/" + lock.NewKeeperID()
 	// The term log records the leader terms for the dashboard (mongolock
 	// ui); it is closed after the Session, whose close ends the last term.
@@ -132,7 +137,7 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 		return err
 	}
 	defer closeTermLog(ctx, terms, a.g.timeout)
-	in, err := a.newInstance(db, log, keeper, em, work)
+	in, err := a.newInstance(db, keepAlive, log, keeper, em, work)
 	if err != nil {
 		return err
 	}
@@ -206,10 +211,10 @@ type instance struct {
 // keep-alive: the caller closes the Session. The demo builds one before
 // starting its instances, so that flags they cannot run with are refused
 // before anything starts. Errors from options are usage errors.
-func (a *app) newInstance(db *mongo.Database, log zerolog.Logger, keeper string, em *emitter, work time.Duration) (*instance, error) {
+func (a *app) newInstance(db, keepAlive *mongo.Database, log zerolog.Logger, keeper string, em *emitter, work time.Duration) (*instance, error) {
 	// One Session per instance: it owns the keeper id and keeps every lease
 	// of the migrator, the scheduler and the runner alive.
-	locker, err := a.locker(db, log)
+	locker, err := a.locker(db, keepAlive, log)
 	if err != nil {
 		return nil, err
 	}

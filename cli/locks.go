@@ -58,7 +58,7 @@ func (a *app) openLocker(ctx context.Context) (*lock.Locker, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := a.locker(db, log)
+	l, err := a.locker(db, nil, log)
 	if err != nil {
 		disconnect()
 		return nil, nil, err

@@ -141,7 +141,9 @@ type instance struct {
 // startInstance applies the migrations (waiting for another instance doing
 // it) and starts the scheduler and the runner. ctx bounds the migrations
 // only; stop ends the rest.
-func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client, emit func(cluster.Event), log zerolog.Logger) (*instance, error) {
+// keepAlive, if not nil, is a client of the Session's keep-alive's own
+// (lock.WithKeepAliveDatabase), as a production process would use.
+func startInstance(ctx context.Context, cfg instanceConfig, client, keepAlive *mongo.Client, emit func(cluster.Event), log zerolog.Logger) (*instance, error) {
 	in := &instance{cfg: cfg, db: client.Database(cfg.Database)}
 	in.emit = func(e cluster.Event) {
 		e.Instance, e.T = cfg.Keeper, wallNow()
@@ -151,8 +153,12 @@ func startInstance(ctx context.Context, cfg instanceConfig, client *mongo.Client
 
 	// The clock is given once, to the Locker; the Session and everything
 	// built on it use it.
+	opts := []lock.Option{lock.WithTTL(cfg.TTL), lock.WithClock(mongotest.SkewedClock(cfg.Skew)), lock.WithLogger(log)}
+	if keepAlive != nil {
+		opts = append(opts, lock.WithKeepAliveDatabase(keepAlive.Database(cfg.Database)))
+	}
 	var err error
-	if in.locker, err = lock.New(in.db, lock.WithTTL(cfg.TTL), lock.WithClock(mongotest.SkewedClock(cfg.Skew)), lock.WithLogger(log)); err != nil {
+	if in.locker, err = lock.New(in.db, opts...); err != nil {
 		return nil, err
 	}
 	if in.session, err = lock.NewSession(in.locker, lock.WithKeeperID(cfg.Keeper), lock.WithSessionLogger(log),
@@ -491,12 +497,22 @@ func instanceMain(raw string) int {
 		defer cancel()
 		_ = client.Disconnect(ctx)
 	}()
+	keepAlive, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetAppName(cfg.Keeper + "-keepalive").
+		SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL).SetMaxPoolSize(2))
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
+		defer cancel()
+		_ = keepAlive.Disconnect(ctx)
+	}()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
 	arms := make(chan os.Signal, 1) // before the start: they wait for it
 	signal.Notify(arms, rearm)
 	defer signal.Stop(arms)
-	in, err := startInstance(ctx, cfg, client, emit, log)
+	in, err := startInstance(ctx, cfg, client, keepAlive, emit, log)
 	if err != nil {
 		return fail(err)
 	}

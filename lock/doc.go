@@ -42,6 +42,15 @@
 // different TTLs may share a collection: a lease lapses its own TTL after
 // its last renewal, whoever takes it over.
 //
+// Every lease rests on the keep-alive's renewal arriving in time, and a
+// mongo.Client's connection pool is shared by all of its commands: a burst
+// of the application's own can leave the renewal waiting for a connection
+// until every lease is lost. Give the keep-alive a client of its own,
+// connected with the same URI and a pool of two:
+//
+//	ka, _ := mongo.Connect(options.Client().ApplyURI(uri).SetMaxPoolSize(2))
+//	locker, _ := lock.New(db, lock.WithKeepAliveDatabase(ka.Database(db.Name())))
+//
 // # Time
 //
 // Expiry is judged by the database server's clock only. A Locker estimates

@@ -85,6 +85,7 @@ func fenceFilter(f uint64) bson.D {
 // It is safe for concurrent use.
 type Locker struct {
 	coll   *mongo.Collection
+	renew  *mongo.Collection // coll, or its twin on the keep-alive's client (WithKeepAliveDatabase)
 	cfg    config
 	clock  serverClock
 	deploy deployment
@@ -149,8 +150,16 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 	// Reads decide who holds what (Renew's read of which leases it
 	// renewed, Holder): the primary's answer, whatever the client's read
 	// preference.
-	coll := db.Collection(cfg.collection, options.Collection().SetWriteConcern(cfg.wc).SetReadPreference(readpref.Primary()))
-	return &Locker{coll: coll, cfg: cfg, deploy: deployment{probing: ctxlock.New()}}, nil
+	copts := options.Collection().SetWriteConcern(cfg.wc).SetReadPreference(readpref.Primary())
+	coll := db.Collection(cfg.collection, copts)
+	renew := coll
+	if k := cfg.keepAlive; k != nil {
+		if k.Name() != db.Name() {
+			return nil, fmt.Errorf("%w: WithKeepAliveDatabase: database %q is not the Locker's database %q", ErrInvalidOption, k.Name(), db.Name())
+		}
+		renew = k.Collection(cfg.collection, copts)
+	}
+	return &Locker{coll: coll, renew: renew, cfg: cfg, deploy: deployment{probing: ctxlock.New()}}, nil
 }
 
 // ServerTime returns the interval the server's clock is in now, by the
@@ -488,7 +497,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	if len(ids) == 0 {
 		return Renewal{}, nil
 	}
-	if err := l.refreshClock(ctx); err != nil {
+	if err := l.refreshClockOn(ctx, l.renew, false); err != nil {
 		return Renewal{}, fmt.Errorf("renew: %w", err)
 	}
 	nonce := newNonce()
@@ -505,7 +514,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		{Key: "$set", Value: bson.D{{Key: fieldNonce, Value: nonce}, {Key: fieldTTL, Value: l.ttlMS()}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
 	}
-	res, err := l.coll.UpdateMany(ctx, filter, update)
+	res, err := l.renew.UpdateMany(ctx, filter, update)
 	if err != nil {
 		l.failed(ctx)
 		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
@@ -519,7 +528,7 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		return r, nil
 	}
 	// Some were not renewed: find out which by the nonce this call wrote.
-	cur, err := l.coll.Find(ctx, bson.D{
+	cur, err := l.renew.Find(ctx, bson.D{
 		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
 		{Key: fieldKeeper, Value: keeperID},
 		{Key: fieldNonce, Value: nonce},
@@ -658,7 +667,7 @@ func (l *Locker) Purge(ctx context.Context) (int, error) {
 // that stamps lock documents) if the estimate is missing, old, or was
 // called into doubt: by a failed command, which is how a primary change
 // often shows, or by the topology watch (WithTopologyWatch). The first call also learns what the deployment is.
-func (l *Locker) refreshClock(ctx context.Context) error { return l.refreshClockFor(ctx, false) }
+func (l *Locker) refreshClock(ctx context.Context) error { return l.refreshClockOn(ctx, l.coll, false) }
 
 // refreshClockFor is refreshClock; for an acquisition, which may take
 // over a lapsed lease by the estimate, the estimate may be at most a TTL
@@ -666,7 +675,13 @@ func (l *Locker) refreshClock(ctx context.Context) error { return l.refreshClock
 // clock from its refusals, and a server clock stepped since its last one
 // would be misjudged for no longer than that.
 func (l *Locker) refreshClockFor(ctx context.Context, acquisition bool) error {
-	if err := l.deploy.probe(ctx, l.coll, l.cfg.log); err != nil {
+	return l.refreshClockOn(ctx, l.coll, acquisition)
+}
+
+// refreshClockOn is refreshClockFor through coll: the Locker's collection,
+// or for Renew its twin on the keep-alive's client.
+func (l *Locker) refreshClockOn(ctx context.Context, coll *mongo.Collection, acquisition bool) error {
+	if err := l.deploy.probe(ctx, coll, l.cfg.log); err != nil {
 		return err
 	}
 	maxAge := l.cfg.clockRefresh
@@ -678,10 +693,10 @@ func (l *Locker) refreshClockFor(ctx context.Context, acquisition bool) error {
 		return nil
 	}
 	sent := l.cfg.clock.Now()
-	server, err := mongoutil.ReadClock(ctx, l.coll)
+	server, err := mongoutil.ReadClock(ctx, coll)
 	recv := l.cfg.clock.Now()
 	if err != nil {
-		return mongoutil.WrapErr(ctx, "read the server's clock ("+lockColl(l.coll)+")", err)
+		return mongoutil.WrapErr(ctx, "read the server's clock ("+lockColl(coll)+")", err)
 	}
 	l.clock.observe(server, sent, recv)
 	l.seen.Store(changes)

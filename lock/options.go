@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -49,6 +50,7 @@ type config struct {
 	clock        clockwork.Clock
 	clockRefresh time.Duration
 	watch        *TopologyWatch
+	keepAlive    *mongo.Database
 }
 
 // Option configures a Locker.
@@ -144,6 +146,27 @@ func WithTopologyWatch(w *TopologyWatch) Option {
 			return fmt.Errorf("%w: WithTopologyWatch: nil watch", ErrInvalidOption)
 		}
 		c.watch = w
+		return nil
+	}
+}
+
+// WithKeepAliveDatabase makes Renew, the one call a Session's keep-alive
+// makes for every lease it holds, and the reading of the server's clock
+// before it, go through db: the same database on a second mongo.Client,
+// connected to the same deployment with the same URI. Every guarantee rests
+// on that renewal arriving in time, and a client's connection pool is
+// shared by all of its commands: a burst of the application's own (a
+// Scheduler stopping a thousand jobs, a slow aggregation per request) can
+// take every connection, and a renewal waiting for one can lose every
+// lease at once. A client of its own for the keep-alive needs a pool of two
+// (options.Client().SetMaxPoolSize(2)). Everything else still goes through
+// the Locker's database. Default: none; renewals share the pool.
+func WithKeepAliveDatabase(db *mongo.Database) Option {
+	return func(c *config) error {
+		if db == nil {
+			return fmt.Errorf("%w: WithKeepAliveDatabase: nil database", ErrInvalidOption)
+		}
+		c.keepAlive = db
 		return nil
 	}
 }
