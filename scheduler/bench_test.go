@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
@@ -123,7 +124,7 @@ func benchCluster(b *testing.B, jobs, instances int) {
 	}
 	var mu sync.Mutex
 	var runs []run
-	skips := map[string]int{} // FiringSkipped events by reason, up to its first colon
+	skips := map[string]int{} // FiringSkipped events by reason, up to its first colon, and the server's error codes
 	var counters []*mongotest.Counter
 	var scheds []*scheduler.Scheduler
 	for i := range instances {
@@ -138,6 +139,9 @@ func benchCluster(b *testing.B, jobs, instances int) {
 			lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
 				if e.Kind == lock.FiringSkipped {
 					reason, _, _ := strings.Cut(e.Reason, ":")
+					if codes := mongo.ErrorCodes(e.Err); len(codes) > 0 {
+						reason += fmt.Sprintf(" %v", codes)
+					}
 					mu.Lock()
 					skips[reason]++
 					mu.Unlock()

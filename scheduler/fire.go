@@ -10,6 +10,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -184,7 +185,7 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 		s.emit(fr, skip(ReasonStopping, ErrStopped))
 		return
 	case err != nil:
-		s.emit(fr, skip(ReasonNoClaim+err.Error(), err))
+		s.emit(fr, skip(ReasonNoClaim+mongoutil.Describe(err), err))
 		return
 	case w == nil && catchUp:
 		return // claimed already, as it mostly is: nothing was missed
@@ -316,7 +317,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	case errors.Is(lastErr, lock.ErrSessionClosed):
 		e = skip(ReasonStopping, lastErr)
 	case lastErr != nil:
-		e = skip(ReasonNoLock+lastErr.Error(), lastErr)
+		e = skip(ReasonNoLock+mongoutil.Describe(lastErr), lastErr)
 	default:
 		e = skip(ReasonLockHeld, nil)
 		e.Took, e.Attempt = s.clock.Since(began), attempt
