@@ -340,6 +340,13 @@ const recoveryTimeout = 2 * time.Second
 // A claim made by the update but overtaken by a claim of a later firing
 // before the read is reported lost, and that firing skipped: another
 // instance's clock must have reached the next firing within one round trip.
+//
+// An update that fails does not cost the whole batch its firings: one
+// conflict (FerretDB 2.x breaks a deadlock between two instances' batches
+// by failing one of them) or a broken connection would skip a thousand.
+// The read after it tells which jobs are still claimable, and those are
+// claimed again in halves, then quarters (claimRounds in all); only what
+// the last round could not claim fails with its error.
 func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claimReq) ([]claimResult, error) {
 	f, keeper := time.Unix(0, key.f).UTC(), key.keeper
 	out := make([]claimResult, len(reqs))
@@ -347,9 +354,64 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 		out[0].w, out[0].err = s.claimOne(ctx, reqs[0], f, keeper, key.catchUp)
 		return out, nil
 	}
-	ids := make([]string, len(reqs))
-	for i, r := range reqs {
-		ids[i] = r.job
+	todo := make([]int, len(reqs))
+	for i := range todo {
+		todo[i] = i
+	}
+	var missing []int // jobs never claimed: no document yet
+	for round := 0; len(todo) > 0; round++ {
+		var again []int
+		for _, part := range split(todo, 1<<round) {
+			if len(part) == 1 && round > 0 {
+				i := part[0]
+				out[i].w, out[i].err = s.claimOne(ctx, reqs[i], f, keeper, key.catchUp)
+				continue
+			}
+			retry, miss, err := s.claimPart(ctx, key, reqs, part, out)
+			missing = append(missing, miss...)
+			if err == nil {
+				continue
+			}
+			if round+1 == claimRounds || ctx.Err() != nil {
+				fail(out, retry, err)
+				continue
+			}
+			again = append(again, retry...)
+		}
+		todo = again
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		s.firstClaims(ctx, reqs, missing, f, keeper, bson.NewObjectID(), out)
+	}
+	return out, nil
+}
+
+// claimRounds is how many times claimBatch sends a job's claim, the batch
+// split in two more parts each round.
+const claimRounds = 3
+
+// split cuts todo into at most n parts of nearly equal size.
+func split(todo []int, n int) [][]int {
+	n = min(n, len(todo))
+	parts := make([][]int, 0, n)
+	for k := range n {
+		parts = append(parts, todo[k*len(todo)/n:(k+1)*len(todo)/n])
+	}
+	return parts
+}
+
+// claimPart is one round of claimBatch for the jobs reqs[i], i in part:
+// an update and a read, with a claim id of its own. It sets the results in
+// out of those it claimed, lost, or cannot tell, and returns those whose
+// documents do not exist yet (missing, unless key is a catch-up claim),
+// and, if the update failed, its error and the jobs the read found still
+// claimable (retry): their results are not set.
+func (s *mongoStore) claimPart(ctx context.Context, key firingKey, reqs []claimReq, part []int, out []claimResult) (retry, missing []int, _ error) {
+	f, keeper := time.Unix(0, key.f).UTC(), key.keeper
+	ids := make([]string, len(part))
+	for k, i := range part {
+		ids[k] = reqs[i].job
 	}
 	cid := bson.NewObjectID()
 	// Each document is updated atomically: of several instances claiming f
@@ -365,19 +427,18 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 		var cancel context.CancelFunc
 		var ok bool
 		if readCtx, cancel, ok = recoveryContext(ctx); !ok {
-			return nil, updateErr // stopping
+			fail(out, part, updateErr) // stopping
+			return nil, nil, nil
 		}
 		defer cancel()
 	}
 	docs, err := s.jobDocs(readCtx, ids)
 	if err != nil {
-		if updateErr != nil {
-			return nil, updateErr
-		}
-		return nil, err
+		fail(out, part, cmp.Or(updateErr, err))
+		return nil, nil, nil
 	}
-	var missing []int // jobs never claimed: no document yet
-	for i, r := range reqs {
+	for _, i := range part {
+		r := reqs[i]
 		d, ok := docs[r.job]
 		switch {
 		case ok && d.ClaimID == cid && d.Last.Equal(f) && d.By == keeper:
@@ -388,16 +449,19 @@ func (s *mongoStore) claimBatch(ctx context.Context, key firingKey, reqs []claim
 				_, _ = s.jobs.UpdateOne(readCtx, bson.D{{Key: fieldID, Value: r.job}},
 					bson.D{{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: r.spec}}}})
 			}
-		case updateErr != nil:
-			out[i].err = updateErr
-		case !ok && !key.catchUp:
-			missing = append(missing, i)
+		case !ok:
+			if !key.catchUp {
+				missing = append(missing, i)
+			}
+		case updateErr != nil && d.Last.Before(f) && !d.Pending && (!key.catchUp || d.Last.After(neverClaimed)):
+			retry = append(retry, i) // not written: claimable still
 		}
+		// Otherwise lost: out[i] stays zero.
 	}
-	if len(missing) > 0 {
-		s.firstClaims(ctx, reqs, missing, f, keeper, cid, out)
+	if len(retry) == 0 {
+		updateErr = nil
 	}
-	return out, nil
+	return retry, missing, updateErr
 }
 
 // firstClaims claims firing f for the jobs reqs[i], i in todo, whose

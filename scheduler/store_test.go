@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/internal/simdb"
@@ -631,6 +632,69 @@ func forBackends(t *testing.T, test func(t *testing.T, b backend)) {
 				newDB:       func(t *testing.T) *mongo.Database { return connect(t, "app") },
 				otherClient: func(t *testing.T, db *mongo.Database) *mongo.Database { return connect(t, db.Name()) },
 			})
+		})
+	}
+}
+
+// TestFailedClaimBatchRetried: a batched claim whose update fails (FerretDB
+// 2.x breaks a deadlock between two instances' batches by failing one; a
+// connection breaks) does not cost every firing of the batch: the jobs the
+// read after it finds still claimable are claimed again, in smaller
+// batches, and those another instance claimed meanwhile are lost as usual.
+func TestFailedClaimBatchRetried(t *testing.T) {
+	t.Parallel()
+	const jobs = 10
+	srv := simdb.NewServer(simdb.MongoDB, 0)
+	var mu sync.Mutex
+	fail := 0 // multi-document claim updates to drop
+	plan := func(cmd bson.D) simdb.Fate {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(cmd) > 0 && cmd[0].Key == "update" && fail > 0 {
+			fail--
+			return simdb.Fate{Drop: true}
+		}
+		return simdb.Fate{}
+	}
+	client, err := srv.NewLink(t.Name(), plan).Connect(options.Client().SetRetryWrites(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	s, ctx := newTestStore(t, client.Database("app"))
+	f := testFiring
+	reqs := make([]claimReq, jobs)
+	for j := range reqs {
+		reqs[j] = claimReq{fmt.Sprintf("job-%02d", j), "@every 1s"}
+		// Claimed and settled once: the batch claims by an update.
+		if ok, err := s.settle(ctx, mustClaim(t, ctx, s, reqs[j].job, "@every 1s", f.Add(-time.Second), "me")); err != nil || !ok {
+			t.Fatalf("settle: %v %v", ok, err)
+		}
+	}
+	for _, drops := range []int{1, 2} { // the batch's update; and the first half's retry too
+		t.Run(fmt.Sprintf("drops=%d", drops), func(t *testing.T) {
+			f := f.Add(time.Duration(drops-1) * time.Hour)
+			// job-00's firing is lost to another instance.
+			if ok, err := s.settle(ctx, mustClaim(t, ctx, s, "job-00", "@every 1s", f, "other")); err != nil || !ok {
+				t.Fatalf("settle: %v %v", ok, err)
+			}
+			mu.Lock()
+			fail = drops
+			mu.Unlock()
+			res, err := s.claimBatch(ctx, keyOf(f, "me"), reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, r := range res {
+				if r.err != nil || (r.w != nil) != (j != 0) {
+					t.Errorf("%s: won=%v err=%v, want won=%v", reqs[j].job, r.w != nil, r.err, j != 0)
+				}
+				if r.w != nil {
+					if ok, err := s.settle(ctx, r.w); err != nil || !ok {
+						t.Fatalf("settle: %v %v", ok, err)
+					}
+				}
+			}
 		})
 	}
 }
