@@ -32,6 +32,7 @@ type fakeStore struct {
 	// only if it says so, then returns its error if non-nil (a write that
 	// failed, or that went through but whose reply was lost).
 	onStart     func(ctx context.Context, r Run) (applied bool, err error)
+	afterStart  func(d *jobDoc) // called with s.mu held after start applied, before it returns
 	onHistory   func(r Run) // called by addHistory
 	histWrites  int
 	finishCalls int
@@ -164,6 +165,9 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		}
 		d.Run = runDoc{Keeper: r.Keeper, Scheduled: r.Scheduled, Start: s.clock.Now(), Fence: fenceTS(r.Fence),
 			Outcome: string(OutcomeRunning), Attempt: max(r.Attempt, 1), Trigger: r.Triggered, ClaimID: w.cid}
+		if s.afterStart != nil {
+			s.afterStart(d)
+		}
 		return d.Run.Start, true
 	}
 	if hook == nil {
@@ -202,7 +206,7 @@ func (s *fakeStore) abandon(_ context.Context, r Run, w *work, prev time.Time, w
 	defer s.mu.Unlock()
 	d := s.docs[r.Job]
 	if d == nil || d.By != w.keeper || d.ClaimID != w.cid {
-		return false, nil
+		return false, errClaimGone
 	}
 	d.ClaimID = bson.NewObjectID() // a start still on its way cannot apply
 	if !d.Run.holds(r) || d.Run.Outcome != string(OutcomeRunning) {

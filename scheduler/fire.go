@@ -485,6 +485,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		// rather than spent. If that fails too, end the record if it is
 		// there, so that it does not stay "running", and only then keep
 		// it in the history.
+		// If the claim was taken over meanwhile (this instance's presence
+		// lapsed), a start that applied first was seen by the taker: the
+		// firing is spent, and its record is ended here.
 		uctx, ucancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 		_, uerr := s.st.abandon(uctx, r, w, fr.prev, "start not recorded")
 		ucancel()
@@ -497,6 +500,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 		}
 		if held {
+			if errors.Is(uerr, errClaimGone) {
+				e.Reason = note(e.Reason, "claim taken over meanwhile: spent")
+			}
 			return ran{started: true, hist: []Run{r}, end: e}
 		}
 		return ran{end: e}

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/goleak"
 
 	"github.com/mongolock/mongolock/lock"
@@ -464,6 +465,45 @@ func TestStartNotRecorded(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestStartNotRecordedTakenOver: a start whose reply was lost applied, and
+// before it could be undone another instance took the claim over (this
+// one's presence had lapsed), seeing the run started: the firing is spent.
+// Its record must not stay "running", with no history of it: it is ended
+// as not run, and the event says the firing is spent. (Found by the
+// simulation, seed 939.)
+func TestStartNotRecordedTakenOver(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		r.store.onStart = func(context.Context, Run) (bool, error) { return true, errBoom }
+		r.store.afterStart = func(d *jobDoc) {
+			d.By, d.ClaimID, d.Pending = "other", bson.NewObjectID(), true
+			r.store.afterStart = nil
+		}
+		ran := make(chan struct{}, 1)
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+		_ = r.s.Start()
+		e := r.end()
+		if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !strings.Contains(e.Reason, "spent") || !errors.Is(e.Err, errBoom) {
+			t.Fatalf("firing ended with %+v, want skipped: %s, spent", e, ReasonNoStart)
+		}
+		r.idle()
+		select {
+		case <-ran:
+			t.Fatal("job ran without a start record")
+		default:
+		}
+		rec := r.store.running("j")
+		if rec == nil || rec.Outcome != OutcomeFailed || !strings.HasPrefix(rec.Error, "not run: ") {
+			t.Fatalf("record %+v, want failed: not run", rec)
+		}
+		if runs := r.store.runs(); len(runs) != 1 || runs[0].Outcome != OutcomeFailed {
+			t.Fatalf("history %+v, want the spent firing, failed", runs)
+		}
+		r.stop()
+	})
 }
 
 // TestStopWaitWhileRecordingStart: Stop in StopWait mode while a claimed

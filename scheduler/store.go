@@ -59,8 +59,10 @@ type store interface {
 	// reply never came cannot apply later, and undoes that start if it
 	// applied (r's job was not called): w is pending again, from prev (the
 	// last firing settled before r's) on, for the next poll to resume. It
-	// reports whether it undid a start. why says why, in the record's
-	// error.
+	// reports whether it undid a start, and errClaimGone if w's claim is
+	// no longer this token's (taken over, or resumed elsewhere): then r's
+	// start, if it applied first, was seen by the new claimant, and the
+	// firing is spent. why says why, in the record's error.
 	abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error)
 	// finish records how r ended in the job document, and reports whether
 	// the document still held r's record (no later run overwrote it, and
@@ -810,14 +812,20 @@ func (s *mongoStore) abandon(ctx context.Context, r Run, w *work, prev time.Time
 	// Not applied (or applied and settled by now, which this write
 	// cannot tell from not applied yet): a new token, so that the start,
 	// if it is still on its way, matches nothing when it lands.
-	_, err = s.jobs.UpdateOne(ctx,
+	res, err = s.jobs.UpdateOne(ctx,
 		bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: fieldClaimID, Value: cid}}}})
 	if err != nil {
 		return false, wrapErr(ctx, "fence off the start of", r.Job, err)
 	}
+	if res.MatchedCount == 0 {
+		return false, errClaimGone
+	}
 	return false, nil
 }
+
+// errClaimGone: abandon found its claim under another token.
+var errClaimGone = errors.New("claim taken over meanwhile")
 
 func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error) {
 	var d jobDoc

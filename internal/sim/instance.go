@@ -104,9 +104,10 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 // observe writes the events that tell a firing's or a lease's story to
 // the trace.
 func (in *instance) observe(e lock.Event) {
-	if e.Kind == lock.FiringSkipped && e.Reason == scheduler.ReasonUntrusted {
+	if e.Kind == lock.FiringSkipped && (e.Reason == scheduler.ReasonUntrusted || strings.HasSuffix(e.Reason, ": spent")) {
 		// Its start recorded, its lease lost before the job was called,
-		// and a later claim made meanwhile: spent, as by a death.
+		// and a later claim made meanwhile, or its claim taken over
+		// before the start's reply came: spent, as by a death.
 		in.sim.hist.update(func() {
 			if in.sim.hist.spentLease == nil {
 				in.sim.hist.spentLease = map[firingKey]bool{}
