@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
 )
 
 // Fail answers the commands named command (as the driver spells it) for
@@ -62,4 +64,21 @@ func internalError(msg string) bson.D {
 		{Key: "code", Value: int32(1)},
 		{Key: "codeName", Value: "InternalError"},
 	}
+}
+
+// Deadlock plays FerretDB 2.x choosing a command as the victim of a
+// deadlock: PostgreSQL rolls its transaction back, and the client gets
+//
+//	{ok: 0, code: 16908292, errmsg: "deadlock detected"}
+//
+// (mongoutil.CodeDeadlockDetected). It answers the commands named command
+// for which match returns true (match nil: all), without sending them:
+// nothing of them is applied. The codeName FerretDB sends with it was not
+// observed; the rule sends none.
+func Deadlock(command string, match func(cmd bson.D) bool) Rule {
+	return Fail(command, match, bson.D{
+		{Key: "ok", Value: 0.0},
+		{Key: "errmsg", Value: "deadlock detected"},
+		{Key: "code", Value: int32(mongoutil.CodeDeadlockDetected)},
+	})
 }
