@@ -18,9 +18,6 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// codeIndexNotFound is the server's answer to dropping a missing index.
-const codeIndexNotFound = 27
-
 // Index describes an index for EnsureIndex.
 type Index struct {
 	// Collection the index is on. Required.
@@ -294,7 +291,7 @@ func DropIndex(version int64, collection, name string) Migration {
 
 func dropIndex(ctx context.Context, coll *mongo.Collection, name string) error {
 	err := coll.Indexes().DropOne(ctx, name)
-	if hasCode(err, codeIndexNotFound) || hasCode(err, mongoutil.CodeNamespaceNotFound) {
+	if hasCode(err, mongoutil.CodeIndexNotFound) || hasCode(err, mongoutil.CodeNamespaceNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -680,37 +677,40 @@ func (e *unsupportedError) Unwrap() []error { return []error{ErrUnsupported, e.e
 // CommandNotSupported (115) always say so: FerretDB 1.x's answer to collMod
 // and to the index options it lacks. With about (the option asked for,
 // "hidden"), so does a refusal of the command's arguments that names it:
-// BadValue (2), FailedToParse (9), InvalidOptions (72), an unknown field
-// (40415), or an InternalError (1), each with about in its message; servers
-// without hidden indexes (MongoDB before 4.4, FerretDB 2.x) answer so, each
-// with its own code. Anything else (a full index catalog, a bad partial
-// filter, a lost primary, a network error, the end of ctx) is an error of
-// its own, so that a failed step after a drop is never taken for "nothing
-// changed".
+// BadValue (2), FailedToParse (9), InvalidOptions (72) or an unknown field
+// (40415) with about in its message; servers without hidden indexes
+// (MongoDB before 4.4, DocumentDB) answer so, each with its own code. An
+// InternalError (1) is the server failing, not refusing, unless its message
+// also says "not supported": FerretDB 2.x's "'collMod.index.hidden' is not
+// supported yet." and "hidden indexes are not supported yet." (PostgreSQL's
+// feature_not_supported). Anything else (a full index catalog, a bad
+// partial filter, a lost primary, a network error, the end of ctx) is an
+// error of its own, so that a failed step after a drop is never taken for
+// "nothing changed".
 func unsupported(ctx context.Context, err error, about string) bool {
 	var ce mongo.CommandError
 	switch {
 	case err == nil || ctx.Err() != nil || !errors.As(err, &ce):
 		return false
-	case ce.Code == mongoutil.CodeNotImplemented || ce.Code == codeCommandNotSupported:
+	case ce.Code == mongoutil.CodeNotImplemented || ce.Code == mongoutil.CodeCommandNotSupported:
 		return true
-	case about == "" || !strings.Contains(strings.ToLower(ce.Message), about):
+	}
+	msg := strings.ToLower(ce.Message)
+	switch {
+	case about == "" || !strings.Contains(msg, about):
 		return false
+	case ce.Code == mongoutil.CodeInternalError:
+		return strings.Contains(msg, "not supported")
 	}
 	return refusals[ce.Code]
 }
 
-// codeCommandNotSupported is the server's error code for a command it does
-// not support.
-const codeCommandNotSupported = 115
-
 // refusals are the codes a server refuses a command's arguments with.
 var refusals = map[int32]bool{
-	1:     true, // InternalError
-	2:     true, // BadValue
-	9:     true, // FailedToParse
-	72:    true, // InvalidOptions
-	40415: true, // IDLUnknownField
+	mongoutil.CodeBadValue:       true,
+	mongoutil.CodeFailedToParse:  true,
+	mongoutil.CodeInvalidOptions: true,
+	mongoutil.CodeUnknownField:   true,
 }
 
 func hasCode(err error, code int) bool {
