@@ -122,7 +122,12 @@
 // renewals are read back, since a multi-document update can count orphans
 // there. FerretDB 2.x answers a colliding findAndModify upsert with an
 // InternalError carrying PostgreSQL's unique-violation message, which counts
-// as a duplicate key. FerretDB 1.x is not atomic (it reads, then writes by
+// as a duplicate key; its PostgreSQL locks the documents of a bulk write in
+// the order written and breaks a cycle of such locks by rolling a write back
+// ("deadlock detected", code 16908292), which MongoDB never does: AcquireLocks
+// writes locks in the order of their ids, so two of its calls never wait for
+// each other, and sends a write rolled back for another command's sake again
+// a few times before it gives up with that error. FerretDB 1.x is not atomic (it reads, then writes by
 // _id), so two contenders can both take over the same expired lease there;
 // this module's tests, and devserver, run it behind a proxy that serializes
 // commands. A Locker learns what it talks to once, on first use: a hello,

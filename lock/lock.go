@@ -353,7 +353,13 @@ type Acquisition struct {
 // all, then a read of which it took and their fencing tokens. Either adds a
 // clock reading when the estimate is old (refreshClock). On FerretDB 1.24, whose bulk writes stop at the
 // first lock held by another keeper, the locks after it cost another two,
-// and so on for each write that races with another keeper's. Each lease's
+// and so on for each write that races with another keeper's. The write
+// takes the locks in the order of their ids, whatever the order asked, so
+// that two calls never wait for each other's locks (FerretDB 2.x's
+// PostgreSQL locks the rows of a bulk write in its order, and breaks a
+// cycle by rolling one write back). A write FerretDB 2.x rolled back to
+// break a deadlock with another command is sent again after a pause (10 ms,
+// doubling up to 100 ms), five times at most in a row. Each lease's
 // Deadline is timed from the sending of the write that won it.
 //
 // Every requested id ends up in exactly one of Granted and Refused unless
@@ -401,10 +407,21 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	// writes it skipped; the read finds them unsettled, and the next pass
 	// sends them again. Each pass settles at least the lock that failed.
 	// A pass that settles none (every lock changed between its write and
-	// its read) ends the call with an error rather than looping.
+	// its read) ends the call with an error rather than looping, unless
+	// a deadlock rolled its writes back: that pass is sent again after a
+	// pause, deadlockAttempts times at most.
 	todo := slices.Clone(ids)
-	for len(todo) > 0 {
+	for deadlocks := 0; len(todo) > 0; {
 		n, err := l.acquirePass(ctx, keeperID, todo, leases, refused)
+		if mongoutil.IsDeadlock(err) && deadlocks+1 < deadlockAttempts {
+			deadlocks++
+			l.cfg.log.Debug().Str("keeper", keeperID).Int("locks", len(todo)).Int("attempt", deadlocks).Err(err).Msg("deadlock, retrying")
+			if werr := deadlockBackoff.Wait(ctx, l.cfg.clock, deadlocks); werr != nil {
+				return result(), mongoutil.WrapErr(ctx, "acquire "+idsDesc(keeperID, ids), err)
+			}
+			continue
+		}
+		deadlocks = 0
 		if err != nil {
 			return result(), mongoutil.WrapErr(ctx, "acquire "+idsDesc(keeperID, ids), err)
 		}
@@ -419,26 +436,43 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	return result(), nil
 }
 
-// acquirePass sends one write taking ids, unordered, then reads their
-// documents. It adds to leases those the write took and to refused those
-// other keepers hold, and returns how many it added. The read, not the
-// write's errors, tells which: FerretDB 1.24 reports the wrong index for a
-// failed write of an unordered bulk.
+// deadlockAttempts bounds how many passes in a row AcquireLocks sends
+// when each is rolled back to break a deadlock (FerretDB 2.x), and
+// deadlockBackoff is the pause between them: long enough for the write
+// that won to commit.
+const deadlockAttempts = 5
+
+var deadlockBackoff = Backoff{First: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+
+// acquirePass sends one write taking ids, unordered, in the order of the
+// ids, then reads their documents. It adds to leases those the write took
+// and to refused those other keepers hold, and returns how many it added.
+// The read, not the write's errors, tells which: FerretDB 1.24 reports the
+// wrong index for a failed write of an unordered bulk. A pass that settles
+// nothing because a deadlock rolled its writes back returns the server's
+// error (mongoutil.IsDeadlock).
 func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string, leases map[string]Grant, refused map[string]bool) (int, error) {
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
 	update := acquireUpdate(keeperID, l.ttlMS(), nonce, lo)
+	// One order for every call's writes, so that no two wait for each
+	// other's rows (FerretDB 2.x locks them in the order written).
+	ids = slices.Sorted(slices.Values(ids))
 	models := make([]mongo.WriteModel, len(ids))
-	hints := make([]int64, len(ids))
+	hint := make(map[string]int64, len(ids))
 	for i, id := range ids {
-		hints[i] = l.hints.get(id)
-		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo, hints[i])).SetUpdate(update).SetUpsert(true)
+		hint[id] = l.hints.get(id)
+		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo, hint[id])).SetUpdate(update).SetUpsert(true)
 	}
-	_, err := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	if err != nil && !mongoutil.OnlyDuplicateKeys(err) { // duplicate keys: locks held by other keepers
-		l.failed(ctx)
-		return 0, err
+	_, werr := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	// Duplicate keys: locks held by other keepers. Deadlocks (FerretDB
+	// 2.x): writes rolled back, the others applied. The read tells which.
+	if werr != nil && !mongoutil.OnlyWriteErrors(werr, mongoutil.IsDuplicateKey, mongoutil.IsDeadlock) {
+		if !mongoutil.IsDeadlock(werr) { // which says nothing of the primary
+			l.failed(ctx)
+		}
+		return 0, werr
 	}
 	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}}, mongoutil.OneBatch(len(ids)))
 	if err != nil {
@@ -451,10 +485,6 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 		return 0, err
 	}
 	recv := l.cfg.clock.Now()
-	hint := make(map[string]int64, len(ids))
-	for i, id := range ids {
-		hint[id] = hints[i]
-	}
 	added := 0
 	for _, d := range docs {
 		switch {
@@ -473,6 +503,9 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 			continue
 		}
 		added++
+	}
+	if added == 0 && mongoutil.IsDeadlock(werr) {
+		return 0, werr
 	}
 	return added, nil
 }

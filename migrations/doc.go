@@ -84,7 +84,12 @@
 // On FerretDB 1.x, TTL indexes and collMod are not implemented: TTL
 // indexes become plain indexes with a warning, hidden indexes and partial
 // filters fail with ErrUnsupported, and sparse is accepted but ignored by
-// the server. FerretDB 2.x has no hidden indexes either (ErrUnsupported),
-// and reports a duplicate key in its own way, which the claims of records
-// recognise. A step that fails with ErrUnsupported changed nothing.
+// the server. FerretDB 2.x has no hidden indexes either (ErrUnsupported:
+// it answers with an InternalError saying so), and reports a duplicate key
+// in its own way, which the claims of records recognise. A step that fails
+// with ErrUnsupported changed nothing. MongoDB 4.4 and 5.0, and FerretDB
+// 2.x, cannot make an existing plain index a TTL index with collMod (MongoDB
+// can from 5.1 on): told by the server's buildInfo, EnsureIndex drops and
+// re-creates it if Index.AllowRebuild allows, and otherwise fails with
+// ErrIndexConflict, naming the server, before it changed anything.
 package migrations

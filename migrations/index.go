@@ -18,9 +18,6 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// codeIndexNotFound is the server's answer to dropping a missing index.
-const codeIndexNotFound = 27
-
 // Index describes an index for EnsureIndex.
 type Index struct {
 	// Collection the index is on. Required.
@@ -37,8 +34,12 @@ type Index struct {
 	Sparse        bool
 	PartialFilter bson.D
 	// ExpireAfterSeconds makes a TTL index (see TTL). Changed in place with
-	// collMod. Servers without TTL indexes (FerretDB) get a plain index and
-	// a warning in the log of the migration's context (zerolog.Ctx).
+	// collMod. Servers without TTL indexes (FerretDB 1.x) get a plain index
+	// and a warning in the log of the migration's context (zerolog.Ctx).
+	// Giving one to an existing plain index needs MongoDB 5.1 or later:
+	// MongoDB 4.4 and 5.0, and FerretDB 2.x, can only drop and re-create
+	// it, which needs AllowRebuild (else Up fails with ErrIndexConflict,
+	// naming the server, before it changed anything).
 	ExpireAfterSeconds *int32
 	// Hidden hides the index from the query planner (MongoDB 4.4+). Changed
 	// in place with collMod. A server without hidden indexes (FerretDB,
@@ -46,10 +47,12 @@ type Index struct {
 	// changed anything.
 	Hidden bool
 	// AllowRebuild lets the migration drop and re-create the index when it
-	// exists with other keys, uniqueness, sparseness or partial filter.
-	// Without it, Up fails with ErrIndexConflict. While it is rebuilt the
-	// collection has no such index, and no unique constraint from it. It is
-	// not part of the checksum.
+	// exists with other keys, uniqueness, sparseness or partial filter, or
+	// as a plain index that should expire documents on a server that cannot
+	// make it a TTL index in place. Without it, Up fails with
+	// ErrIndexConflict. While it is rebuilt the collection has no such
+	// index, and no unique constraint from it. It is not part of the
+	// checksum.
 	AllowRebuild bool
 }
 
@@ -219,7 +222,8 @@ func extJSON(v any) (string, error) {
 // described:
 //   - no index of that name: it is created;
 //   - it exists with another expireAfterSeconds or hidden flag: changed in
-//     place with collMod;
+//     place with collMod (a plain index made a TTL index: on MongoDB 5.1
+//     or later; elsewhere as for other options, below);
 //   - it exists with other keys or other unique, sparse or partial filter
 //     options, or options Index cannot describe: Up fails with
 //     ErrIndexConflict unless ix.AllowRebuild, which drops and re-creates it;
@@ -250,7 +254,7 @@ func EnsureIndex(version int64, ix Index) Migration {
 		if err != nil {
 			return nil, err
 		}
-		a := s.decide(existing)
+		a := s.plan(ctx, db, existing)
 		if a.err != nil {
 			return nil, a.err
 		}
@@ -294,7 +298,7 @@ func DropIndex(version int64, collection, name string) Migration {
 
 func dropIndex(ctx context.Context, coll *mongo.Collection, name string) error {
 	err := coll.Indexes().DropOne(ctx, name)
-	if hasCode(err, codeIndexNotFound) || hasCode(err, mongoutil.CodeNamespaceNotFound) {
+	if hasCode(err, mongoutil.CodeIndexNotFound) || hasCode(err, mongoutil.CodeNamespaceNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -427,6 +431,7 @@ const (
 type action struct {
 	kind   actionKind
 	ttl    *int32 // collMod expireAfterSeconds to this
+	toTTL  bool   // of a plain index: MongoDB 5.1 or later
 	hidden *bool  // collMod hidden to this
 	diffs  []string
 	err    error
@@ -468,7 +473,7 @@ func (s indexSpec) decide(existing map[string]existingIndex) action {
 		// collMod cannot make a TTL index plain again.
 		a.diffs = append(a.diffs, fmt.Sprintf("expireAfterSeconds %d -> none", *have.TTL))
 	case s.ExpireAfterSeconds != nil && (have.TTL == nil || *have.TTL != int64(*s.ExpireAfterSeconds)):
-		a.ttl = s.ExpireAfterSeconds
+		a.ttl, a.toTTL = s.ExpireAfterSeconds, have.TTL == nil
 	}
 	if have.Hidden != s.Hidden {
 		h := s.Hidden
@@ -487,6 +492,67 @@ func (s indexSpec) decide(existing map[string]existingIndex) action {
 		a.kind = actNone
 	}
 	return a
+}
+
+// plan is decide, told what the server can do: a plain index made a TTL
+// index with collMod needs MongoDB 5.1 or later, and the server's buildInfo
+// says whether it is that (one more round trip, only then).
+func (s indexSpec) plan(ctx context.Context, db *mongo.Database, existing map[string]existingIndex) action {
+	a := s.decide(existing)
+	if a.kind != actModify || !a.toTTL {
+		return a
+	}
+	info, err := mongoutil.ReadBuildInfo(ctx, db)
+	if err != nil || ttlConvertible(info) {
+		// Not told (a Stable API strict client cannot ask): collMod's
+		// answer tells (ensure).
+		return a
+	}
+	return s.noTTLConversion(a, info.String(), nil)
+}
+
+// ttlConvertible reports whether a server's collMod can give a plain index
+// an expireAfterSeconds: MongoDB from 5.1 on can; 4.4 and 5.0 cannot, nor
+// can FerretDB 2.x (InvalidOptions, "no expireAfterSeconds field to
+// update"). FerretDB 1.x has no TTL indexes and no collMod: it is asked,
+// and its refusal leaves the index plain with a warning, as for every TTL
+// index there.
+func ttlConvertible(info mongoutil.BuildInfo) bool {
+	switch info.FerretDB {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(info.Version, "%d.%d", &major, &minor); err != nil {
+		return true // unknown: collMod tells
+	}
+	return major > 5 || major == 5 && minor >= 1
+}
+
+// noTTLConversion is a, a collMod making the plain index s.Name a TTL index,
+// on a server that cannot (named server; refused: its answer, if it was
+// asked): a rebuild if s allows one, else a conflict.
+func (s indexSpec) noTTLConversion(a action, server string, refused error) action {
+	diff := fmt.Sprintf("expireAfterSeconds none -> %d, which %s cannot set on an existing index (MongoDB can from 5.1 on)", *a.ttl, server)
+	if s.AllowRebuild {
+		return action{kind: actRebuild, hidden: a.hidden, diffs: append(a.diffs, diff)}
+	}
+	err := fmt.Errorf("%w: index %q on %q is a plain index and the migration makes it a TTL index (expireAfterSeconds %d), which %s cannot do in place (MongoDB can from 5.1 on): let the migration drop and re-create it (Index.AllowRebuild), or drop it before Up",
+		ErrIndexConflict, s.Name, s.Collection, *a.ttl, server)
+	if refused != nil {
+		err = fmt.Errorf("%w: %w", err, refused)
+	}
+	return action{kind: actConflict, diffs: append(a.diffs, diff), err: err}
+}
+
+// ttlRefused reports whether err is a server's refusal to give a plain
+// index an expireAfterSeconds (MongoDB 4.4 and 5.0, FerretDB 2.x).
+func ttlRefused(ctx context.Context, err error) bool {
+	var ce mongo.CommandError
+	return err != nil && ctx.Err() == nil && errors.As(err, &ce) && ce.Code == mongoutil.CodeInvalidOptions &&
+		strings.Contains(ce.Message, "no expireAfterSeconds field")
 }
 
 func orNone(s string) string {
@@ -523,7 +589,10 @@ func (a action) describe(s indexSpec) []string {
 		if a.hidden != nil {
 			out = append(out, fmt.Sprintf("collMod %q: set hidden of index %q to %t", s.Collection, s.Name, *a.hidden))
 		}
-		if a.ttl != nil {
+		switch {
+		case a.toTTL:
+			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q to %d, making a plain index a TTL index (MongoDB 5.1 or later)", s.Collection, s.Name, *a.ttl))
+		case a.ttl != nil:
 			out = append(out, fmt.Sprintf("collMod %q: set expireAfterSeconds of index %q to %d", s.Collection, s.Name, *a.ttl))
 		}
 		return out
@@ -561,8 +630,7 @@ func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	if err != nil {
 		return err
 	}
-	a := s.decide(existing)
-	log := zerolog.Ctx(ctx)
+	a := s.plan(ctx, db, existing)
 	switch a.kind {
 	case actNone:
 		return nil
@@ -571,33 +639,53 @@ func (s indexSpec) ensure(ctx context.Context, db *mongo.Database) error {
 	case actCreate:
 		return s.create(ctx, coll)
 	case actRebuild:
-		if a.hidden != nil && *a.hidden {
-			if err := s.setHidden(ctx, coll, true); err != nil {
-				return err
-			}
-		}
-		log.Warn().Str("collection", s.Collection).Str("index", s.Name).Strs("differences", a.diffs).Msg("dropping index to re-create it")
-		if err := dropIndex(ctx, coll, s.Name); err != nil {
-			return err
-		}
-		return s.create(ctx, coll)
+		return s.rebuild(ctx, coll, a)
 	}
 	if a.hidden != nil {
 		if err := s.setHidden(ctx, coll, *a.hidden); err != nil {
 			return err
 		}
 	}
-	if a.ttl != nil {
-		err := collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "expireAfterSeconds", Value: *a.ttl}})
-		switch {
-		case unsupported(ctx, err, ""):
-			log.Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
-				Msg("server does not implement changing expireAfterSeconds; the index stays as it is")
-		case err != nil:
-			return fmt.Errorf("set expireAfterSeconds of index %q on %q to %d: %w", s.Name, s.Collection, *a.ttl, err)
+	if a.ttl == nil {
+		return nil
+	}
+	err = collMod(ctx, coll, bson.D{{Key: "name", Value: s.Name}, {Key: "expireAfterSeconds", Value: *a.ttl}})
+	switch {
+	case unsupported(ctx, err, ""):
+		zerolog.Ctx(ctx).Warn().Str("collection", s.Collection).Str("index", s.Name).Err(err).
+			Msg("server does not implement changing expireAfterSeconds; the index stays as it is")
+	case a.toTTL && ttlRefused(ctx, err):
+		// A server plan could not ask (or that would not say): the hidden
+		// flag may have changed already.
+		server := "this server"
+		if info, ierr := mongoutil.ReadBuildInfo(ctx, db); ierr == nil {
+			server = info.String()
 		}
+		b := s.noTTLConversion(a, server, err)
+		if b.kind == actRebuild {
+			return s.rebuild(ctx, coll, b)
+		}
+		return b.err
+	case err != nil:
+		return fmt.Errorf("set expireAfterSeconds of index %q on %q to %d: %w", s.Name, s.Collection, *a.ttl, err)
 	}
 	return nil
+}
+
+// rebuild drops the index s.Name and creates it as s describes. Hiding it
+// goes first if s hides it: a server without hidden indexes fails there,
+// with the index as it was.
+func (s indexSpec) rebuild(ctx context.Context, coll *mongo.Collection, a action) error {
+	if a.hidden != nil && *a.hidden {
+		if err := s.setHidden(ctx, coll, true); err != nil {
+			return err
+		}
+	}
+	zerolog.Ctx(ctx).Warn().Str("collection", s.Collection).Str("index", s.Name).Strs("differences", a.diffs).Msg("dropping index to re-create it")
+	if err := dropIndex(ctx, coll, s.Name); err != nil {
+		return err
+	}
+	return s.create(ctx, coll)
 }
 
 // setHidden hides or unhides the index s.Name with collMod.
@@ -680,37 +768,40 @@ func (e *unsupportedError) Unwrap() []error { return []error{ErrUnsupported, e.e
 // CommandNotSupported (115) always say so: FerretDB 1.x's answer to collMod
 // and to the index options it lacks. With about (the option asked for,
 // "hidden"), so does a refusal of the command's arguments that names it:
-// BadValue (2), FailedToParse (9), InvalidOptions (72), an unknown field
-// (40415), or an InternalError (1), each with about in its message; servers
-// without hidden indexes (MongoDB before 4.4, FerretDB 2.x) answer so, each
-// with its own code. Anything else (a full index catalog, a bad partial
-// filter, a lost primary, a network error, the end of ctx) is an error of
-// its own, so that a failed step after a drop is never taken for "nothing
-// changed".
+// BadValue (2), FailedToParse (9), InvalidOptions (72) or an unknown field
+// (40415) with about in its message; servers without hidden indexes
+// (MongoDB before 4.4, DocumentDB) answer so, each with its own code. An
+// InternalError (1) is the server failing, not refusing, unless its message
+// also says "not supported": FerretDB 2.x's "'collMod.index.hidden' is not
+// supported yet." and "hidden indexes are not supported yet." (PostgreSQL's
+// feature_not_supported). Anything else (a full index catalog, a bad
+// partial filter, a lost primary, a network error, the end of ctx) is an
+// error of its own, so that a failed step after a drop is never taken for
+// "nothing changed".
 func unsupported(ctx context.Context, err error, about string) bool {
 	var ce mongo.CommandError
 	switch {
 	case err == nil || ctx.Err() != nil || !errors.As(err, &ce):
 		return false
-	case ce.Code == mongoutil.CodeNotImplemented || ce.Code == codeCommandNotSupported:
+	case ce.Code == mongoutil.CodeNotImplemented || ce.Code == mongoutil.CodeCommandNotSupported:
 		return true
-	case about == "" || !strings.Contains(strings.ToLower(ce.Message), about):
+	}
+	msg := strings.ToLower(ce.Message)
+	switch {
+	case about == "" || !strings.Contains(msg, about):
 		return false
+	case ce.Code == mongoutil.CodeInternalError:
+		return strings.Contains(msg, "not supported")
 	}
 	return refusals[ce.Code]
 }
 
-// codeCommandNotSupported is the server's error code for a command it does
-// not support.
-const codeCommandNotSupported = 115
-
 // refusals are the codes a server refuses a command's arguments with.
 var refusals = map[int32]bool{
-	1:     true, // InternalError
-	2:     true, // BadValue
-	9:     true, // FailedToParse
-	72:    true, // InvalidOptions
-	40415: true, // IDLUnknownField
+	mongoutil.CodeBadValue:       true,
+	mongoutil.CodeFailedToParse:  true,
+	mongoutil.CodeInvalidOptions: true,
+	mongoutil.CodeUnknownField:   true,
 }
 
 func hasCode(err error, code int) bool {

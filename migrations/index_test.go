@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/wirefault"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 )
@@ -66,6 +69,19 @@ func countingDB(t *testing.T, db *mongo.Database) (*mongo.Database, *mongotest.C
 }
 
 func ferret() bool { return mongotest.Backend() == mongotest.BackendFerretDB }
+
+// noHiddenIndexes reports whether db's server has no hidden indexes:
+// FerretDB, 1.x (the embedded server) or 2.x (given in MONGODB_URI), told
+// from MongoDB by its buildInfo as the code tells them apart
+// (mongoutil.ReadBuildInfo).
+func noHiddenIndexes(t *testing.T, db *mongo.Database) bool {
+	t.Helper()
+	info, err := mongoutil.ReadBuildInfo(testCtx(t, 10*time.Second), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.FerretDB != 0
+}
 
 func TestEnsureIndexChangesTTLWithCollMod(t *testing.T) {
 	t.Parallel()
@@ -207,7 +223,7 @@ func TestEnsureIndexHiddenWithCollMod(t *testing.T) {
 		t.Errorf("commands: collMod %d, dropIndexes %d, createIndexes %d; want one collMod only",
 			counter.Count("collMod"), counter.Count("dropIndexes"), counter.Count("createIndexes"))
 	}
-	if ferret() {
+	if noHiddenIndexes(t, db) {
 		if !errors.Is(err, migrations.ErrUnsupported) || !strings.Contains(err.Error(), "version 2") ||
 			!strings.Contains(err.Error(), `hide index "a_1" on "c": the server does not support hidden indexes`) {
 			t.Fatalf("err = %v, want ErrUnsupported naming version 2 and the step", err)
@@ -446,7 +462,7 @@ func TestEnsureIndexHiddenRebuildChecksFirst(t *testing.T) {
 	}
 	counter.Reset()
 	_, err = m.Up(ctx)
-	if ferret() {
+	if noHiddenIndexes(t, db) {
 		if !errors.Is(err, migrations.ErrUnsupported) || !strings.Contains(err.Error(), "hidden indexes (collMod index.hidden)") {
 			t.Fatalf("err = %v, want ErrUnsupported for hidden indexes", err)
 		}
@@ -475,7 +491,7 @@ func TestEnsureIndexCreateHidden(t *testing.T) {
 	hidden := migrations.EnsureIndex(1, migrations.Index{Collection: "c", Keys: bson.D{{Key: "a", Value: 1}}, Hidden: true})
 	_, err := newMigrator(t, db, migrations.WithMigrations(hidden)).Up(ctx)
 	ix, ok := indexes(t, db.Collection("c"))["a_1"]
-	if ferret() {
+	if noHiddenIndexes(t, db) {
 		if !errors.Is(err, migrations.ErrUnsupported) ||
 			!strings.Contains(err.Error(), `create index "a_1" on "c": the server does not support hidden indexes (createIndexes hidden)`) {
 			t.Fatalf("err = %v, want ErrUnsupported for hidden indexes", err)
@@ -527,7 +543,7 @@ func TestEnsureIndexHiddenBeforeTTL(t *testing.T) {
 	}
 	counter.Reset()
 	_, err = m.Up(ctx)
-	if ferret() {
+	if noHiddenIndexes(t, db) {
 		if !errors.Is(err, migrations.ErrUnsupported) {
 			t.Fatalf("err = %v, want ErrUnsupported", err)
 		}
@@ -542,5 +558,135 @@ func TestEnsureIndexHiddenBeforeTTL(t *testing.T) {
 	got := indexes(t, db.Collection("c"))["seen_1"]
 	if !got.Hidden || got.ExpireAfterSeconds == nil || *got.ExpireAfterSeconds != 7200 {
 		t.Errorf("index %+v, want hidden with expireAfterSeconds 7200", got)
+	}
+}
+
+// sentCommands counts the commands of a client by name, as a rule of the
+// wire fault layer sees them.
+type sentCommands struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (s *sentCommands) Request(cmd bson.D) (out, reply bson.D) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	s.counts[cmd[0].Key]++
+	return nil, nil
+}
+
+func (s *sentCommands) Reply(cmd, reply bson.D) bson.D { return nil }
+
+func (s *sentCommands) count(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[name]
+}
+
+func (s *sentCommands) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.counts)
+}
+
+// TestEnsureIndexPlainToTTLOnMongoDB50: MongoDB 4.4 and 5.0 (and FerretDB
+// 2.x) cannot give a plain index an expireAfterSeconds with collMod. The
+// migration says so before it changes anything, naming the server and what
+// to do; allowed to rebuild, it drops the index and creates it as a TTL
+// index. A server whose buildInfo does not tell is asked with collMod,
+// whose refusal says the same.
+func TestEnsureIndexPlainToTTLOnMongoDB50(t *testing.T) {
+	t.Parallel()
+	noBuildInfo := wirefault.Fail("buildInfo", nil, bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(323)},
+		{Key: "codeName", Value: "APIStrictError"}, {Key: "errmsg", Value: "Provided apiStrict:true, but the command buildInfo is not in API Version 1"}})
+	for _, tc := range []struct {
+		name   string
+		rules  []wirefault.Rule
+		server string // as the error names it
+	}{
+		{"MongoDB 5.0", []wirefault.Rule{wirefault.MongoDBVersion("5.0.26"), wirefault.NoTTLConversion()}, "MongoDB 5.0.26"},
+		{"FerretDB 2.x", []wirefault.Rule{wirefault.FerretDB2Version("v2.5.0"), wirefault.NoTTLConversion()}, "FerretDB v2.5.0"},
+		{"no buildInfo", []wirefault.Rule{noBuildInfo, wirefault.NoTTLConversion()}, "this server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, 60*time.Second)
+			var log logged
+			ctx = zerolog.New(&log).WithContext(ctx)
+			db := mongotest.NewDatabase(t)
+			var sent sentCommands
+			client := mongotest.NewRewrittenClient(t, append([]wirefault.Rule{&sent}, tc.rules...))
+			mdb := mongotest.Database(t, client, db.Name())
+			ix := migrations.Index{Collection: "sessions", Name: "expiry", Keys: bson.D{{Key: "seen", Value: 1}}}
+			plain := migrations.EnsureIndex(1, ix)
+			if _, err := newMigrator(t, mdb, migrations.WithMigrations(plain)).Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ix.ExpireAfterSeconds = migrations.TTL(time.Hour)
+			told := tc.server != "this server"
+
+			m := newMigrator(t, mdb, migrations.WithMigrations(plain, migrations.EnsureIndex(2, ix)))
+			steps, err := m.Plan(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(steps) != 1 {
+				t.Fatalf("plan %+v, want one step", steps)
+			}
+			if told && (!errors.Is(steps[0].Err, migrations.ErrIndexConflict) || !strings.Contains(steps[0].Err.Error(), tc.server)) {
+				t.Errorf("plan %+v, want ErrIndexConflict naming %s", steps, tc.server)
+			}
+			if !told && !strings.Contains(strings.Join(steps[0].Actions, "; "), "MongoDB 5.1") {
+				t.Errorf("plan %+v, want it to say that the change needs MongoDB 5.1", steps)
+			}
+			sent.reset()
+			_, err = m.Up(ctx)
+			if !errors.Is(err, migrations.ErrIndexConflict) || !strings.Contains(err.Error(), tc.server+" cannot do in place") ||
+				!strings.Contains(err.Error(), "AllowRebuild") {
+				t.Fatalf("err = %v, want ErrIndexConflict naming %s and what to do", err, tc.server)
+			}
+			var ce mongo.CommandError
+			if !told && (!errors.As(err, &ce) || ce.Code != 72) {
+				t.Errorf("err = %v does not wrap the server's refusal", err)
+			}
+			if n := sent.count("dropIndexes") + sent.count("createIndexes"); n != 0 {
+				t.Errorf("sent %d dropIndexes/createIndexes", n)
+			}
+			if n := sent.count("collMod"); told && n != 0 {
+				t.Errorf("sent %d collMod to a server that said it cannot", n)
+			}
+			if got, ok := indexes(t, db.Collection("sessions"))["expiry"]; !ok || got.ExpireAfterSeconds != nil {
+				t.Errorf("index %+v (exists: %t), want it plain as it was", got, ok)
+			}
+
+			ix.AllowRebuild = true
+			m = newMigrator(t, mdb, migrations.WithMigrations(plain, migrations.EnsureIndex(2, ix)))
+			if steps, err := m.Plan(ctx); err != nil || len(steps) != 1 || steps[0].Err != nil ||
+				told && !strings.Contains(strings.Join(steps[0].Actions, "; "), `drop index "expiry"`) {
+				t.Errorf("plan %+v, %v; want the rebuild", steps, err)
+			}
+			sent.reset()
+			if _, err := m.Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if sent.count("dropIndexes") != 1 || sent.count("createIndexes") == 0 {
+				t.Errorf("dropIndexes %d, createIndexes %d; want the index rebuilt", sent.count("dropIndexes"), sent.count("createIndexes"))
+			}
+			got, ok := indexes(t, db.Collection("sessions"))["expiry"]
+			switch {
+			case !ok:
+				t.Error("index expiry is gone")
+			case ferret():
+				// The embedded server has no TTL indexes: a plain one, and a warning.
+				if !log.contains("does not implement TTL indexes") {
+					t.Error("no warning that the TTL index became a plain one")
+				}
+			case got.ExpireAfterSeconds == nil || *got.ExpireAfterSeconds != 3600:
+				t.Errorf("index %+v, want expireAfterSeconds 3600", got)
+			}
+		})
 	}
 }

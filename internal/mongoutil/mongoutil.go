@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,12 +20,36 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
-// Server error codes.
+// Server error codes this module tells apart, in one place: those the
+// driver has no helper for (mongo.IsDuplicateKeyError and its kin come
+// first).
 const (
-	CodeNamespaceNotFound = 26
-	CodeCommandNotFound   = 59
-	CodeNotImplemented    = 238
+	CodeInternalError       = 1
+	CodeBadValue            = 2
+	CodeFailedToParse       = 9
+	CodeNamespaceNotFound   = 26
+	CodeIndexNotFound       = 27
+	CodeCommandNotFound     = 59
+	CodeInvalidOptions      = 72
+	CodeCommandNotSupported = 115
+	CodeNotImplemented      = 238
+	CodeUnknownField        = 40415 // IDLUnknownField: an argument the command does not know
+	// CodeDeadlockDetected is FerretDB 2.x's code for PostgreSQL's
+	// deadlock_detected (SQLSTATE 40P01, packed as PostgreSQL packs
+	// SQLSTATEs, six bits a character): PostgreSQL rolled the command's
+	// transaction back to break a cycle of row locks with another one.
+	// MongoDB never reports it.
+	CodeDeadlockDetected = 16908292
 )
+
+// IsDeadlock reports whether err says the server broke a deadlock by
+// rolling back the command, or one of a bulk write's writes (FerretDB 2.x,
+// CodeDeadlockDetected): what it rolled back was not applied and may be sent
+// again.
+func IsDeadlock(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(CodeDeadlockDetected)
+}
 
 // ServerTime reads the clock of the server the client talks to (hello's
 // localTime; isMaster on MongoDB before 4.4.2, which lacks hello). Behind
@@ -85,12 +110,13 @@ type Deployment struct {
 	// Sharded reports a mongos (directly or behind a load balancer):
 	// hello's msg is "isdbgrid".
 	Sharded bool
-	// FerretDB1 reports FerretDB before 2.0, whose buildInfo carries
-	// ferretdbVersion (2.x reports a ferretdb document instead). It does
+	// FerretDB1 reports FerretDB before 2.0 (BuildInfo.FerretDB). It does
 	// not make single-document writes atomic: findAndModify, update and
 	// delete read the matching documents, then write them by _id.
 	FerretDB1 bool
-	// FerretDBVersion is the version FerretDB 1.x reports ("unknown" in
+	// FerretDB2 reports FerretDB 2.x (PostgreSQL with DocumentDB).
+	FerretDB2 bool
+	// FerretDBVersion is the version FerretDB reports ("unknown" in
 	// builds without version information, such as the embedded server).
 	FerretDBVersion string
 	// Serialized reports a proxy in front of FerretDB 1.x that answered
@@ -126,20 +152,18 @@ func Probe(ctx context.Context, db *mongo.Database) (Deployment, error) {
 	if dep.Sharded {
 		return dep, nil // FerretDB does not play mongos
 	}
-	var info struct {
-		FerretDBVersion *string `bson:"ferretdbVersion"`
-	}
-	err = db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
+	info, err := ReadBuildInfo(ctx, db)
 	var se mongo.ServerError
 	switch {
 	case errors.As(err, &se):
 		return dep, nil
 	case err != nil:
 		return Deployment{}, err
-	case info.FerretDBVersion == nil:
+	}
+	dep.FerretDB1, dep.FerretDB2, dep.FerretDBVersion = info.FerretDB == 1, info.FerretDB == 2, info.FerretDBVersion
+	if !dep.FerretDB1 {
 		return dep, nil
 	}
-	dep.FerretDB1, dep.FerretDBVersion = true, *info.FerretDBVersion
 	err = db.RunCommand(ctx, bson.D{{Key: SerializedCommand, Value: 1}}).Err()
 	switch {
 	case err == nil:
@@ -148,6 +172,56 @@ func Probe(ctx context.Context, db *mongo.Database) (Deployment, error) {
 		return Deployment{}, err
 	}
 	return dep, nil
+}
+
+// BuildInfo is what a server's buildInfo says it is.
+type BuildInfo struct {
+	// Version is the MongoDB version the server reports; FerretDB reports
+	// the one it is compatible with.
+	Version string
+	// FerretDB is FerretDB's major version, 0 for MongoDB: 1 when
+	// buildInfo carries ferretdbVersion, 2 when it carries a ferretdb
+	// document instead.
+	FerretDB int
+	// FerretDBVersion is the version FerretDB reports ("unknown" in
+	// builds without version information, such as the embedded server).
+	FerretDBVersion string
+}
+
+// String names the server for messages: "MongoDB 5.0.26", "FerretDB
+// v2.5.0".
+func (b BuildInfo) String() string {
+	switch {
+	case b.FerretDB == 0:
+		return "MongoDB " + b.Version
+	case b.FerretDBVersion == "" || b.FerretDBVersion == "unknown":
+		return fmt.Sprintf("FerretDB %d.x", b.FerretDB)
+	}
+	return "FerretDB " + b.FerretDBVersion
+}
+
+// ReadBuildInfo asks the server what it is with a buildInfo. A Stable API
+// strict client cannot send it (buildInfo is not in API version 1): then it
+// returns the server's error.
+func ReadBuildInfo(ctx context.Context, db *mongo.Database) (BuildInfo, error) {
+	var info struct {
+		Version   string  `bson:"version"`
+		FerretDB1 *string `bson:"ferretdbVersion"`
+		FerretDB2 *struct {
+			Version string `bson:"version"`
+		} `bson:"ferretdb"`
+	}
+	if err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return BuildInfo{}, err
+	}
+	b := BuildInfo{Version: info.Version}
+	switch {
+	case info.FerretDB2 != nil:
+		b.FerretDB, b.FerretDBVersion = 2, info.FerretDB2.Version
+	case info.FerretDB1 != nil:
+		b.FerretDB, b.FerretDBVersion = 1, *info.FerretDB1
+	}
+	return b, nil
 }
 
 // IsDuplicateKey reports whether err says a write found a document with
@@ -161,15 +235,12 @@ func IsDuplicateKey(err error) bool {
 		return true
 	}
 	var ce mongo.CommandError
-	return errors.As(err, &ce) && ce.Code == codeInternalError &&
+	return errors.As(err, &ce) && ce.Code == CodeInternalError &&
 		strings.HasPrefix(ce.Message, pgUniqueViolation) && strings.Contains(ce.Message, `"collection_pk_`)
 }
 
-const (
-	codeInternalError = 1
-	// pgUniqueViolation begins PostgreSQL's message for SQLSTATE 23505.
-	pgUniqueViolation = "duplicate key value violates unique constraint "
-)
+// pgUniqueViolation begins PostgreSQL's message for SQLSTATE 23505.
+const pgUniqueViolation = "duplicate key value violates unique constraint "
 
 // Primary returns coll with primary read preference: for every read that
 // decides something, which a lagging secondary could answer with the past.
@@ -298,13 +369,19 @@ func WrapErr(ctx context.Context, what string, err error) error {
 // duplicate keys alone, with no write concern error: the writes that did
 // not fail are as durable as asked, and each that failed found a document
 // it may not change.
-func OnlyDuplicateKeys(err error) bool {
+func OnlyDuplicateKeys(err error) bool { return OnlyWriteErrors(err, IsDuplicateKey) }
+
+// OnlyWriteErrors reports whether err is a bulk write's report of write
+// errors alone, with no write concern error, each of which one of kinds
+// reports (IsDuplicateKey, IsDeadlock): the writes that did not fail are
+// as durable as asked.
+func OnlyWriteErrors(err error, kinds ...func(error) bool) bool {
 	var bwe mongo.BulkWriteException
 	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
 		return false
 	}
 	for _, we := range bwe.WriteErrors {
-		if !IsDuplicateKey(we.WriteError) {
+		if !slices.ContainsFunc(kinds, func(kind func(error) bool) bool { return kind(we.WriteError) }) {
 			return false
 		}
 	}

@@ -1,8 +1,9 @@
 // Package wirefault is a test-only MongoDB wire proxy whose rules make one
 // server look like a deployment the tests cannot run: a mongos with its own
 // clock, a sharded cluster that counts orphaned documents, FerretDB 2.x's
-// error shapes, a server whose timestamps tie or go backwards, or whose clock
-// is set back.
+// error shapes and buildInfo, MongoDB 4.4 or 5.0 (their version, and a
+// collMod that cannot make a plain index a TTL one), a server whose
+// timestamps tie or go backwards, or whose clock is set back.
 //
 //	p, err := wirefault.Start(upstream, wirefault.Mongos(), wirefault.ClockOffset(time.Minute))
 //	...

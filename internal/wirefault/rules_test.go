@@ -320,13 +320,27 @@ func TestFail(t *testing.T) {
 	}}}
 	err := through.RunCommand(ctx(t), hide).Err()
 	var ce mongo.CommandError
-	if !errors.As(err, &ce) || ce.Code != 238 || ce.Message != "collMod: option 'index.hidden' is not implemented yet" {
-		t.Errorf("collMod hidden: %v, want the rule's NotImplemented", err)
+	if !errors.As(err, &ce) || ce.Code != 1 || ce.Name != "InternalError" || ce.Message != "'collMod.index.hidden' is not supported yet." {
+		t.Errorf("collMod hidden: %v, want FerretDB 2's InternalError", err)
 	}
 	// A collMod without index.hidden reaches the server, whatever it says.
 	_ = through.RunCommand(ctx(t), bson.D{{Key: "collMod", Value: "c"}}).Err()
 	if n := after.count("collMod"); n != 1 {
 		t.Errorf("%d collMod reached the server, want 1", n)
+	}
+	// So does a build of an index that is not hidden; a hidden one does not.
+	create := func(hidden bool) error {
+		return through.RunCommand(ctx(t), bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+			bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}, {Key: "hidden", Value: hidden}},
+		}}}).Err()
+	}
+	err = create(true)
+	if !errors.As(err, &ce) || ce.Code != 1 || ce.Name != "InternalError" || ce.Message != "hidden indexes are not supported yet." {
+		t.Errorf("createIndexes hidden: %v, want FerretDB 2's InternalError", err)
+	}
+	_ = create(false)
+	if n := after.count("createIndexes"); n != 1 {
+		t.Errorf("%d createIndexes reached the server, want only the one not hidden", n)
 	}
 
 	err = through.Client().Ping(ctx(t), nil)

@@ -55,12 +55,7 @@ func DuplicateKeyAsInternalError() Rule {
 		if commandName(cmd) != "findAndModify" || !isDuplicateKey(reply) {
 			return nil
 		}
-		return bson.D{
-			{Key: "ok", Value: 0.0},
-			{Key: "errmsg", Value: `duplicate key value violates unique constraint "collection_pk_5"`},
-			{Key: "code", Value: int32(1)},
-			{Key: "codeName", Value: "InternalError"},
-		}
+		return internalError(`duplicate key value violates unique constraint "collection_pk_5"`)
 	}}
 }
 
