@@ -14,6 +14,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/internal/simdb"
+	"github.com/mongolock/mongolock/internal/wirefault"
 )
 
 // TestClaimOncePerFiring checks the claim against the server: a firing is
@@ -642,27 +643,53 @@ func forBackends(t *testing.T, test func(t *testing.T, b backend)) {
 // connection breaks) does not cost every firing of the batch: the jobs the
 // read after it finds still claimable are claimed again, in smaller
 // batches, and those another instance claimed meanwhile are lost as usual.
+// On the test server through FerretDB 2.x's deadlock answer, and on the
+// simulated server through dropped commands.
 func TestFailedClaimBatchRetried(t *testing.T) {
 	t.Parallel()
-	const jobs = 10
-	srv := simdb.NewServer(simdb.MongoDB, 0)
 	var mu sync.Mutex
-	fail := 0 // multi-document claim updates to drop
-	plan := func(cmd bson.D) simdb.Fate {
+	fail := 0 // multi-document claim updates to fail
+	failNext := func(cmd bson.D) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(cmd) > 0 && cmd[0].Key == "update" && fail > 0 {
 			fail--
-			return simdb.Fate{Drop: true}
+			return true
 		}
-		return simdb.Fate{}
+		return false
 	}
-	client, err := srv.NewLink(t.Name(), plan).Connect(options.Client().SetRetryWrites(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	s, ctx := newTestStore(t, client.Database("app"))
+	t.Run("server, deadlocks", func(t *testing.T) {
+		t.Parallel()
+		client := mongotest.NewRewrittenClient(t, []wirefault.Rule{wirefault.Deadlock("update", failNext)})
+		testFailedClaimBatchRetried(t, mongotest.Database(t, client, mongotest.NewDatabase(t).Name()), &mu, &fail)
+	})
+	t.Run("simulated, dropped", func(t *testing.T) {
+		t.Parallel()
+		var mu2 sync.Mutex
+		fail2 := 0
+		plan := func(cmd bson.D) simdb.Fate {
+			mu2.Lock()
+			defer mu2.Unlock()
+			if len(cmd) > 0 && cmd[0].Key == "update" && fail2 > 0 {
+				fail2--
+				return simdb.Fate{Drop: true}
+			}
+			return simdb.Fate{}
+		}
+		client, err := simdb.NewServer(simdb.MongoDB, 0).NewLink(t.Name(), plan).Connect(options.Client().SetRetryWrites(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+		testFailedClaimBatchRetried(t, client.Database("app"), &mu2, &fail2)
+	})
+}
+
+// testFailedClaimBatchRetried claims a batch of jobs, with *fail (guarded
+// by mu) of the updates the client sends failing.
+func testFailedClaimBatchRetried(t *testing.T, db *mongo.Database, mu *sync.Mutex, fail *int) {
+	const jobs = 10
+	s, ctx := newTestStore(t, db)
 	f := testFiring
 	reqs := make([]claimReq, jobs)
 	for j := range reqs {
@@ -672,30 +699,28 @@ func TestFailedClaimBatchRetried(t *testing.T) {
 			t.Fatalf("settle: %v %v", ok, err)
 		}
 	}
-	for _, drops := range []int{1, 2} { // the batch's update; and the first half's retry too
-		t.Run(fmt.Sprintf("drops=%d", drops), func(t *testing.T) {
-			f := f.Add(time.Duration(drops-1) * time.Hour)
-			// job-00's firing is lost to another instance.
-			if ok, err := s.settle(ctx, mustClaim(t, ctx, s, "job-00", "@every 1s", f, "other")); err != nil || !ok {
-				t.Fatalf("settle: %v %v", ok, err)
+	for _, fails := range []int{1, 2} { // the batch's update; and the first half's retry too
+		f := f.Add(time.Duration(fails-1) * time.Hour)
+		// job-00's firing is lost to another instance.
+		if ok, err := s.settle(ctx, mustClaim(t, ctx, s, "job-00", "@every 1s", f, "other")); err != nil || !ok {
+			t.Fatalf("settle: %v %v", ok, err)
+		}
+		mu.Lock()
+		*fail = fails
+		mu.Unlock()
+		res, err := s.claimBatch(ctx, keyOf(f, "me"), reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, r := range res {
+			if r.err != nil || (r.w != nil) != (j != 0) {
+				t.Errorf("%d failed: %s: won=%v err=%v, want won=%v", fails, reqs[j].job, r.w != nil, r.err, j != 0)
 			}
-			mu.Lock()
-			fail = drops
-			mu.Unlock()
-			res, err := s.claimBatch(ctx, keyOf(f, "me"), reqs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j, r := range res {
-				if r.err != nil || (r.w != nil) != (j != 0) {
-					t.Errorf("%s: won=%v err=%v, want won=%v", reqs[j].job, r.w != nil, r.err, j != 0)
-				}
-				if r.w != nil {
-					if ok, err := s.settle(ctx, r.w); err != nil || !ok {
-						t.Fatalf("settle: %v %v", ok, err)
-					}
+			if r.w != nil {
+				if ok, err := s.settle(ctx, r.w); err != nil || !ok {
+					t.Fatalf("settle: %v %v", ok, err)
 				}
 			}
-		})
+		}
 	}
 }
