@@ -547,7 +547,8 @@ func TestJobs(t *testing.T) {
 	}
 
 	// A program that registers its jobs (WithJobs) lists them before they
-	// ran, and says when the spec it registers is not the one last claimed.
+	// ran, and says when the spec it registers is not the one the cluster
+	// follows.
 	registered := func(args ...string) result {
 		var out, errb bytes.Buffer
 		a := &app{cfg: config{jobs: []Job{{Name: "weekly", Spec: "@weekly"}, {Name: "nightly", Spec: "@every 2s"}}},
@@ -559,7 +560,7 @@ func TestJobs(t *testing.T) {
 	r = registered(args(g, "jobs")...)
 	wantOK(t, r)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[1], "nightly") || !strings.Contains(lines[1], "@every 2s (claimed as @every 1s)") ||
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "nightly") || !strings.Contains(lines[1], "@every 2s (superseded: the cluster follows @every 1s)") ||
 		!regexp.MustCompile(`^weekly\s+@weekly\s+\d{4}-\d\d-\d\dT00:00:00.000Z\s+active\s+-\s+-\s+-\s+-\s+-\s+-$`).MatchString(lines[2]) {
 		t.Errorf("jobs with registered ones:\n%s", r.stdout)
 	}
@@ -578,7 +579,7 @@ func TestJobs(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
 		t.Fatalf("jobs --json: %v\n%s", err, r.stdout)
 	}
-	if len(jobs) != 1 || jobs[0].Spec != "@every 2s" || jobs[0].ClaimedSpec != "@every 1s" || !jobs[0].Registered {
+	if len(jobs) != 1 || jobs[0].Spec != "@every 2s" || jobs[0].ClusterSpec != "@every 1s" || !jobs[0].Registered {
 		t.Errorf("jobs nightly --json: %+v", jobs)
 	}
 }

@@ -79,10 +79,11 @@ type pauseJSON struct {
 type jobJSON struct {
 	Job  string `json:"job"`
 	Spec string `json:"spec"`
-	// Registered: the program registers the job (WithJobs). ClaimedSpec is
-	// the spec of the last claim when it differs from the registered one.
+	// Registered: the program registers the job (WithJobs). ClusterSpec is
+	// the spec the cluster follows when it differs from the registered
+	// one: the program's instances do not fire the job (superseded).
 	Registered  bool   `json:"registered,omitempty"`
-	ClaimedSpec string `json:"claimedSpec,omitempty"`
+	ClusterSpec string `json:"clusterSpec,omitempty"`
 	// NextFiring is the next firing that will run (NEXT); absent if none
 	// will.
 	NextFiring  string     `json:"nextFiring,omitempty"`
@@ -194,8 +195,8 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	for _, job := range jobs {
 		r := job.rec
 		spec := job.spec
-		if c := job.claimedSpec(); c != "" {
-			spec += " (claimed as " + c + ")"
+		if c := job.clusterSpec(loc); c != "" {
+			spec += " (superseded: the cluster follows " + c + ")"
 		}
 		next, why := job.next(now, loc)
 		nextText := fmtTime(next)
@@ -282,10 +283,11 @@ type listedJob struct {
 	registered bool
 }
 
-// claimedSpec is the spec of the last claim if it differs from the
-// registered one.
-func (j listedJob) claimedSpec() string {
-	if j.registered && j.rec.Spec != "" && j.rec.Spec != j.spec {
+// clusterSpec is the spec the cluster follows (the newest registration's)
+// if it differs from the registered one, as a scheduler in loc registers
+// it.
+func (j listedJob) clusterSpec(loc *time.Location) string {
+	if j.registered && j.rec.Spec != "" && j.rec.Spec != scheduler.RegisteredSpecIn(j.spec, loc) {
 		return j.rec.Spec
 	}
 	return ""
@@ -353,7 +355,7 @@ func (j listedJob) state() string {
 
 func (j listedJob) json(now time.Time, loc *time.Location, hist []scheduler.Run) jobJSON {
 	r := j.rec
-	out := jobJSON{Job: r.Name, Spec: j.spec, Registered: j.registered, ClaimedSpec: j.claimedSpec(),
+	out := jobJSON{Job: r.Name, Spec: j.spec, Registered: j.registered, ClusterSpec: j.clusterSpec(loc),
 		Triggered: jsonTime(r.Triggered), Removed: r.Removed, FailedInRow: r.FailedInARow, Pending: r.Pending,
 		LastClaimed: jsonTime(r.LastClaimed), ClaimedBy: r.ClaimedBy}
 	if next, _ := j.next(now, loc); !next.IsZero() {

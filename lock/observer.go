@@ -92,6 +92,12 @@ const (
 	JobResumed
 	JobTriggered
 	JobRemoved
+	// JobSpecSuperseded: another instance registered the job with another
+	// spec since this one did (Reason names both): the cluster follows
+	// the newest registration, and this instance does not fire the job
+	// until it is this instance's spec again (JobSpecRestored).
+	JobSpecSuperseded
+	JobSpecRestored
 )
 
 // Events of the migrations package. Migration names the migration.
@@ -115,6 +121,7 @@ var kindNames = map[EventKind]string{
 	RunStarted: "run started", RunEnded: "run ended", FiringTakenOver: "firing taken over",
 	RunRetrying: "run retrying", JobPaused: "job paused", JobResumed: "job resumed",
 	JobTriggered: "job triggered", JobRemoved: "job removed",
+	JobSpecSuperseded: "job spec superseded", JobSpecRestored: "job spec restored",
 	MigrationApplied: "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
 }
 
@@ -184,10 +191,10 @@ func (os observers) Observe(e Event) {
 }
 
 // LogObserver logs events to log as structured lines: failures, lost
-// leases, retries and deployment warnings at warning level; terms,
-// migrations, firings not run (but those of paused or removed jobs),
-// takeovers and control actions at info; the rest, runs included, at
-// debug. A Session given a logger (WithSessionLogger) logs through it.
+// leases, retries, deployment warnings and superseded specs at warning
+// level; terms, migrations, firings not run (but those of paused or
+// removed jobs), takeovers, control actions and specs restored at info;
+// the rest, runs included, at debug. A Session given a logger (WithSessionLogger) logs through it.
 // SlogObserver is the same for log/slog.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
@@ -223,7 +230,7 @@ const (
 // levelOf is the level of e: see LogObserver.
 func levelOf(e Event) logLevel {
 	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying:
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying, JobSpecSuperseded:
 		return levelWarn
 	case Released, RunEnded:
 		if e.Err != nil {
@@ -237,7 +244,7 @@ func levelOf(e Event) logLevel {
 		}
 		return levelInfo
 	case TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
-		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved:
+		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved, JobSpecRestored:
 		return levelInfo
 	}
 	return levelDebug

@@ -41,6 +41,10 @@ type work struct {
 	claimed, stamped, got time.Time
 	// prevRun is the job's last run when the claim was made.
 	prevRun runDoc
+	// specSince is when the job's spec became the one it has (server
+	// time; zero if never changed): firings of the spec before then are
+	// not its firings (specs.go).
+	specSince time.Time
 	// claimantUp is, for work taken over, when its claimant was last
 	// present (its presence term, by the server's clock), as read before
 	// the takeover: the takeover's own acquisition of that presence lock
@@ -116,7 +120,7 @@ func (w *work) is(d *jobDoc) bool {
 // workOf is the work d's pending claim leaves to its claimant.
 func workOf(d *jobDoc) *work {
 	w := &work{job: d.ID, keeper: d.By, cid: d.ClaimID, last: d.Last, trig: d.PTrig, control: d.Control,
-		prevAt: d.PrevAt, settled: d.Settled, claimed: d.Claimed, stamped: d.At, prevRun: d.Run}
+		prevAt: d.PrevAt, settled: d.Settled, claimed: d.Claimed, stamped: d.At, prevRun: d.Run, specSince: d.SpecSince}
 	if d.Done.After(neverClaimed) {
 		w.done = d.Done
 	}
@@ -199,11 +203,17 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	// last: only the newest can run, and there may be very many.
 	firings := []time.Time{w.last}
 	var older *step // firings not looked at one by one
+	// The firings after done, of the spec since it became the job's: a
+	// spec registered after done has no firings before it.
+	from := w.done
+	if since := w.specSince.Add(-w.offset()); !w.specSince.IsZero() && !from.IsZero() && since.After(from) {
+		from = since
+	}
 	// Mostly the work is last alone, which one step forward tells.
-	if !w.done.IsZero() && nextAfter(j.sched, s.cfg.location, w.done).Before(w.last) {
+	if !from.IsZero() && nextAfter(j.sched, s.cfg.location, from).Before(w.last) {
 		for x := w.last; ; {
-			f := s.prevFiring(j, x.Add(-time.Nanosecond), x.Sub(w.done))
-			if f.IsZero() || !f.After(w.done) {
+			f := s.prevFiring(j, x.Add(-time.Nanosecond), x.Sub(from))
+			if f.IsZero() || !f.After(from) {
 				break
 			}
 			if len(firings) == maxEnumerated {
@@ -213,7 +223,7 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 				if now.Sub(f) > cu.Window {
 					reason = ReasonWindow
 				}
-				older = &step{at: nextAfter(j.sched, s.cfg.location, w.done), through: f, reason: reason}
+				older = &step{at: nextAfter(j.sched, s.cfg.location, from), through: f, reason: reason}
 				break
 			}
 			firings = append(firings, f)
@@ -229,7 +239,9 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	presentRead := false
 	wasUp := func(f time.Time) bool {
 		if s.cfg.leader != nil {
-			return false // leader-only: leading is presence, and up says it
+			// Leader-only: leading is presence; the current term is up, and
+			// the terms before it here are these.
+			return s.ledAt(f)
 		}
 		if !presentRead {
 			present, presentRead = s.presentSpans(w), true
@@ -290,6 +302,21 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 // span is an interval of this instance's clock.
 type span struct{ from, to time.Time }
 
+// maxLed bounds the past terms as leader a Scheduler remembers.
+const maxLed = 64
+
+// ledAt reports whether this instance led at f in a past term.
+func (s *Scheduler) ledAt(f time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.led {
+		if !f.Before(sp.from) && !f.After(sp.to) {
+			return true
+		}
+	}
+	return false
+}
+
 // presentSpans reads the presence locks of the jobs collection (through
 // the Session's store, a *lock.Locker: other stores tell nothing) and
 // returns when each instance was last present, in this instance's clock
@@ -341,7 +368,9 @@ func (s *Scheduler) missedAtStart(j *job, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	f := s.prevFiring(j, now, cu.Window)
-	return f, !f.IsZero()
+	// A firing before the job's spec became this one's is not the job's
+	// (specs.go).
+	return f, !f.IsZero() && (j.specFrom.IsZero() || f.After(j.specFrom))
 }
 
 // prevFiring returns the latest firing of j at or before now and at most
@@ -479,6 +508,43 @@ func (s *Scheduler) pollInterval() time.Duration {
 	return s.session.Timings().RenewInterval
 }
 
+// registerJobs registers jobs (their documents, and their specs as the
+// ones the cluster follows: specs.go), noting for each when its spec
+// became this one's (job.specFrom): the documents are read first, to
+// tell whether this registration changes the spec.
+func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) {
+	names := make([]string, len(jobs))
+	for i, r := range jobs {
+		names[i] = r.job
+	}
+	recs, rerr := s.st.records(ctx, names)
+	before := make(map[string]Record, len(recs))
+	for _, r := range recs {
+		before[r.Name] = r
+	}
+	now := s.clock.Now()
+	if s.st.register(ctx, jobs) != nil {
+		return // the next poll tries again
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range jobs {
+		j := s.jobs[r.job]
+		if j == nil {
+			continue
+		}
+		j.registered = true
+		switch rec, ok := before[r.job]; {
+		case rerr != nil:
+			j.specFrom = now // not known: no catch-up before this registration
+		case ok && rec.Spec != "" && rec.Spec != r.spec && rec.Spec != j.spec:
+			j.specFrom = now // this registration changed it
+		case ok:
+			j.specFrom = rec.SpecSince
+		}
+	}
+}
+
 // pollOnce reads the documents of this instance's jobs that have work
 // pending, a trigger, or were removed, and:
 //   - takes over the pending work of keepers whose presence lease lapsed
@@ -492,12 +558,12 @@ func (s *Scheduler) pollInterval() time.Duration {
 //   - notes which jobs are removed, so as not to claim their firings.
 func (s *Scheduler) pollOnce(ctx context.Context) {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.order))
+	names := make([]claimReq, 0, len(s.order))
 	var unregistered []claimReq
 	for _, j := range s.order {
-		names = append(names, j.name)
+		names = append(names, j.req)
 		if !j.registered {
-			unregistered = append(unregistered, claimReq{j.name, j.spec})
+			unregistered = append(unregistered, j.req)
 		}
 	}
 	s.mu.Unlock()
@@ -506,13 +572,19 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
-	if len(unregistered) > 0 && s.st.register(qctx, unregistered) == nil {
-		s.mu.Lock()
-		for _, r := range unregistered {
-			s.jobs[r.job].registered = true
-		}
-		s.mu.Unlock()
+	if len(unregistered) > 0 {
+		s.registerJobs(qctx, unregistered)
 	}
+	s.mu.Lock()
+	if s.catchUpDue && s.state == stateStarted {
+		s.catchUpDue = false
+		for _, j := range s.order {
+			if f, ok := s.missedAtStart(j, s.startedAt); ok {
+				s.dispatch(j, f, true)
+			}
+		}
+	}
+	s.mu.Unlock()
 	docs, err := s.st.poll(qctx, names)
 	if err != nil {
 		return // the next poll tries again
@@ -520,6 +592,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	now := s.clock.Now()
 	byKeeper := map[string][]string{}
 	removed := map[string]bool{}
+	superseded := map[string]string{} // job → the spec the cluster follows, not this one's
 	var events []lock.Event
 	resumed := 0
 	s.mu.Lock()
@@ -531,6 +604,9 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			continue
 		}
 		removed[j.name] = d.Control.Removed
+		if j.registered && d.Hash != "" && d.Hash != j.req.hash() {
+			superseded[j.name] = d.Spec
+		}
 		if d.Pending && j.cancel != nil && j.cfg.overlap == OverlapCancel && !j.runWork.is(d) {
 			// A later claim waits for the run here: end it.
 			j.cancel(ErrOverlapCancelled)
@@ -567,8 +643,9 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			}
 		case d.Pending:
 			// Its claimant's presence is checked only once the claim is
-			// old: a check is an attempt to take a lock.
-			if stale {
+			// old: a check is an attempt to take a lock. Work of another
+			// spec than this instance's is not taken over here.
+			if _, other := superseded[j.name]; stale && !other {
 				byKeeper[d.By] = append(byKeeper[d.By], d.ID)
 			}
 		case !d.Control.Trigger.IsZero() && !d.Control.Removed:
@@ -580,6 +657,16 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	s.pending = pending
 	for _, j := range s.order {
 		j.removed = removed[j.name]
+		active, other := superseded[j.name]
+		switch {
+		case other && (!j.superseded || active != j.active):
+			events = append(events, lock.Event{Kind: lock.JobSpecSuperseded, Job: j.name, LockID: j.lockID,
+				Reason: fmt.Sprintf("the cluster follows spec %q, registered since; this instance's %q does not fire", active, j.req.spec)})
+		case !other && j.superseded:
+			events = append(events, lock.Event{Kind: lock.JobSpecRestored, Job: j.name, LockID: j.lockID,
+				Reason: fmt.Sprintf("the cluster follows this instance's spec %q again", j.req.spec)})
+		}
+		j.superseded, j.active = other, active
 	}
 	if s.cfg.leader != nil {
 		// Leader-only: what Start does for missed firings, a new leader

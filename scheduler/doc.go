@@ -19,6 +19,32 @@
 // Unix epoch, not D after each process started, so that every instance
 // computes the same firings; D must be a whole number of seconds.
 //
+// # One spec per job
+//
+// Instances may register one job with different specs: a rolling deploy
+// that changes it runs old and new instances side by side for a while, and
+// a misconfigured instance may disagree for good. The job's firings still
+// follow one spec at any time, cluster-wide: the newest registration's. A
+// Scheduler registers its jobs when it starts (and a job added to a
+// started Scheduler at once); the registration writes the spec, read in
+// the Scheduler's time zone (WithLocation, unless the spec has CRON_TZ=),
+// into the job's document with a hash of it and the job's name, and, if
+// the spec changed, the server's time (Record.Spec, Record.SpecSince).
+// Claims and takeovers match that hash, so from that write on an instance
+// with another spec claims nothing of the job: it does not fire it, says so
+// once (the event lock.JobSpecSuperseded, logged as a warning; the metric
+// mongolock_job_spec_superseded; JobInfo.Superseded; the CLI's jobs command
+// and the dashboard show the spec the cluster follows), and fires it again
+// if an instance registers its spec again (lock.JobSpecRestored). A firing
+// of the new spec before its registration is none of the job's: neither
+// catch-up nor a late firing runs it. A claim made under the old spec is
+// done as it was claimed.
+//
+// So the newest deployment's spec wins once its first instance starts, and
+// an old instance restarted in the middle of a rolling deploy takes the job
+// back until the next new one starts. A job whose instances registered
+// different specs shows them in Record.Specs.
+//
 // # Firings and claims
 //
 // A firing is identified by its scheduled time F, a function of the spec
@@ -26,7 +52,8 @@
 // changes when an instance tries F. Each job has one document in the jobs
 // collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
 // last firing anyone claimed. An instance claims F with one conditional
-// upsert, filter {_id: name, last: {$lt: F}, pend: {$ne: true}}, update
+// upsert, filter {_id: name, sh: H, last: {$lt: F}, pend: {$ne: true}} (H
+// the hash of its spec: see One spec per job), update
 // {$set: {last: F, by: K, pend: true, cid: C}}, K being the claimant (the
 // Scheduler's ClaimantID: its Session's keeper id and a suffix of its own,
 // so that two Schedulers on one Session have claims, and presence locks,
@@ -373,6 +400,10 @@
 //   - lock.JobPaused, JobResumed, JobTriggered, JobRemoved: this instance
 //     paused (also by JobPauseAfter), resumed, triggered or removed the
 //     job.
+//   - lock.JobSpecSuperseded, JobSpecRestored: another instance registered
+//     the job with another spec since this one (Reason names both), so
+//     this instance no longer fires it; or its spec is the job's again
+//     (see One spec per job).
 //
 // With no observer, lock.Session.Emit returns at once.
 //

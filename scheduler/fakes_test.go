@@ -33,7 +33,7 @@ type fakeStore struct {
 	// failed, or that went through but whose reply was lost).
 	onStart     func(ctx context.Context, r Run) (applied bool, err error)
 	afterStart  func(d *jobDoc) // called with s.mu held after start applied, before it returns
-	onHistory   func(r Run) // called by addHistory
+	onHistory   func(r Run)     // called by addHistory
 	histWrites  int
 	finishCalls int
 }
@@ -56,8 +56,12 @@ func (s *fakeStore) register(_ context.Context, jobs []claimReq) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range jobs {
-		if s.docs[j.job] == nil {
-			s.doc(j.job).Spec = j.spec
+		if d := s.docs[j.job]; d == nil || d.Hash == "" {
+			d := s.doc(j.job)
+			d.Spec, d.Hash = j.spec, j.hash()
+		}
+		if d := s.docs[j.job]; d.Hash != j.hash() {
+			d.Spec, d.Hash, d.SpecSince = j.spec, j.hash(), s.clock.Now()
 		}
 	}
 	return nil
@@ -68,12 +72,13 @@ func (s *fakeStore) claim(_ context.Context, job, spec string, f time.Time, keep
 	d, ok := s.docs[job]
 	switch {
 	case catchUp && (!ok || !d.Last.After(neverClaimed)),
-		ok && (!d.Last.Before(f) || d.Pending):
+		ok && (!d.Last.Before(f) || d.Pending || d.Hash != "" && d.Hash != specHash(job, spec)):
 		s.mu.Unlock()
 		return nil, nil
 	}
 	d = s.doc(job)
 	d.Last, d.By, d.Pending, d.Spec, d.At, d.ClaimID = f, keeper, true, spec, s.clock.Now(), bson.NewObjectID()
+	d.Hash = specHash(job, spec)
 	d.Claimed = d.At
 	w := workOf(d)
 	hook := s.onClaim
@@ -121,12 +126,13 @@ func (s *fakeStore) resume(_ context.Context, job, keeper string, cid bson.Objec
 	return workOf(d), nil
 }
 
-func (s *fakeStore) poll(_ context.Context, jobs []string) ([]jobDoc, error) {
+func (s *fakeStore) poll(_ context.Context, jobs []claimReq) ([]jobDoc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []jobDoc
-	for _, job := range jobs {
-		if d := s.docs[job]; d != nil && (d.Pending || !d.Control.Trigger.IsZero() || d.Control.Removed) {
+	for _, j := range jobs {
+		d := s.docs[j.job]
+		if d != nil && (d.Pending || !d.Control.Trigger.IsZero() || d.Control.Removed || d.Hash != "" && d.Hash != j.hash()) {
 			out = append(out, *d)
 		}
 	}

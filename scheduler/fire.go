@@ -175,7 +175,7 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-	w, err := s.st.claim(ctx, j.name, j.spec, f, s.claimant, catchUp)
+	w, err := s.st.claim(ctx, j.name, j.req.spec, f, s.claimant, catchUp)
 	cancel()
 	if w != nil {
 		w.got = s.clock.Now()

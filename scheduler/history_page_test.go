@@ -211,7 +211,8 @@ func TestLoadRecordsPage(t *testing.T) {
 }
 
 // TestRegisteredSpecs: each instance's registration records its spec and
-// keeper in the job's document, one entry a spec.
+// keeper in the job's document, one entry a spec, and the newest
+// registration's spec is the job's, since it was made.
 func TestRegisteredSpecs(t *testing.T) {
 	t.Parallel()
 	jobs := mongotest.NewDatabase(t).Collection(DefaultJobsCollection)
@@ -227,7 +228,7 @@ func TestRegisteredSpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []RegisteredSpec{{Spec: "*/5 * * * *", By: "c"}, {Spec: "@every 1m", By: "b"}}
-	if len(recs) != 1 || !slices.Equal(recs[0].Specs, want) || recs[0].Spec != "@every 1m" {
-		t.Fatalf("record %+v, want specs %v and the first registration's spec", recs, want)
+	if len(recs) != 1 || !slices.Equal(recs[0].Specs, want) || recs[0].Spec != "*/5 * * * *" || recs[0].SpecSince.IsZero() {
+		t.Fatalf("record %+v, want specs %v and the newest registration's spec, with its time", recs, want)
 	}
 }

@@ -59,8 +59,13 @@ type Pause struct {
 // Record is what MongoDB knows of a job, whichever instance wrote it.
 type Record struct {
 	Name string
-	// Spec is the spec of the instance that made the last claim.
-	Spec string
+	// Spec is the spec the cluster follows: the one the newest registration
+	// gave the job (an instance's Start, or AddJob on a started Scheduler).
+	// Instances that registered another do not fire the job (see "One spec
+	// per job" in the package documentation). SpecSince is when it became
+	// the job's, by the server's clock: zero if no other spec came before.
+	Spec      string
+	SpecSince time.Time
 	// LastClaimed is the last firing claimed by any instance, and ClaimedBy
 	// that instance's keeper id. A claimed firing that did not run (the
 	// previous run was still going, or the claimant died) has no Run.
@@ -100,7 +105,12 @@ type RegisteredSpec struct {
 // this instance will next try it.
 type JobInfo struct {
 	Record
-	LockID string
+	// Registered is this instance's spec of the job, and Superseded true
+	// if it is not the spec the cluster follows (Record.Spec), as this
+	// instance's last poll read: then it does not fire the job.
+	Registered string
+	Superseded bool
+	LockID     string
 	// Next is the next firing this instance will try to claim (zero if the
 	// schedule has no further firings).
 	Next time.Time

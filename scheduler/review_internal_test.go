@@ -206,7 +206,7 @@ type slowPollStore struct {
 	delay time.Duration
 }
 
-func (s *slowPollStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) {
+func (s *slowPollStore) poll(ctx context.Context, jobs []claimReq) ([]jobDoc, error) {
 	docs, err := s.fakeStore.poll(ctx, jobs)
 	for _, d := range docs {
 		if d.Pending {

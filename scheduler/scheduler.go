@@ -52,8 +52,11 @@ type Scheduler struct {
 	loopDone chan struct{}
 	pollDone chan struct{}
 	pollNow  chan struct{} // asks the poll loop for a poll now
-	done     chan struct{} // closed when the loops and every firing are gone
-	wg       sync.WaitGroup
+	// catchUpDue: the next poll claims the firings missed before Start,
+	// once it registered the jobs. Guarded by mu.
+	catchUpDue bool
+	done       chan struct{} // closed when the loops and every firing are gone
+	wg         sync.WaitGroup
 
 	// presence is this instance's presence lease (claims.go), guarded by
 	// presenceMu, which also serializes taking it.
@@ -66,6 +69,7 @@ type Scheduler struct {
 	// last poll saw, by job (pollOnce).
 	startedAt time.Time
 	leadSince time.Time
+	led       []span // this instance's past terms as leader, newest last (at most maxLed)
 	pending   map[string]pendingClaim
 
 	// Admission (admission.go), guarded by mu: firings dispatched here
@@ -92,6 +96,7 @@ const (
 
 type job struct {
 	name, spec, lockID string
+	req                claimReq // name and canonical spec: what it claims (specs.go)
 	sched              cron.Schedule
 	fn                 func(context.Context) error
 	cfg                jobConfig
@@ -106,6 +111,16 @@ type job struct {
 	removed    bool                    // removed, as the last poll read
 	registered bool                    // its document is known to exist
 	refused    bool                    // admission refused its last firing here
+	// superseded: another instance registered the job with another spec
+	// since this one (specs.go), as the last poll read: active. It is not
+	// fired here.
+	superseded bool
+	active     string
+	// specFrom is when the job's spec became this instance's spec's: this
+	// instance's registration, by its clock, if it changed the spec;
+	// otherwise the document's (server time, zero if it never changed).
+	// Catch-up claims no firing before it.
+	specFrom time.Time
 }
 
 // New returns a Scheduler that stores claims and runs in db (collections
@@ -210,6 +225,12 @@ func (s *Scheduler) noteLeading() bool {
 	leads := s.cfg.leader.IsLeader()
 	switch {
 	case !leads:
+		if !s.leadSince.IsZero() {
+			// A firing that fell while this instance led, not tried (busy,
+			// behind), runs late if it leads again (plan).
+			s.led = append(s.led, span{from: s.leadSince, to: s.clock.Now()})
+			s.led = s.led[max(0, len(s.led)-maxLed):]
+		}
 		s.leadSince = time.Time{}
 	case s.leadSince.IsZero():
 		s.leadSince = s.clock.Now()
@@ -261,7 +282,8 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 			return fmt.Errorf("job %q: %w", name, err)
 		}
 	}
-	j := &job{name: name, spec: spec, lockID: lockID, sched: sched, fn: fn, cfg: jc, index: -1}
+	j := &job{name: name, spec: spec, lockID: lockID, sched: sched, fn: fn, cfg: jc, index: -1,
+		req: claimReq{name, canonicalSpec(spec, s.cfg.location)}}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -337,13 +359,11 @@ func (s *Scheduler) Start() error {
 	s.done = make(chan struct{})
 	s.state = stateStarted
 	// Firings missed while no instance was up, as the catch-up policy
-	// says (a claim of one of them loses if another instance claimed it).
-	// In leader-only mode the poll does it once this instance leads.
-	for _, j := range s.order {
-		if f, ok := s.missedAtStart(j, now); ok && s.cfg.leader == nil {
-			s.dispatch(j, f, true)
-		}
-	}
+	// says (a claim of one of them loses if another instance claimed it),
+	// are claimed by the first poll, once it registered the jobs: a job
+	// whose spec it changes has no missed firings of this spec. In
+	// leader-only mode the poll does it once this instance leads.
+	s.catchUpDue = s.cfg.leader == nil
 	s.pollSoon() // registers the jobs, and finds work left undone
 	go s.loop(s.ctx)
 	go s.pollLoop(s.ctx)
@@ -509,6 +529,8 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		return lock.Event{}, true // a follower tries nothing
 	case j.removed:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false
+	case j.superseded:
+		return lock.Event{}, true // another spec's firings are the job's (JobSpecSuperseded said so)
 	case j.inflight >= limit:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
 	case !s.admit() && !j.refused:
@@ -567,7 +589,8 @@ func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 		if s.state != stateStarted {
 			next = nextAfter(j.sched, s.cfg.location, now)
 		}
-		out[i] = JobInfo{Record: Record{Name: j.name, Spec: j.spec}, LockID: j.lockID, Next: next}
+		out[i] = JobInfo{Record: Record{Name: j.name, Spec: j.req.spec}, Registered: j.req.spec, Superseded: j.superseded,
+			LockID: j.lockID, Next: next}
 		names[i] = j.name
 	}
 	s.mu.Unlock()
@@ -584,7 +607,6 @@ func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 	}
 	for i := range out {
 		if r, ok := byName[out[i].Name]; ok {
-			r.Spec = out[i].Spec
 			out[i].Record = r
 		}
 	}

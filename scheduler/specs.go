@@ -5,8 +5,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// One spec per job, cluster-wide. A job document holds the spec the
+// cluster follows (spec), a hash of it and the job's name (sh), and when
+// it became the job's (ssat, the server's time). Each Scheduler writes its
+// spec there when it registers the job, at its Start: the newest
+// registration wins. Claims, and the takeovers of claims, match the hash,
+// so an instance whose spec was superseded claims nothing of the job: it
+// does not fire it, and reports it (lock.JobSpecSuperseded), until an
+// instance registers its spec again.
+const (
+	fieldHash      = "sh"
+	fieldSpecSince = "ssat"
 )
 
 // fieldRegs holds, in a job document, the specs instances registered the
@@ -22,6 +37,34 @@ type regsDoc map[string]regDoc
 type regDoc struct {
 	Spec string `bson:"spec"`
 	By   string `bson:"by"`
+}
+
+// RegisteredSpecIn returns spec as a Scheduler in time zone loc
+// (WithLocation) registers it, and as Record.Spec shows it: with a
+// CRON_TZ= prefix naming loc unless spec has one, or does not depend on
+// the zone (@every), or loc is UTC. A program compares it with
+// Record.Spec to tell whether the cluster follows its spec.
+func RegisteredSpecIn(spec string, loc *time.Location) string { return canonicalSpec(spec, loc) }
+
+// canonicalSpec is spec as the cluster compares it: with the time zone the
+// Scheduler reads it in (WithLocation) unless it names its own or does not
+// depend on one (@every), so that instances reading one spec in different
+// zones do not count as agreeing.
+func canonicalSpec(spec string, loc *time.Location) string {
+	switch {
+	case strings.HasPrefix(spec, "TZ="), strings.HasPrefix(spec, "CRON_TZ="),
+		strings.HasPrefix(spec, "@every "), loc == nil, loc == time.UTC:
+		return spec
+	}
+	return "CRON_TZ=" + loc.String() + " " + spec
+}
+
+// specHash identifies spec as job's: the hash of both, so that one
+// condition on a batch of jobs ({sh: {$in: hashes}}) matches each job's
+// own.
+func specHash(job, spec string) string {
+	sum := sha256.Sum256([]byte(job + "\x00" + spec))
+	return hex.EncodeToString(sum[:8])
 }
 
 // registration is the update that records keeper's registration of spec:

@@ -44,7 +44,7 @@ type store interface {
 	resume(ctx context.Context, job, keeper string, cid bson.ObjectID) (*work, error)
 	// poll reads the documents of jobs with pending work, a trigger, or
 	// removed.
-	poll(ctx context.Context, jobs []string) ([]jobDoc, error)
+	poll(ctx context.Context, jobs []claimReq) ([]jobDoc, error)
 	// start records r, a firing or triggered run of w, as the job's running
 	// run if w is still r.Keeper's and no firing at or after r's was
 	// settled, and returns the server's start time. It is idempotent: a
@@ -159,6 +159,10 @@ type jobDoc struct {
 	Control controlDoc    `bson:",inline"`
 	Run     runDoc        `bson:",inline"`
 	Regs    regsDoc       `bson:"regs,omitempty"` // specs.go
+	// Hash identifies the spec the cluster follows (Spec), SpecSince when
+	// it became the job's: specs.go.
+	Hash      string    `bson:"sh,omitempty"`
+	SpecSince time.Time `bson:"ssat,omitempty"`
 }
 
 // controlDoc is what operators set on a job (control.go).
@@ -289,7 +293,11 @@ type firingKey struct {
 
 func keyOf(f time.Time, keeper string) firingKey { return firingKey{f: f.UnixNano(), keeper: keeper} }
 
+// claimReq is a job to claim: its name and its spec, canonical
+// (canonicalSpec): only a document whose spec is that one is claimed.
 type claimReq struct{ job, spec string }
+
+func (r claimReq) hash() string { return specHash(r.job, r.spec) }
 
 type startResult struct {
 	start time.Time
@@ -412,14 +420,15 @@ func split(todo []int, n int) [][]int {
 func (s *mongoStore) claimPart(ctx context.Context, key firingKey, reqs []claimReq, part []int, out []claimResult) (retry, missing []int, _ error) {
 	f, keeper := time.Unix(0, key.f).UTC(), key.keeper
 	ids := make([]string, len(part))
+	hashes := make([]string, len(part))
 	for k, i := range part {
-		ids[k] = reqs[i].job
+		ids[k], hashes[k] = reqs[i].job, reqs[i].hash()
 	}
 	cid := bson.NewObjectID()
 	// Each document is updated atomically: of several instances claiming f
 	// at once, one updates it and the others no longer match.
-	_, updateErr := s.jobs.UpdateMany(ctx,
-		claimFilter(bson.D{{Key: "$in", Value: ids}}, f, key.catchUp), claimUpdate(f, keeper, "", cid))
+	_, updateErr := s.jobs.UpdateMany(ctx, claimFilter(bson.D{{Key: "$in", Value: ids}}, bson.D{{Key: "$in", Value: hashes}}, f, key.catchUp),
+		claimUpdate(f, keeper, "", cid))
 	readCtx := ctx
 	if updateErr != nil {
 		updateErr = mongoutil.WrapErr(ctx, fmt.Sprintf("claim firing of %d jobs", len(ids)), updateErr)
@@ -445,17 +454,11 @@ func (s *mongoStore) claimPart(ctx context.Context, key firingKey, reqs []claimR
 		switch {
 		case ok && d.ClaimID == cid && d.Last.Equal(f) && d.By == keeper:
 			out[i].w = workOf(d)
-			if d.Spec != r.spec {
-				// The spec is shown, not used: a failure to update it
-				// costs nothing but a stale display until the next claim.
-				_, _ = s.jobs.UpdateOne(readCtx, bson.D{{Key: fieldID, Value: r.job}},
-					bson.D{{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: r.spec}}}})
-			}
 		case !ok:
 			if !key.catchUp {
 				missing = append(missing, i)
 			}
-		case updateErr != nil && d.Last.Before(f) && !d.Pending && (!key.catchUp || d.Last.After(neverClaimed)):
+		case updateErr != nil && d.Hash == r.hash() && d.Last.Before(f) && !d.Pending && (!key.catchUp || d.Last.After(neverClaimed)):
 			retry = append(retry, i) // not written: claimable still
 		}
 		// Otherwise lost: out[i] stays zero.
@@ -486,7 +489,7 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 			r := reqs[i]
 			ids[k] = r.job
 			models[k] = mongo.NewUpdateOneModel().SetUpsert(true).
-				SetFilter(claimFilter(r.job, f, false)).SetUpdate(claimUpdate(f, keeper, r.spec, cid))
+				SetFilter(claimFilter(r.job, r.hash(), f, false)).SetUpdate(claimUpdate(f, keeper, r.spec, cid))
 		}
 		readCtx := ctx
 		_, writeErr := s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
@@ -516,7 +519,7 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 				out[i].w = workOf(d)
 			case writeErr != nil:
 				out[i].err = writeErr
-			case ok && (!d.Last.Before(f) || d.Pending):
+			case ok && (!d.Last.Before(f) || d.Pending || d.Hash != reqs[i].hash()):
 				// Lost: out[i] stays zero.
 			default:
 				next = append(next, i) // not written, or claimable again
@@ -534,15 +537,16 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 }
 
 // claimFilter matches the documents of the jobs id selects (a job name, or
-// an operator such as $in) whose last claim is for a firing before f and
-// whose work is settled; for a catch-up claim, only if a firing was
-// claimed before.
-func claimFilter(id any, f time.Time, catchUp bool) bson.D {
+// an operator such as $in) whose spec is the claimant's (hash, or an
+// operator: specs.go), whose last claim is for a firing before f and whose
+// work is settled; for a catch-up claim, only if a firing was claimed
+// before. An upsert copies id and hash into the document it makes.
+func claimFilter(id, hash any, f time.Time, catchUp bool) bson.D {
 	last := bson.D{{Key: "$lt", Value: f}}
 	if catchUp {
 		last = append(last, bson.E{Key: "$gt", Value: neverClaimed})
 	}
-	return bson.D{{Key: fieldID, Value: id}, {Key: fieldLast, Value: last}, notPending}
+	return bson.D{{Key: fieldID, Value: id}, {Key: fieldHash, Value: hash}, {Key: fieldLast, Value: last}, notPending}
 }
 
 // notPending matches documents whose last claim's work is settled.
@@ -584,7 +588,7 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 	// is the job's first claim. The document after tells the work: the
 	// firings after done, and what operators set.
 	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, f, catchUp), claimUpdate(f, keeper, r.spec, bson.NewObjectID()),
+	err := s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, r.hash(), f, catchUp), claimUpdate(f, keeper, r.spec, bson.NewObjectID()),
 		options.FindOneAndUpdate().SetUpsert(!catchUp).SetReturnDocument(options.After)).Decode(&d)
 	switch {
 	case mongoutil.IsDuplicateKey(err), errors.Is(err, mongo.ErrNoDocuments):
@@ -893,11 +897,19 @@ func (s *mongoStore) resume(ctx context.Context, job, keeper string, cid bson.Ob
 	return workOf(&d), nil
 }
 
-func (s *mongoStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) {
-	return s.findJobs(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: jobs}}}, {Key: "$or", Value: bson.A{
+func (s *mongoStore) poll(ctx context.Context, jobs []claimReq) ([]jobDoc, error) {
+	ids := make([]string, len(jobs))
+	hashes := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i], hashes[i] = j.job, j.hash()
+	}
+	return s.findJobs(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: fieldPending, Value: true}},
 		bson.D{{Key: fieldTrigger, Value: bson.D{{Key: "$exists", Value: true}}}},
 		bson.D{{Key: fieldRemoved, Value: true}},
+		// Specs superseded (specs.go): the hash holds the job's name,
+		// so no job's hash is another's.
+		bson.D{{Key: fieldHash, Value: bson.D{{Key: "$exists", Value: true}, {Key: "$nin", Value: hashes}}}},
 	}}}, len(jobs), fmt.Sprintf("poll %d jobs", len(jobs)))
 }
 
@@ -906,16 +918,32 @@ func (s *mongoStore) poll(ctx context.Context, jobs []string) ([]jobDoc, error) 
 // apart from "no time".
 var neverClaimed = time.Unix(0, 0).UTC()
 
-// register upserts a document for each job that has none. Two instances
+// register upserts a document for each job that has none, and makes each
+// job's spec the one the cluster follows (specs.go): a document whose spec
+// is another gets this one, and the time it changed. Two instances
 // registering a job at once may collide on its _id: the write is then
 // sent again, and finds the document there.
 func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
-	models := make([]mongo.WriteModel, len(jobs))
-	for i, j := range jobs {
-		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).
-			SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
-			SetUpdate(append(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed}, {Key: fieldSpec, Value: j.spec}}}},
-				registration(j.spec, s.keeper)...))
+	models := make([]mongo.WriteModel, 0, 3*len(jobs))
+	for _, j := range jobs {
+		h := j.hash()
+		models = append(models,
+			mongo.NewUpdateOneModel().SetUpsert(true).
+				SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
+				SetUpdate(append(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed},
+					{Key: fieldSpec, Value: j.spec}, {Key: fieldHash, Value: h}}}},
+					registration(j.spec, s.keeper)...)),
+			// A document from before specs were compared: the spec is
+			// taken to have been the job's all along.
+			mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: fieldID, Value: j.job}, {Key: fieldHash, Value: bson.D{{Key: "$exists", Value: false}}}}).
+				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: j.spec}, {Key: fieldHash, Value: h}}}}),
+			mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: fieldID, Value: j.job}, {Key: fieldHash, Value: bson.D{{Key: "$ne", Value: h}}}}).
+				SetUpdate(bson.D{
+					{Key: "$set", Value: bson.D{{Key: fieldSpec, Value: j.spec}, {Key: fieldHash, Value: h}}},
+					{Key: "$currentDate", Value: bson.D{{Key: fieldSpecSince, Value: true}}},
+				}))
 	}
 	var err error
 	for range 3 {
@@ -1181,7 +1209,7 @@ func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit 
 
 // record is what d says of its job at now, the server's time.
 func (d *jobDoc) record(now time.Time) Record {
-	r := Record{Name: d.ID, Spec: d.Spec, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID),
+	r := Record{Name: d.ID, Spec: d.Spec, SpecSince: d.SpecSince, LastClaimed: d.Last, ClaimedBy: d.By, LastRun: d.Run.run(d.ID),
 		Pending: d.Pending, Removed: d.Control.Removed, FailedInARow: d.Control.Fails, Specs: d.Regs.specs()}
 	if d.Last.Equal(time.Unix(0, 0)) {
 		r.LastClaimed = time.Time{} // registered, never claimed

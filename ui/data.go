@@ -369,7 +369,7 @@ type jobRow struct {
 
 func (h *Handler) jobRow(r scheduler.Record, lr locksReading) jobRow {
 	row := jobRow{Record: r}
-	if spec, ok := h.cfg.registered[r.Name]; ok && r.Spec != "" && spec != r.Spec {
+	if spec, ok := h.cfg.registered[r.Name]; ok && r.Spec != "" && scheduler.RegisteredSpecIn(spec, h.cfg.location) != r.Spec {
 		row.Registered = spec
 	}
 	row.Next, row.NextWhy = h.nextFirings(r, lr.ReadAt, 3)

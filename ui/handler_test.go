@@ -47,7 +47,7 @@ func TestHandler(t *testing.T) {
 			{"/jobs?attention=1", []string{"leaky", "idle"}},
 			{"/jobs?prefix=fl", []string{"flaky"}},
 			{"/jobs/ok", []string{"Timeline of the firings of ok", "<svg", "History", "o-ran", "fixture", "Registered specs",
-				"instances registered different specs", "*/3 * * * * *"}},
+				"instances up registered different specs", "*/3 * * * * *"}},
 			{"/jobs/flaky", []string{"retried", "◆", "attempt 1 failed, retried"}},
 			{"/jobs/flaky?outcome=retried", []string{"(attempt 2)"}},
 			{"/jobs/leaky?outcome=failed", []string{"o-failed", "mongodb://***@db.internal"}},
