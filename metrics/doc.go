@@ -59,6 +59,7 @@
 //	mongolock_job_consecutive_failures            gauge      job_name                  runs here that failed since the last success
 //	mongolock_job_retries_total                   counter    job_name                  failed attempts of firings here that were retried under the same lease (lock.RunRetrying)
 //	mongolock_job_takeovers_total                 counter    job_name                  claims this process took over from a claimant that did not start their work before its lease lapsed (lock.FiringTakenOver)
+//	mongolock_job_spec_superseded                 gauge      job_name                  1 while another instance registered the job with another spec since this process did: the cluster follows that one, and this process does not fire the job (lock.JobSpecSuperseded)
 //	mongolock_job_control_total                   counter    job_name, action          pause (also JobPauseAfter's), resume, trigger (a request made) and remove through this process's scheduler (lock.JobPaused...); the CLI's are not seen
 //	mongolock_migrations_applied_total            counter    direction                 migrations applied (up) or rolled back (down)
 //	mongolock_migrations_failed_total             counter    direction                 migrations that failed

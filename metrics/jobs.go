@@ -84,6 +84,7 @@ type jobMetrics struct {
 	retries     *prometheus.CounterVec
 	takeovers   *prometheus.CounterVec
 	control     *prometheus.CounterVec
+	superseded  *prometheus.GaugeVec
 
 	all sync.Map // job name → *job
 
@@ -96,7 +97,7 @@ type job struct {
 	succeeded, failed, claimedElsewhere prometheus.Counter
 	skipped                             [len(skipReasons) + 1]prometheus.Counter
 	duration, lateness                  prometheus.Observer
-	lastSuccess, failures               prometheus.Gauge
+	lastSuccess, failures, superseded   prometheus.Gauge
 	retries, takeovers                  prometheus.Counter
 	control                             [len(controlActions)]prometheus.Counter
 }
@@ -120,6 +121,9 @@ func (j *jobMetrics) init(m *Metrics, cfg config) {
 	j.control = m.counter("job_control_total",
 		"Control actions on the job through this instance's scheduler, by action: pause (also after too many failures), resume, trigger (a request made), remove.",
 		"job_name", "action")
+	j.superseded = m.gauge("job_spec_superseded",
+		"1 while another instance registered the job with another spec since this instance did: the cluster follows that one, and this instance does not fire the job.",
+		"job_name")
 }
 
 // get returns the series of job name, creating them at zero.
@@ -137,6 +141,7 @@ func (j *jobMetrics) get(name string) *job {
 		failures:         j.failures.WithLabelValues(name),
 		retries:          j.retries.WithLabelValues(name),
 		takeovers:        j.takeovers.WithLabelValues(name),
+		superseded:       j.superseded.WithLabelValues(name),
 	}
 	for i := range x.skipped {
 		x.skipped[i] = j.firings.WithLabelValues(name, outcomeSkipped, skipLabel(i))
@@ -167,6 +172,10 @@ func (j *jobMetrics) observe(e lock.Event) {
 		x.retries.Inc()
 	case lock.FiringTakenOver:
 		x.takeovers.Inc()
+	case lock.JobSpecSuperseded:
+		x.superseded.Set(1)
+	case lock.JobSpecRestored:
+		x.superseded.Set(0)
 	case lock.JobPaused, lock.JobResumed, lock.JobTriggered, lock.JobRemoved:
 		for i, a := range controlActions {
 			if a.kind == e.Kind {

@@ -37,6 +37,7 @@ const (
 	retries   = "mongolock_job_retries_total"
 	takeovers = "mongolock_job_takeovers_total"
 	control   = "mongolock_job_control_total"
+	specSuper = "mongolock_job_spec_superseded"
 	applied   = "mongolock_migrations_applied_total"
 	migFailed = "mongolock_migrations_failed_total"
 	migWait   = "mongolock_migrations_lock_wait_seconds"
@@ -187,6 +188,9 @@ func TestObserveMapping(t *testing.T) {
 		{"job resumed", nil, job(lock.JobResumed, nil), map[string]float64{series(control, "job_name", "j", "action", "resume"): 1}},
 		{"job triggered", nil, job(lock.JobTriggered, nil), map[string]float64{series(control, "job_name", "j", "action", "trigger"): 1}},
 		{"job removed", nil, job(lock.JobRemoved, nil), map[string]float64{series(control, "job_name", "j", "action", "remove"): 1}},
+		{"job spec superseded", nil, job(lock.JobSpecSuperseded, nil), map[string]float64{series(specSuper, "job_name", "j"): 1}},
+		{"job spec restored", []lock.Event{job(lock.JobSpecSuperseded, nil)}, job(lock.JobSpecRestored, nil),
+			map[string]float64{series(specSuper, "job_name", "j"): -1}},
 		{"run started", nil, job(lock.RunStarted, func(e *lock.Event) { e.Lateness, e.Attempt = 1500*time.Millisecond, 1 }),
 			map[string]float64{series(lateness+"_count", "job_name", "j"): 1, series(lateness+"_sum", "job_name", "j"): 1.5}},
 		{"run started at the lock's second try: not a retry", nil, job(lock.RunStarted, func(e *lock.Event) { e.Lateness, e.Attempt = 2*time.Second, 2 }),
@@ -308,7 +312,7 @@ func TestSeriesPresentFromTheStart(t *testing.T) {
 		for i := range skipOther + 1 {
 			jobWant[firing(j, "skipped", skipLabel(i))] = 0
 		}
-		for _, g := range []string{lastOK, failures, retries, takeovers} {
+		for _, g := range []string{lastOK, failures, retries, takeovers, specSuper} {
 			jobWant[series(g, "job_name", j)] = 0
 		}
 		for _, a := range []string{"pause", "resume", "trigger", "remove"} {

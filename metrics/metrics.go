@@ -79,7 +79,7 @@ func (m *Metrics) Observe(e lock.Event) {
 	case lock.TermStarted, lock.TermEnded, lock.LeaderSeen:
 		m.elections.observe(e)
 	case lock.FiringLost, lock.FiringSkipped, lock.RunStarted, lock.RunEnded, lock.RunRetrying, lock.FiringTakenOver,
-		lock.JobPaused, lock.JobResumed, lock.JobTriggered, lock.JobRemoved:
+		lock.JobPaused, lock.JobResumed, lock.JobTriggered, lock.JobRemoved, lock.JobSpecSuperseded, lock.JobSpecRestored:
 		m.jobs.observe(e)
 	case lock.MigrationApplied, lock.MigrationFailed, lock.MigrationWaited:
 		m.migrations.observe(e)
