@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"context"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +92,80 @@ func untilFiring(periods int, offset time.Duration) {
 		next = next.Add(every)
 	}
 	sleep(next.Sub(now) + time.Duration(periods)*every)
+}
+
+// Scenario 5b: a rolling deploy that changes a job's spec. Two instances
+// run "tick" every 2s; they are replaced, one at a time, by two that run
+// it every 3s. The firings follow one spec at any time, cluster-wide: the
+// 2s spec's until the first new instance registered the job (the job
+// document's SpecSince, on the server's clock), the 3s spec's after it.
+// None ran twice, none of either spec outside its time, and every firing
+// of the spec followed while an instance was up ran.
+func TestRollingDeployChangesSpec(t *testing.T) {
+	const oldEvery, newEvery = 2 * time.Second, 3 * time.Second
+	c := newCluster(t, testTTL, "tick")
+	c.base.Every = oldEvery
+	olds := c.spawnN(2)
+	windowStart := wallNow()
+	sleep(2 * oldEvery)
+	neu := func(cfg *instanceConfig) { cfg.Every = newEvery }
+	for _, old := range olds {
+		from := c.Mark()
+		p := c.spawn(neu)
+		c.awaitUp(from, p.Name())
+		sleep(oldEvery)
+		c.terminate(old, instanceStopTimeout)
+	}
+	sleep(2 * newEvery)
+	windowEnd := wallNow()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), "tick")
+	if err != nil || len(recs) != 1 || recs[0].SpecSince.IsZero() || recs[0].Spec != "@every 3s" {
+		t.Fatalf("record of tick %+v %v: want the new spec, since its first registration", recs, err)
+	}
+	since := recs[0].SpecSince
+	want := map[cluster.Firing]bool{}
+	for _, f := range cluster.Scheduled(windowStart, since, oldEvery) {
+		want[cluster.NewFiring("tick", f)] = true
+	}
+	for _, f := range cluster.Scheduled(since.Add(time.Nanosecond), windowEnd, newEvery) {
+		want[cluster.NewFiring("tick", f)] = true
+	}
+	deadline := time.Now().Add(takeoverBound)
+	ran := c.firings()
+	for missing := true; missing && time.Now().Before(deadline); ran = c.firings() {
+		missing = false
+		for k := range want {
+			missing = missing || ran[k] == 0
+		}
+		if missing {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	c.checkFiringsOf(nil, time.Time{}, time.Time{}) // none twice
+	for _, k := range cluster.SortedFirings(ran) {
+		f := k.Scheduled
+		switch {
+		case f.Before(windowStart):
+		case !f.After(since) && f.UnixNano()%int64(oldEvery) != 0:
+			t.Errorf("firing %s of the new spec ran before its registration at %s", k, since.Local().Format("15:04:05.000"))
+		case f.After(since) && f.UnixNano()%int64(newEvery) != 0:
+			t.Errorf("firing %s of the superseded spec ran after the new one's registration at %s", k, since.Local().Format("15:04:05.000"))
+		}
+	}
+	var missed []string
+	for k := range want {
+		if ran[k] == 0 {
+			missed = append(missed, k.String())
+		}
+	}
+	if len(missed) > 0 {
+		slices.Sort(missed)
+		t.Errorf("firings of the spec followed that did not run: %s (the new spec since %s)", strings.Join(missed, ", "), since.Local().Format("15:04:05.000"))
+		c.logRecords([]string{"tick"}, windowStart, windowEnd)
+	}
+	t.Logf("%d firings ran in [%s, %s], the new spec's since %s", len(want), windowStart.Format(time.TimeOnly),
+		windowEnd.Format(time.TimeOnly), since.Local().Format("15:04:05.000"))
 }

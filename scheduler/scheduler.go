@@ -244,8 +244,9 @@ func (s *Scheduler) LockID(name string) string { return s.cfg.lockPrefix + name 
 // AddJob registers fn to run at every firing of spec, a robfig/cron spec:
 // five fields (six with WithSeconds), a descriptor such as @daily or
 // "@every 10m", optionally prefixed by CRON_TZ=Zone. Jobs can be added
-// before or after Start. name identifies the job across instances: every
-// instance must register it with the same spec.
+// before or after Start. name identifies the job across instances; if
+// instances register it with different specs, the job follows the newest
+// registration's (see "One spec per job" in the package documentation).
 //
 // fn receives a context that is cancelled when its lease is lost (cause
 // lock.ErrLeaseLost), on Stop (ErrStopped) or after JobTimeout
