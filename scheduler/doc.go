@@ -38,9 +38,10 @@
 //
 // A claim is work: the firings after "done" (the last firing settled)
 // up to F. Normally that is F alone; after firings that no instance
-// claimed in time (none was up, or all were busy or behind, or an earlier
-// claim waited to be taken over) it also covers those, and the catch-up
-// policy says which of them run. The work stays pending, and no later
+// claimed in time it also covers those: the ones that fell while some
+// instance was up (all were busy or behind, or an earlier claim waited to
+// be taken over) run late, and the catch-up policy says which of the
+// others (none was up) run. The work stays pending, and no later
 // firing of the job can be claimed, until its last firing starts or is
 // recorded as not run: the claims of a job are settled one at a time, in
 // order.
@@ -89,8 +90,10 @@
 //     claim stays pending, for the instance's next poll to resume, or for
 //     another instance to take over once its presence lapsed, so the firing
 //     runs late rather than never. A lease lost while the start write was in
-//     flight means a server too slow to trust: the firing is recorded as not
-//     run, which sheds load. The job runs again after a pause while it
+//     flight: the start is undone, and the claim is pending again, as
+//     above; if it cannot be undone (a later claim came meanwhile, or the
+//     write failed), the firing is spent: recorded as failed "not run: ...",
+//     and not run again. The job runs again after a pause while it
 //     fails, up to its retries (JobRetries). From step 3 on the Session's
 //     keep-alive renews the lease with every other lease the Session holds,
 //     one command per renew interval. The job's context is bound to the
@@ -154,15 +157,16 @@
 // Scheduler is gone (so a job that ignores its cancelled context delays
 // it, until the Session closes). In leader-only mode the election's lease
 // stands for presence: claims of a leader that stopped scheduling but
-// still leads wait for the next leader. Firings that fall meanwhile are
-// missed, and the claim that follows covers them: the catch-up policy
-// decides.
+// still leads wait for the next leader. Firings that fall meanwhile
+// cannot be claimed; the claim that follows covers them, and they run
+// late, in order, up to MaxLate of them.
 //
 // # Catch-up
 //
 // A job's catch-up policy (WithCatchUp, JobCatchUp; DefaultCatchUp runs
-// the latest missed firing within a day) says what happens to firings no
-// instance claimed in time. CatchUpSkip records them as not run;
+// the latest missed firing within a day) says what happens to firings
+// that fell while no instance was up to claim them (those that fell while
+// one was up run late, as above). CatchUpSkip records them as not run;
 // CatchUpLatest runs the latest of them; CatchUpAll runs all of them, up
 // to a maximum, oldest first. In each case firings older than the policy's
 // window are recorded as not run (ReasonWindow), whoever claimed them, and
@@ -217,24 +221,28 @@
 // batch, whatever the jobs. Batching adds no delay to an idle scheduler. A
 // claimant that finds the lock held spends one or two more round trips per
 // attempt: at most lockWait/RetryPeriod × 1.25 + 5 attempts, 25 with the
-// default timings. A server that cannot keep up delays claims; firings are
-// then missed, never run twice, and each instance tries at most one
+// default timings. A server that cannot keep up delays claims; firings
+// then run late, never twice, and each instance tries at most one
 // firing per job at a time (two with OverlapWait and OverlapCancel; work
 // taken over or triggered aside), and limits how many firings it sets up
 // at once (admission: additive increase, multiplicative decrease on how
 // long a claim, lock and start take); those it does not try are reported
-// here (ReasonOverloaded) and recorded as missed by the claim after them.
+// here (ReasonOverloaded) and run late by the claim after them.
 //
 // # What is not promised
 //
 // Every firing runs at most once. One that an instance claimed runs, late
-// if its claimant died, as long as some instance that registers the job is
-// up and the firing is within the catch-up window. Firings that no
-// instance claimed in time (none was up; all were busy, behind or
-// overloaded; an earlier claim waited to be taken over) run as the
-// catch-up policy says, and are recorded as not run otherwise; so are
-// firings that fall while the previous run still goes, beyond the wait of
-// step 3 (OverlapSkip). Every firing not run is recorded, with its reason,
+// if its claimant died before starting it, as long as some instance that
+// registers the job is up and the firing is within the catch-up window.
+// One whose start was recorded is spent if its instance then died, or lost
+// its lease before calling the job and could not undo the start: it is not
+// run again, and its record says it started (running, or failed "not run:
+// ..."). Firings that no instance claimed in time while one was up (all
+// were busy, behind or overloaded; an earlier claim waited to be taken
+// over) run late, in order, up to MaxLate of them; those that fell while
+// none was up run as the catch-up policy says. The others are recorded as
+// not run; so are firings that fall while the previous run still goes,
+// beyond the wait of step 3 (OverlapSkip). Every firing not run is recorded, with its reason,
 // by the instance whose claim covered it, once that claim is settled: a
 // range of firings missed while no instance was up is recorded when the
 // next claim is made. An instance that falls behind its own schedule
