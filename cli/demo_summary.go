@@ -13,11 +13,14 @@ import (
 	"github.com/mongolock/mongolock/scheduler"
 )
 
-// demoSettle is how long before an instance went down a firing must fall for
-// that instance to count as able to run it: a claim, a lock and a start take
-// a few round trips. A firing an instance claimed but did not start before it
-// went down is taken over by another instance and runs late; at the end of
-// the demo every instance goes down at once, and nobody is left to.
+// demoSettle is how long an instance must stay up after the firing that
+// follows a firing F for it to count as able to run F: a claim, a lock and a
+// start take a few round trips. F runs by its own claim, or, if no instance
+// tried it when it fell (all were busy, behind or overloaded, or an earlier
+// claim was pending), by the claim of a later firing, which covers it. A
+// firing an instance claimed but did not start before it went down is taken
+// over by another instance and runs late; at the end of the demo every
+// instance goes down at once, and nobody is left to.
 const demoSettle = time.Second
 
 // failover is a leader the demo killed or stopped, and who took over.
@@ -179,7 +182,7 @@ func summarize(log []cluster.Event, jobs []demoJob, hist demoHistory) demoSummar
 	slices.SortFunc(s.spent, compareNoted)
 
 	// Firings due while some instance had started its scheduler and was not
-	// about to go down.
+	// about to go down before the next firing's claim (demoSettle).
 	for _, j := range jobs {
 		var first, end time.Time
 		for name, r := range ready {
@@ -204,7 +207,7 @@ func summarize(log []cluster.Event, jobs []demoJob, hist demoHistory) demoSummar
 				if !ok {
 					d = last
 				}
-				if r.Before(f) && !f.After(d.Add(-demoSettle)) {
+				if r.Before(f) && !f.Add(j.every).After(d.Add(-demoSettle)) {
 					covered = true
 					break
 				}
@@ -322,8 +325,8 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 	line("firings missed", "%d of %d due while an instance was up", len(s.missed), s.due)
 	noted(s.missed)
 	if len(s.missed) > 0 {
-		fmt.Fprintln(w, "    (a firing due while an instance is up runs, late if its claimant died or an earlier")
-		fmt.Fprintln(w, "    claim waited to be taken over, unless it is spent or skipped: these were lost)")
+		fmt.Fprintln(w, "    (a firing due while an instance was up runs, late if its claimant died or an earlier")
+		fmt.Fprintln(w, "    claim waited to be taken over, unless it is spent or a policy skipped it: these were lost)")
 	}
 	if len(s.scraped) > 0 {
 		line("metrics", "the /metrics of %s counted the runs their events show (killed instances are not scraped)", strings.Join(s.scraped, ", "))
