@@ -340,6 +340,28 @@ func TestSummarizeMigrationsNotReached(t *testing.T) {
 	}
 }
 
+// TestSummarizeDeadLockHolder: a firing recorded as not run because the
+// previous run still held the job's lock, when that run's instance had been
+// killed before the firing fell, is missed: the documented policy waits out
+// a dead run's lock and runs the firing late.
+func TestSummarizeDeadLockHolder(t *testing.T) {
+	l := cleanDemo().without("tick", 4).without("tick", 5)
+	hist := demoHistory{skipped: []skipRecord{
+		{job: "tick", from: l.t0.Add(4 * time.Second), through: l.t0.Add(5 * time.Second), reason: scheduler.ReasonLockHeld + " (2 through x)"},
+	}}
+	s := summarize(l.log, demoJobs(), hist)
+	// tick 4s fell before app1, which ran tick 3s, was killed (4.2s).
+	if want := []noteFiring{{s0("tick", 4), scheduler.ReasonLockHeld + " (2 through x)"}}; !slices.Equal(s.skipped, want) {
+		t.Errorf("skipped %v, want %v", s.skipped, want)
+	}
+	kill := l.t0.Add(4200 * time.Millisecond).Local().Format(clockFormat)
+	want := []noteFiring{{s0("tick", 5), "recorded as not run: " + scheduler.ReasonLockHeld + " (2 through x); but the run before it, of " +
+		s0("tick", 3).String() + ", was on app1, killed at " + kill}}
+	if !slices.Equal(s.missed, want) {
+		t.Errorf("missed %v, want %v", s.missed, want)
+	}
+}
+
 // TestSkipReason: a record of firings not run covers its range, and only
 // the reasons of documented policies excuse a firing due while instances
 // were up.
