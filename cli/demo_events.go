@@ -64,6 +64,9 @@ func (e *emitter) emit(ev cluster.Event) {
 	fmt.Fprintln(e.w, eventLine(ev, ""))
 }
 
+// demoLate is how late a run must start for its line to say so.
+const demoLate = 500 * time.Millisecond
+
 // clockFormat is how the demo prints instants: local time, milliseconds.
 const clockFormat = "15:04:05.000"
 
@@ -106,7 +109,19 @@ func describe(ev cluster.Event) string {
 	case cluster.EvUnlead:
 		return "stopped leading: " + ev.Msg
 	case cluster.EvRun:
-		return fmt.Sprintf("runs %-11s firing %s", ev.Job, ev.Firing.Local().Format("15:04:05"))
+		line := fmt.Sprintf("runs %-11s firing %s", ev.Job, ev.Firing.Local().Format("15:04:05"))
+		if late := ev.T.Sub(ev.Firing); late >= demoLate {
+			line += fmt.Sprintf(", %.1f s late", late.Seconds())
+		}
+		return line
+	case cluster.EvTakenOver:
+		// A demo instance's keeper id begins with its name.
+		from, _, _ := strings.Cut(ev.Keeper, "/")
+		return fmt.Sprintf("takes over %s firing %s from %s, gone before starting it", ev.Job, ev.Firing.Local().Format("15:04:05"), from)
+	case cluster.EvSkipped:
+		return fmt.Sprintf("does not run %s firing %s here: %s", ev.Job, ev.Firing.Local().Format("15:04:05"), ev.Msg)
+	case cluster.EvStartSeen:
+		return fmt.Sprintf("died with its run of %s firing %s recorded as started (running)", ev.Job, ev.Firing.Local().Format("15:04:05"))
 	case cluster.EvStopped:
 		return "stopped cleanly"
 	case cluster.EvError:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,6 +146,9 @@ func (a *app) runInstance(ctx context.Context, em *emitter, log zerolog.Logger, 
 	if err := in.session.AddObserver(terms); err != nil {
 		return err
 	}
+	if err := in.session.AddObserver(firingObserver(em)); err != nil {
+		return err
+	}
 	obs, err := newObservability(in.session)
 	if err != nil {
 		return err
@@ -265,6 +269,24 @@ func demoJobFunc(em *emitter, work time.Duration) func(context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// firingObserver reports what happens to firings beyond runs: those this
+// instance took over from one that died or stopped, and those it did not
+// run, with the scheduler's reason.
+func firingObserver(em *emitter) lock.Observer {
+	return lock.ObserverFunc(func(e lock.Event) {
+		switch e.Kind {
+		case lock.FiringTakenOver:
+			em.emit(cluster.Event{Kind: cluster.EvTakenOver, Job: e.Job, Firing: e.Scheduled, Keeper: e.Leader})
+		case lock.FiringSkipped:
+			msg := e.Reason
+			if e.Err != nil && !strings.Contains(msg, e.Err.Error()) {
+				msg += " (" + e.Err.Error() + ")"
+			}
+			em.emit(cluster.Event{Kind: cluster.EvSkipped, Job: e.Job, Firing: e.Scheduled, Msg: msg})
+		}
+	})
 }
 
 // demoLeaderTask is the leader's long-running task. A real one would work

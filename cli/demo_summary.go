@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -9,12 +10,17 @@ import (
 	"time"
 
 	"github.com/mongolock/mongolock/internal/cluster"
+	"github.com/mongolock/mongolock/scheduler"
 )
 
-// demoSettle is how long before an instance went down a firing must fall for
-// that instance to count as able to run it: a claim and a lock take a few
-// round trips, and a firing claimed by an instance that is then killed, or
-// asked to stop, is skipped (at most once), not run by another.
+// demoSettle is how long an instance must stay up after the firing that
+// follows a firing F for it to count as able to run F: a claim, a lock and a
+// start take a few round trips. F runs by its own claim, or, if no instance
+// tried it when it fell (all were busy, behind or overloaded, or an earlier
+// claim was pending), by the claim of a later firing, which covers it. A
+// firing an instance claimed but did not start before it went down is taken
+// over by another instance and runs late; at the end of the demo every
+// instance goes down at once, and nobody is left to.
 const demoSettle = time.Second
 
 // failover is a leader the demo killed or stopped, and who took over.
@@ -34,20 +40,34 @@ type demoSummary struct {
 	perInstance map[string]int
 	twice       map[cluster.Firing][]string // firings run more than once, and by whom
 	due         int                         // firings due while an instance could run them
-	missed      []cluster.Firing
-	failovers   []failover
-	migrations  map[int64][]string // version -> instances that applied it
-	migrated    int                // instances whose migrations returned
-	problems    []string           // unexpected exits and errors
-	terms       []cluster.Span     // leader terms
-	overlaps    []string           // pairs of leader terms that overlapped
+	// spent are the firings whose start was recorded but whose job was
+	// never called (their instance died, or lost its lease, first): not
+	// run again, anywhere. Of all firings, due or not.
+	spent []noteFiring
+	// skipped are the firings due that were recorded as not run by a
+	// documented policy (byPolicy), missed those due that were neither
+	// run, nor spent, nor so skipped: each with what the history says.
+	skipped, missed []noteFiring
+	failovers       []failover
+	migrations      map[int64][]string // version -> instances that applied it
+	migrated        int                // instances whose migrations returned
+	problems        []string           // unexpected exits and errors
+	terms           []cluster.Span     // leader terms
+	overlaps        []string           // pairs of leader terms that overlapped
 	// scraped lists the instances whose own /metrics counted the same runs
 	// per job as their run events; a mismatch is a problem.
 	scraped []string
 }
 
-// summarize computes the summary from the demo's log, in receipt order.
-func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
+// noteFiring is a firing and what became of it.
+type noteFiring struct {
+	cluster.Firing
+	note string
+}
+
+// summarize computes the summary from the demo's log, in receipt order, and
+// the history the scheduler recorded.
+func summarize(log []cluster.Event, jobs []demoJob, hist demoHistory) demoSummary {
 	s := demoSummary{
 		perJob:      make(map[string]int),
 		perInstance: make(map[string]int),
@@ -58,6 +78,9 @@ func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 	ready := make(map[string]time.Time)
 	down := make(map[string]time.Time)
 	killed := make(map[string]bool)
+	killedAt := make(map[string]time.Time)
+	instanceOf := make(map[string]string) // keeper -> instance
+	startSeen := make(map[cluster.Firing]string)
 	var open []int // failovers waiting for a new leader
 	var last time.Time
 	for _, ev := range log {
@@ -67,6 +90,9 @@ func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 		switch ev.Kind {
 		case cluster.EvStart:
 			s.instances = append(s.instances, ev.Instance)
+			instanceOf[ev.Keeper] = ev.Instance
+		case cluster.EvStartSeen:
+			startSeen[cluster.NewFiring(ev.Job, ev.Firing)] = ev.Instance
 		case cluster.EvMigrated:
 			s.migrated++
 			for _, v := range ev.Applied {
@@ -106,6 +132,9 @@ func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 			}
 			if ev.Kind == cluster.EvKilled {
 				killed[ev.Instance] = true
+				if _, ok := killedAt[ev.Instance]; !ok {
+					killedAt[ev.Instance] = ev.T
+				}
 			}
 			if ev.Leader {
 				kind := "stop"
@@ -136,8 +165,28 @@ func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 	s.terms = cluster.LeaderTerms(log, last)
 	s.overlaps = cluster.Overlaps(s.terms)
 
+	// Spent: started, and never run.
+	spent := make(map[cluster.Firing]bool)
+	for k, who := range startSeen {
+		if len(ran[k]) == 0 {
+			spent[k] = true
+			s.spent = append(s.spent, noteFiring{k, "started by " + who + ", killed before it called the job"})
+		}
+	}
+	for k, r := range hist.notRun {
+		if len(ran[k]) == 0 && !spent[k] {
+			who := instanceOf[r.keeper]
+			if who == "" {
+				who = r.keeper
+			}
+			spent[k] = true
+			s.spent = append(s.spent, noteFiring{k, "started by " + who + ", recorded as " + r.err})
+		}
+	}
+	slices.SortFunc(s.spent, compareNoted)
+
 	// Firings due while some instance had started its scheduler and was not
-	// about to go down.
+	// about to go down before the next firing's claim (demoSettle).
 	for _, j := range jobs {
 		var first, end time.Time
 		for name, r := range ready {
@@ -162,7 +211,7 @@ func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 				if !ok {
 					d = last
 				}
-				if r.Before(f) && !f.After(d.Add(-demoSettle)) {
+				if r.Before(f) && !f.Add(j.every).After(d.Add(-demoSettle)) {
 					covered = true
 					break
 				}
@@ -171,13 +220,56 @@ func summarize(log []cluster.Event, jobs []demoJob) demoSummary {
 				continue
 			}
 			s.due++
-			if k := cluster.NewFiring(j.name, f); len(ran[k]) == 0 {
-				s.missed = append(s.missed, k)
+			k := cluster.NewFiring(j.name, f)
+			if len(ran[k]) > 0 || spent[k] {
+				continue
+			}
+			switch reason, ok := hist.skipReason(k); {
+			case ok && byPolicy(reason):
+				if dead := deadBefore(k, reason, log, killedAt); dead != "" {
+					s.missed = append(s.missed, noteFiring{k, "recorded as not run: " + reason + "; but " + dead})
+					continue
+				}
+				s.skipped = append(s.skipped, noteFiring{k, reason})
+			case ok:
+				s.missed = append(s.missed, noteFiring{k, "recorded as not run: " + reason})
+			default:
+				s.missed = append(s.missed, noteFiring{k, "no record of it"})
 			}
 		}
 	}
-	cluster.SortFirings(s.missed)
+	slices.SortFunc(s.skipped, compareNoted)
+	slices.SortFunc(s.missed, compareNoted)
 	return s
+}
+
+// deadBefore says, for firing k that the overlap policy skipped for reason
+// (the previous run still going), why the facts refute it, or returns "":
+// the run before k (the one of the latest firing before it that ran, or
+// was left started) was on an instance killed before k fell. Its job's
+// lock outlived it, but nothing was going: the documented policy waits
+// out a lock whose holder stopped renewing it, and runs the firing late.
+func deadBefore(k cluster.Firing, reason string, log []cluster.Event, killedAt map[string]time.Time) string {
+	if !strings.HasPrefix(reason, scheduler.ReasonRunGoing) { // ReasonLockHeld too
+		return ""
+	}
+	var prev cluster.Event
+	for _, ev := range log {
+		if (ev.Kind == cluster.EvRun && !ev.Triggered || ev.Kind == cluster.EvStartSeen) &&
+			ev.Job == k.Job && ev.Firing.Before(k.Scheduled) && ev.Firing.After(prev.Firing) {
+			prev = ev
+		}
+	}
+	at, ok := killedAt[prev.Instance]
+	if prev.Job == "" || !ok || at.After(k.Scheduled) {
+		return ""
+	}
+	return fmt.Sprintf("the run before it, of %s, was on %s, killed at %s",
+		cluster.NewFiring(prev.Job, prev.Firing), prev.Instance, at.Local().Format(clockFormat))
+}
+
+func compareNoted(a, b noteFiring) int {
+	return cmp.Or(a.Scheduled.Compare(b.Scheduled), strings.Compare(a.Job, b.Job))
 }
 
 // firings is the number of distinct firings that ran.
@@ -190,12 +282,16 @@ func (s demoSummary) firings() int {
 }
 
 // failures lists what makes the demo fail: a firing that ran twice above all,
-// then two leaders at once, a migration applied twice, a leader nobody
-// replaced, an instance that crashed.
+// then a firing missed while an instance was up, two leaders at once, a
+// migration applied twice, a leader nobody replaced, an instance that
+// crashed.
 func (s demoSummary) failures() []string {
 	var out []string
 	if n := len(s.twice); n > 0 {
 		out = append(out, fmt.Sprintf("%d firing(s) ran twice", n))
+	}
+	if n := len(s.missed); n > 0 {
+		out = append(out, fmt.Sprintf("%d firing(s) missed while an instance was up", n))
 	}
 	if n := len(s.overlaps); n > 0 {
 		out = append(out, fmt.Sprintf("%d pair(s) of leader terms overlapped", n))
@@ -245,13 +341,26 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 	for _, k := range cluster.SortedFirings(s.twice) {
 		fmt.Fprintf(w, "    %s by %s\n", k, strings.Join(s.twice[k], ", "))
 	}
-	line("firings missed", "%d of %d due while an instance was up", len(s.missed), s.due)
-	for _, k := range s.missed {
-		fmt.Fprintf(w, "    %s\n", k)
+	noted := func(fs []noteFiring) {
+		for _, f := range fs {
+			fmt.Fprintf(w, "    %s: %s\n", f.Firing, f.note)
+		}
 	}
+	line("firings spent", "%d (started, then their instance died or lost its lease before running the job)", len(s.spent))
+	noted(s.spent)
+	if len(s.spent) > 0 {
+		fmt.Fprintln(w, "    (a spent firing's start was recorded, so it may have done its work: it is not run")
+		fmt.Fprintln(w, "    again, anywhere. A firing claimed but not started when its claimant died is taken")
+		fmt.Fprintln(w, "    over once the claimant's lease lapsed, and runs late.)")
+	}
+	line("firings skipped", "%d due, as a policy says (previous run still going, job paused, over %d late)", len(s.skipped), scheduler.MaxLate)
+	noted(s.skipped)
+	line("firings missed", "%d of %d due while an instance was up", len(s.missed), s.due)
+	noted(s.missed)
 	if len(s.missed) > 0 {
-		fmt.Fprintln(w, "    (a firing claimed by an instance that is then killed or stopped, or due while a")
-		fmt.Fprintln(w, "    dead instance's job lease runs out, is skipped, not run elsewhere: at most once)")
+		fmt.Fprintln(w, "    (a firing due while an instance was up runs, late if its claimant died, or an earlier")
+		fmt.Fprintln(w, "    claim waited to be taken over, or a dead run's lock to lapse; unless it is spent or a")
+		fmt.Fprintln(w, "    policy skipped it: these were lost)")
 	}
 	if len(s.scraped) > 0 {
 		line("metrics", "the /metrics of %s counted the runs their events show (killed instances are not scraped)", strings.Join(s.scraped, ", "))

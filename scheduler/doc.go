@@ -123,11 +123,10 @@
 //     claim stays pending, for the instance's next poll to resume, or for
 //     another instance to take over once its presence lapsed, so the firing
 //     runs late rather than never. A lease lost while the start write was in
-//     flight (a server slow to answer) undoes the start: the claim is
-//     pending again, and the firing runs late, unless another claim came
-//     meanwhile (the lease was lost: another instance moved on), when the
-//     firing is spent and recorded as failed, "not run: ...". The job runs
-//     again after a pause while it
+//     flight: the start is undone, and the claim is pending again, as
+//     above; if it cannot be undone (a later claim came meanwhile, or the
+//     write failed), the firing is spent: recorded as failed "not run: ...",
+//     and not run again. The job runs again after a pause while it
 //     fails, up to its retries (JobRetries). From step 3 on the Session's
 //     keep-alive renews the lease with every other lease the Session holds,
 //     one command per renew interval. The job's context is bound to the
@@ -278,13 +277,13 @@
 // batch, whatever the jobs. Batching adds no delay to an idle scheduler. A
 // claimant that finds the lock held spends one or two more round trips per
 // attempt: at most lockWait/RetryPeriod × 1.25 + 5 attempts, 25 with the
-// default timings. A server that cannot keep up delays claims; firings are
-// then missed, never run twice, and each instance tries at most one
+// default timings. A server that cannot keep up delays claims; firings
+// then run late, never twice, and each instance tries at most one
 // firing per job at a time (two with OverlapWait and OverlapCancel; work
 // taken over or triggered aside), and limits how many firings it sets up
 // at once (admission: additive increase, multiplicative decrease on how
 // long a claim, lock and start take); those it does not try are reported
-// here (ReasonOverloaded) and recorded as missed by the claim after them.
+// here (ReasonOverloaded) and run late by the claim after them.
 //
 // # What is not promised
 //

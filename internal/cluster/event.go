@@ -41,6 +41,10 @@ const (
 	EvStopping Kind = "stopping" // it was asked to stop: Leader as for EvKilled, Msg why
 	EvPaused   Kind = "paused"   // it was sent SIGSTOP: Leader, Job and Firing as for EvKilled
 	EvResumed  Kind = "resumed"  // it was sent SIGCONT
+	// EvStartSeen: after it died, its job document still said that its run
+	// of a firing had started (outcome running): Job, Firing, Keeper. A
+	// firing so started and never run (no EvRun) is spent.
+	EvStartSeen Kind = "startseen"
 )
 
 // Event is one thing an instance, or its driver, reports.
