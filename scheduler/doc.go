@@ -100,12 +100,15 @@
 //     instance tries again, at pauses doubling from 20ms up to the Session's
 //     retry period (lock.Backoff, as a waiting lock.Mutex), until G plus
 //     half the time to J's next firing or plus a lease TTL, whichever comes
-//     first (from now, for a late firing). Then it reads the lock's holder
-//     once: if its lease was not renewed for over one and a half renew
-//     intervals, the run holding it is gone (its instance killed, or paused
-//     or cut off past its lease), and the instance waits on until the lease
-//     lapses, at most a TTL; otherwise it records G as not run
-//     (ReasonLockHeld). OverlapWait waits as long as it takes; OverlapCancel
+//     first (from now, for a late firing). It reads the lock's holder a
+//     renew interval and a half before then (or when it begins to wait)
+//     and again then: if its lease was neither renewed between the two nor
+//     for over one and a half renew intervals, the run holding it is gone
+//     (its instance killed, or paused or cut off past its lease), and the
+//     instance waits on until the lease lapses, at most a TTL; a lock
+//     taken too recently to tell and never renewed is read once more, when
+//     a live holder would have renewed it. Otherwise it records G as not
+//     run (ReasonLockHeld). OverlapWait waits as long as it takes; OverlapCancel
 //     also has the previous run cancelled. A lease granted so late that the
 //     Session cannot trust it is released by the Session, and G recorded as
 //     not run;

@@ -245,7 +245,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	}
 	b := s.lockBackoff()
 	mayHold := false // an attempt failed after its write may have happened
-	lookedAtHolder := false
+	var watch holderWatch
 	var lastErr error
 	began := s.clock.Now()
 	attempt := 1
@@ -291,12 +291,10 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			break
 		}
 		now := s.clock.Now()
-		if !giveUp.IsZero() && !now.Before(giveUp) && !lookedAtHolder && lastErr == nil && s.ctx.Err() == nil {
-			// Once, before giving up: is the holder alive?
-			lookedAtHolder = true
-			if until, ok := s.deadHolder(fr); ok {
-				giveUp, now = until, s.clock.Now()
-			}
+		if !giveUp.IsZero() && lastErr == nil && s.ctx.Err() == nil {
+			// Before giving up: is the holder alive?
+			giveUp = watch.look(s, fr, now, giveUp)
+			now = s.clock.Now()
 		}
 		pause := b.Pause(attempt)
 		if !giveUp.IsZero() {
@@ -326,37 +324,75 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	return nil, e.Reason, false
 }
 
-// deadHolder tells, when fr's wait for its job's lock is about to run
-// out, whether to wait on, and until when: if the lock's holder did not
-// renew its lease for over one and a half renew intervals (a live Session
-// renews every lease it holds each renew interval), the run that holds it
-// is gone (its instance killed, or paused or cut off past its lease) and
-// the lock lapses with the lease, at most a TTL away; if the lock is free
-// by now, one more attempt takes it. Only how long fr waits hangs on this
-// reading, never who runs: the lock decides that. One read, on the give-up
-// path only. A holder merely slow to renew costs a longer wait, after
-// which fr is skipped as before.
-func (s *Scheduler) deadHolder(fr *firing) (time.Time, bool) {
-	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
-	defer cancel()
-	var h lock.Holder
-	err := limited(ctx, s.slots, func() (err error) { h, err = s.session.Holder(ctx, fr.job.lockID); return err })
-	switch {
-	case errors.Is(err, lock.ErrNotHeld):
-		return s.clock.Now().Add(lockRetryFirst), true
-	case err != nil || h.ReadAt.IsZero():
-		return time.Time{}, false
-	case h.ReadAt.Sub(h.RenewedAt) <= s.session.Timings().RenewInterval*3/2:
-		return time.Time{}, false // renewed: the previous run is still going
-	}
-	left := min(h.ExpiresAt.Sub(h.ReadAt), s.ttl)
-	return s.clock.Now().Add(left + lockRetryFirst), true
+// holderWatch tells, as fr's wait for its job's lock runs out, whether
+// to wait on, and until when: if the lock's holder has not renewed its
+// lease for over one and a half renew intervals (a live Session renews
+// every lease it holds each renew interval), the run that holds it is gone
+// (its instance killed, or paused or cut off past its lease) and the lock
+// lapses with the lease, at most a TTL away; if the lock is free by now,
+// one more attempt takes it. It reads the holder a renew interval and a
+// half before the wait runs out (or when it begins, if it is shorter) and
+// again as it runs out: a renewal between the two says the holder is
+// alive, and so does one less than that long before the second. A lock
+// taken too recently to tell and never renewed (the demo's tick, every
+// second, lost firings when its leader was killed mid-run, a period after
+// it took the lock) gets a third reading, once a live holder would have
+// renewed it. (A holder that renewed the lock and died within a renew
+// interval and a half of the second reading still counts as alive.) Only how long fr waits hangs on these readings, never who
+// runs: the lock decides that. A holder merely slow to renew costs a
+// longer wait, after which fr is skipped as before.
+type holderWatch struct {
+	looks int         // readings so far
+	first lock.Holder // the first
+	done  bool        // decided
 }
 
-// releaseMaybe deletes the lock of j if a failed acquisition may have left
-// it this keeper's (the Session knows which), so that the next claimant
-// does not wait for its lease to expire. A lock.Mutex with no lease does
-// that on ReleaseLock, and then reports lock.ErrNotHeld, as expected here.
+// look is called at each attempt while the lock is held elsewhere, and
+// returns when to give up.
+func (h *holderWatch) look(s *Scheduler, fr *firing, now, giveUp time.Time) time.Time {
+	stale := s.session.Timings().RenewInterval * 3 / 2
+	switch {
+	case h.done:
+		return giveUp
+	case h.looks == 0 && now.Before(giveUp.Add(-stale)):
+		return giveUp // too early for the first reading
+	case h.looks > 0 && now.Before(giveUp):
+		return giveUp
+	}
+	ctx, cancel := context.WithTimeout(fr.ctx, s.cfg.opTimeout)
+	defer cancel()
+	var hd lock.Holder
+	err := limited(ctx, s.slots, func() (err error) { hd, err = s.session.Holder(ctx, fr.job.lockID); return err })
+	h.looks++
+	now = s.clock.Now()
+	switch {
+	case errors.Is(err, lock.ErrNotHeld):
+		h.done = true
+		return now.Add(lockRetryFirst) // free: one more attempt
+	case err != nil || hd.ReadAt.IsZero():
+		h.done = true // nothing to go by
+		return giveUp
+	case h.looks == 1:
+		h.first = hd
+		return giveUp
+	case hd.KeeperID != h.first.KeeperID || hd.Fence != h.first.Fence || hd.RenewedAt.After(h.first.RenewedAt):
+		h.done = true // renewed, or taken again, since the first reading: alive
+		return giveUp
+	}
+	age := hd.ReadAt.Sub(hd.RenewedAt)
+	switch {
+	case age > stale:
+		h.done = true // gone: its lease lapses at most a TTL away
+		return now.Add(min(hd.ExpiresAt.Sub(hd.ReadAt), s.ttl) + lockRetryFirst)
+	case h.looks == 2 && hd.AcquiredAt.Equal(hd.RenewedAt):
+		// Taken too recently to tell, and not renewed yet: look again
+		// once a live holder would have renewed it.
+		return now.Add(stale - age + lockRetryFirst)
+	}
+	h.done = true // renewed lately: alive
+	return giveUp
+}
+
 func (s *Scheduler) releaseMaybe(j *job) {
 	m, err := s.session.Mutex(j.lockID)
 	if err != nil {

@@ -523,7 +523,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 		setup  func(r *rig)
 		reason string
 	}{
-		{"lock held elsewhere", func(r *rig) { r.locks.TakeOver(r.s.LockID("j"), "other") }, ReasonLockHeld},
+		{"lock held elsewhere", func(r *rig) { r.t.Cleanup(r.holdAlive(r.s.LockID("j"))) }, ReasonLockHeld},
 		{"claim taken over meanwhile", func(r *rig) {
 			r.store.onClaim = func(job string, f time.Time) {
 				// Another instance takes the claim over between this
@@ -537,7 +537,7 @@ func TestClaimedFiringSkipped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			synctest.Test(t, func(t *testing.T) {
-				r := newRig(t, time.Minute)
+				r := newRig(t, 3*time.Second)
 				ran := make(chan struct{}, 1)
 				_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { ran <- struct{}{}; return nil })
 				tc.setup(r)
