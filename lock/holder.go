@@ -68,20 +68,7 @@ func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
-	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}},
-		options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
-	if err != nil {
-		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
-	}
-	var docs []lockDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
-	}
-	out := make([]Holder, 0, len(docs))
-	for _, d := range docs {
-		out = append(out, l.holderOf(d))
-	}
-	return out, nil
+	return l.list(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}})
 }
 
 // LocksWithPrefix lists the lock documents whose ids begin with prefix,
@@ -95,8 +82,12 @@ func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, 
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks %q…: %w", prefix, err)
 	}
-	cur, err := l.coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}},
-		options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+	return l.list(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}})
+}
+
+// list reads the lock documents filter matches, ordered by id.
+func (l *Locker) list(ctx context.Context, filter bson.D) ([]Holder, error) {
+	cur, err := l.coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
 	}
