@@ -510,38 +510,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	cancel()
 	switch {
 	case err != nil:
-		e := skip(ReasonNoStart, err)
-		if s.ctx.Err() != nil {
-			e.Reason = ReasonStopping
-		}
-		// The write may have happened, or may still happen (it may be on
-		// its way): undo it if it did, and give the claim a new token so
-		// that it cannot happen later, so that the claim is pending again,
-		// for the next poll to resume (or another instance to take over)
-		// rather than spent. If that fails too, end the record if it is
-		// there, so that it does not stay "running", and only then keep
-		// it in the history.
-		// If the claim was taken over meanwhile (this instance's presence
-		// lapsed), a start that applied first was seen by the taker: the
-		// firing is spent, and its record is ended here.
-		uctx, ucancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-		_, uerr := s.st.abandon(uctx, r, w, fr.prev, "start not recorded")
-		ucancel()
-		if uerr == nil {
-			return ran{end: e} // pending: undone, or never applied
-		}
-		r.Outcome, r.Error = OutcomeFailed, "not run: start not recorded: "+err.Error()
-		held, ferr := s.finish(fr, r, false)
-		if ferr != nil {
-			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
-		}
-		if held {
-			if errors.Is(uerr, errClaimGone) {
-				e.Reason = note(e.Reason, "claim taken over meanwhile: spent")
-			}
-			return ran{started: true, hist: []Run{r}, end: e}
-		}
-		return ran{end: e}
+		return s.startFailed(fr, r, w, err)
 	case !ok:
 		return ran{takenOver: true, end: skip(ReasonTakenOver, nil)}
 	}
@@ -561,36 +530,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		cancelJob(err)
 	}
 	if jobCtx.Err() != nil {
-		cause := context.Cause(jobCtx) // lease lost, or stopping
-		// Stopping, or the lease lost, while the start was written: undo
-		// it, so that the claim is pending again, for another instance to
-		// take over once this one's presence is released, or for the next
-		// poll here to resume (the firing runs late, as when the lease is
-		// lost before the start), rather than spent.
-		e := skip(note(ReasonNoStart, "lease lost while the start was recorded; claim pending again"), cause)
-		why := "lease lost"
-		if stopping(cause) {
-			e, why = skip(ReasonStopping, cause), "stopped"
-		}
-		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-		undone, err := s.st.abandon(ctx, r, w, fr.prev, why)
-		cancel()
-		switch {
-		case err == nil && undone && stopping(cause):
-			return ran{takenOver: true, end: e}
-		case err == nil && undone:
-			return ran{end: e}
-		}
-		// Not undone: a later claim came meanwhile (the lease was lost:
-		// another instance may have moved on), or the write failed. The
-		// firing is recorded as started but not run: spent.
-		e.Reason = ReasonUntrusted
-		r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
-		if _, ferr := s.finish(fr, r, false); ferr != nil {
-			e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
-		}
-		out.hist, out.end = []Run{r}, e
-		return out
+		return s.startUntrusted(fr, r, w, context.Cause(jobCtx))
 	}
 	for {
 		e := s.attempt(fr, jobCtx, &r)
@@ -639,6 +579,75 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	}
 	out.hist = append(out.hist, r)
 	return out
+}
+
+// startFailed is what runLocked does when the start write of r, a
+// firing of w, failed: err.
+func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
+	e := skip(ReasonNoStart, err)
+	if s.ctx.Err() != nil {
+		e.Reason = ReasonStopping
+	}
+	// The write may have happened, or may still happen (it may be on
+	// its way): undo it if it did, and give the claim a new token so
+	// that it cannot happen later, so that the claim is pending again,
+	// for the next poll to resume (or another instance to take over)
+	// rather than spent. If that fails too, end the record if it is
+	// there, so that it does not stay "running", and only then keep
+	// it in the history. If the claim was taken over meanwhile (this
+	// instance's presence lapsed), a start that applied first was seen
+	// by the taker: the firing is spent, and its record is ended here.
+	uctx, ucancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	_, uerr := s.st.abandon(uctx, r, w, fr.prev, "start not recorded")
+	ucancel()
+	if uerr == nil {
+		return ran{end: e} // pending: undone, or never applied
+	}
+	r.Outcome, r.Error = OutcomeFailed, "not run: start not recorded: "+err.Error()
+	held, ferr := s.finish(fr, r, false)
+	if ferr != nil {
+		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
+	}
+	if held {
+		if errors.Is(uerr, errClaimGone) {
+			e.Reason = note(e.Reason, "claim taken over meanwhile: spent")
+		}
+		return ran{started: true, hist: []Run{r}, end: e}
+	}
+	return ran{end: e}
+}
+
+// startUntrusted is what runLocked does when r's start was recorded but
+// its lease was lost meanwhile, or the Scheduler is stopping (cause).
+func (s *Scheduler) startUntrusted(fr *firing, r Run, w *work, cause error) ran {
+	// Stopping, or the lease lost, while the start was written: undo
+	// it, so that the claim is pending again, for another instance to
+	// take over once this one's presence is released, or for the next
+	// poll here to resume (the firing runs late, as when the lease is
+	// lost before the start), rather than spent.
+	e := skip(note(ReasonNoStart, "lease lost while the start was recorded; claim pending again"), cause)
+	why := "lease lost"
+	if stopping(cause) {
+		e, why = skip(ReasonStopping, cause), "stopped"
+	}
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	undone, err := s.st.abandon(ctx, r, w, fr.prev, why)
+	cancel()
+	switch {
+	case err == nil && undone && stopping(cause):
+		return ran{takenOver: true, end: e}
+	case err == nil && undone:
+		return ran{end: e}
+	}
+	// Not undone: a later claim came meanwhile (the lease was lost:
+	// another instance may have moved on), or the write failed. The
+	// firing is recorded as started but not run: spent.
+	e.Reason = ReasonUntrusted
+	r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
+	if _, ferr := s.finish(fr, r, false); ferr != nil {
+		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
+	}
+	return ran{started: true, hist: []Run{r}, end: e}
 }
 
 // attempt calls fr's job once, as attempt r.Attempt, under jobCtx (and the
