@@ -294,7 +294,7 @@ func (j listedJob) clusterSpec(loc *time.Location) string {
 }
 
 // next is the next firing of j that will run, after now and after the
-// last one claimed, computed from the spec of the last claim (the
+// last one claimed, computed from the spec the cluster follows (the
 // registered one if none): none while j is removed or paused with no end,
 // and none before the end of a pause. why says why there is none.
 func (j listedJob) next(now time.Time, loc *time.Location) (next time.Time, why string) {
