@@ -413,8 +413,24 @@ func TestDBFiringSkippedLockHeld(t *testing.T) {
 		firing("j", "skipped", "lock_held"): 0, firing("j", "succeeded", ""): 0,
 		series(lastOK, "job_name", "j"): 0, series(failures, "job_name", "j"): 0})
 
-	if acq, err := other.AcquireLocks(ctx, "other", sched.LockID("j")); err != nil || len(acq.Granted) != 1 {
-		t.Fatalf("hold the job's lock: %+v %v", acq, err)
+	// Held by a live keeper, whose Session renews it, and renewed once
+	// already: the scheduler outwaits a holder that stopped renewing (it
+	// died), and reads again a lock too new to tell.
+	held, err := newSession(t, other, "other").AcquireLocks(ctx, sched.LockID("j"))
+	if err != nil || len(held.Leases) != 1 {
+		t.Fatalf("hold the job's lock: %+v %v", held, err)
+	}
+	for {
+		if err := held.Leases[0].Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h, err := other.Holder(ctx, sched.LockID("j"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.RenewedAt.After(h.AcquiredAt) {
+			break
+		}
 	}
 	if err := sched.Start(); err != nil {
 		t.Fatal(err)
