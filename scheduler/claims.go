@@ -32,13 +32,20 @@ type work struct {
 	control controlDoc
 	// The claim before this one was pending, on the server's clock, from
 	// prevAt (its claim) to settled: firings that fell then could not be
-	// claimed.
-	prevAt, settled time.Time
+	// claimed. The instance that settled it was present from prevUp (its
+	// presence term's start) to settled: firings that fell then fell
+	// while an instance was up, whatever its presence lock shows by now
+	// (taken again, or taken over and released).
+	prevAt, settled, prevUp time.Time
+	// upSince is when the presence term of this instance began (server
+	// time), for the write settling w to record (prevUp of the next).
+	upSince time.Time
 	// claimed is the server's time this work's claim was made, stamped
 	// the time of its last claim, resume or takeover (the reply this work
 	// came in), and got the local time (wall clock) that reply came: the
-	// two tell how far the server's clock is from this instance's.
-	claimed, stamped, got time.Time
+	// two tell how far the server's clock is from this instance's, within
+	// the round trip the request was sent at the start of (sent).
+	claimed, stamped, sent, got time.Time
 	// prevRun is the job's last run when the claim was made.
 	prevRun runDoc
 	// specSince is when the job's spec became the one it has (server
@@ -55,10 +62,25 @@ type work struct {
 // pendingFrom is what the write settling w records of it, for the claim
 // after it: when it was made (it was pending from then on).
 func (w *work) pendingFrom() bson.D {
-	if w.claimed.IsZero() {
-		return nil
+	var d bson.D
+	if !w.claimed.IsZero() {
+		d = append(d, bson.E{Key: fieldPrevAt, Value: w.claimed})
 	}
-	return bson.D{{Key: fieldPrevAt, Value: w.claimed}}
+	if !w.upSince.IsZero() {
+		d = append(d, bson.E{Key: fieldPrevUp, Value: w.upSince})
+	}
+	return d
+}
+
+// settlerUp is when the instance that settled the claim before w was
+// present, as w's times say, in this instance's clock (as blocked): from
+// its presence term's start to the settling.
+func (w *work) settlerUp() (span, bool) {
+	if w.prevUp.IsZero() || w.settled.IsZero() || w.prevUp.After(w.settled) {
+		return span{}, false
+	}
+	lo, hi := w.offsets()
+	return span{from: w.prevUp.Add(-hi), to: w.settled.Add(-lo)}, true
 }
 
 // blocked reports whether firing f (by this instance's clock) fell while
@@ -70,8 +92,8 @@ func (w *work) blocked(f time.Time) bool {
 	if w.settled.IsZero() || w.prevAt.IsZero() || w.stamped.IsZero() || w.got.IsZero() {
 		return false
 	}
-	offset := w.offset()
-	from, to := w.prevAt.Add(-offset), w.settled.Add(-offset)
+	lo, hi := w.offsets()
+	from, to := w.prevAt.Add(-hi), w.settled.Add(-lo)
 	return !f.Before(from) && f.Before(to)
 }
 
@@ -102,6 +124,22 @@ func (w *work) offset() time.Duration {
 	return w.stamped.Sub(w.got.Round(0))
 }
 
+// offsets bounds offset: the server stamped the reply between the request
+// being sent and the reply coming, so its clock was ahead of this
+// instance's by between stamped-got and stamped-sent. Spans of server time
+// turned into this instance's clock by these bounds, widest, hold the
+// true span whatever the round trip was: a slow reply (seed 1253: 677 ms)
+// shifted a pending claim's span by offset alone past a firing that fell
+// in it, and the firing was recorded as missed.
+func (w *work) offsets() (lo, hi time.Duration) {
+	lo = w.offset()
+	hi = lo
+	if !w.sent.IsZero() && !w.stamped.IsZero() && !w.got.IsZero() {
+		hi = w.stamped.Sub(w.sent.Round(0))
+	}
+	return lo, hi
+}
+
 func (w *work) triggered() bool { return !w.trig.IsZero() }
 
 // at is the firing w's claim is of: its last, or the triggered run.
@@ -120,7 +158,7 @@ func (w *work) is(d *jobDoc) bool {
 // workOf is the work d's pending claim leaves to its claimant.
 func workOf(d *jobDoc) *work {
 	w := &work{job: d.ID, keeper: d.By, cid: d.ClaimID, last: d.Last, trig: d.PTrig, control: d.Control,
-		prevAt: d.PrevAt, settled: d.Settled, claimed: d.Claimed, stamped: d.At, prevRun: d.Run, specSince: d.SpecSince}
+		prevAt: d.PrevAt, settled: d.Settled, prevUp: d.PrevUp, claimed: d.Claimed, stamped: d.At, prevRun: d.Run, specSince: d.SpecSince}
 	if d.Done.After(neverClaimed) {
 		w.done = d.Done
 	}
@@ -231,8 +269,20 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		}
 	}
 	up := s.upSince()
+	// A plan of this work made here before (resumed, its lock or start
+	// having failed) decided to run late the firings from lateFrom on: the
+	// presence locks that told it may be gone by now (taken over and
+	// released, or expired), and a decision to run a firing is not taken
+	// back (seed 1253 lost a firing so).
+	s.mu.Lock()
+	var lateFrom time.Time
+	if j.late.last.Equal(w.last) && !w.triggered() {
+		lateFrom = j.late.from
+	}
+	s.mu.Unlock()
 	reasons := make([]string, len(firings))
 	late, caught := 0, 0
+	var oldestLate time.Time
 	// Firings no rule here runs may have fallen while another instance
 	// was up: its presence lease tells (read once, only then).
 	var present []span
@@ -246,7 +296,11 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		if !presentRead {
 			present, presentRead = s.presentSpans(w), true
 			if up := w.claimantUp; !up[0].IsZero() {
-				present = append(present, span{from: up[0].Add(-w.offset()), to: up[1].Add(-w.offset())})
+				lo, hi := w.offsets()
+				present = append(present, span{from: up[0].Add(-hi), to: up[1].Add(-lo)})
+			}
+			if sp, ok := w.settlerUp(); ok {
+				present = append(present, sp)
 			}
 		}
 		for _, sp := range present {
@@ -266,9 +320,11 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 			caught++ // the claimed firing, one of the catch-up policy's Max
 		case w.runGoing(f, func(t time.Time) time.Time { return nextAfter(j.sched, s.cfg.location, t) }):
 			reason = ReasonRunGoing
-		case w.blocked(f) || !up.IsZero() && !f.Before(up) || wasUp(f):
+		case w.blocked(f) || !up.IsZero() && !f.Before(up) || !lateFrom.IsZero() && !f.Before(lateFrom) || wasUp(f):
 			if late++; late > MaxLate {
 				reason = ReasonBacklog
+			} else {
+				oldestLate = f
 			}
 		default:
 			if caught++; caught > max(cu.Max, 1) {
@@ -276,6 +332,11 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 			}
 		}
 		reasons[i] = reason
+	}
+	if !oldestLate.IsZero() && !w.triggered() {
+		s.mu.Lock()
+		j.late.last, j.late.from = w.last, oldestLate
+		s.mu.Unlock()
 	}
 	slices.Reverse(firings)
 	slices.Reverse(reasons)
@@ -335,14 +396,14 @@ func (s *Scheduler) presentSpans(w *work) []span {
 	if err != nil {
 		return nil
 	}
-	offset := w.offset()
+	lo, hi := w.offsets()
 	out := make([]span, 0, len(hs))
 	for _, h := range hs {
 		end := h.ExpiresAt
 		if h.Released {
 			end = h.RenewedAt
 		}
-		out = append(out, span{from: h.AcquiredAt.Add(-offset), to: end.Add(-offset)})
+		out = append(out, span{from: h.AcquiredAt.Add(-hi), to: end.Add(-lo)})
 	}
 	return out
 }
@@ -460,15 +521,31 @@ func (s *Scheduler) present(ctx context.Context) bool {
 		// still holds.
 		_ = s.session.ReleaseLocks(context.WithoutCancel(ctx), s.presence)
 		s.presence = nil
+		s.presenceNow.Store(nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
 	t, err := s.session.AcquireLocks(ctx, s.presenceID(s.claimant))
 	if err == nil && len(t.Leases) == 1 {
 		s.presence = t.Leases[0]
+		s.presenceNow.Store(s.presence)
 		return true
 	}
 	return false
+}
+
+// presentSince is when this instance's presence term began (server time),
+// zero if it holds no presence lease (or leads, in leader-only mode:
+// there the terms it led tell).
+func (s *Scheduler) presentSince() time.Time {
+	if s.cfg.leader != nil {
+		return time.Time{}
+	}
+	p := s.presenceNow.Load()
+	if p == nil || p.Err() != nil {
+		return time.Time{}
+	}
+	return p.AcquiredAt()
 }
 
 // absent ends this instance's presence: its claims not started can be
@@ -479,6 +556,7 @@ func (s *Scheduler) absent() {
 	if s.presence != nil {
 		_ = s.session.ReleaseLocks(context.Background(), s.presence)
 		s.presence = nil
+		s.presenceNow.Store(nil)
 	}
 }
 
@@ -730,13 +808,14 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []st
 		}
 		defer func() { _ = s.session.ReleaseLocks(context.WithoutCancel(ctx), t.Leases...) }()
 	}
+	sent := s.clock.Now()
 	ws, err := s.st.takeOver(actx, jobs, claimant, s.claimant)
 	if err != nil {
 		return
 	}
 	got := s.clock.Now()
 	for _, w := range ws {
-		w.got, w.claimantUp = got, up
+		w.sent, w.got, w.claimantUp = sent, got, up
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -788,10 +867,11 @@ func (s *Scheduler) dispatchResume(j *job, cid bson.ObjectID) {
 		fr := &firing{job: j, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
 		defer s.setupDone(fr)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+		sent := s.clock.Now()
 		w, err := s.st.resume(ctx, j.name, s.claimant, cid)
 		cancel()
 		if w != nil {
-			w.got = s.clock.Now()
+			w.sent, w.got = sent, s.clock.Now()
 		}
 		if err != nil || w == nil {
 			return // settled meanwhile, or the next poll tries again
@@ -818,10 +898,11 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+		sent := s.clock.Now()
 		w, err := s.st.claimTrigger(ctx, j.name, t, s.claimant)
 		cancel()
 		if w != nil {
-			w.got = s.clock.Now()
+			w.sent, w.got = sent, s.clock.Now()
 		}
 		if err != nil || w == nil {
 			return // claimed elsewhere, or the next poll tries again
@@ -836,6 +917,7 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 // (plan), and settles it. It stops early if w was taken over.
 func (s *Scheduler) work(fr *firing, w *work) {
 	j := fr.job
+	w.upSince = s.presentSince()
 	steps := s.plan(j, w, s.clock.Now())
 	var skipped []notRun // records of firings not run, written once certain
 	prev := w.done       // the last firing settled

@@ -1497,3 +1497,27 @@ func TestControlsOnFakeStore(t *testing.T) {
 		}
 	})
 }
+
+// TestBlockedBySlowReply: a pending claim's span, in server time, turned
+// into this instance's clock through a claim reply that came slowly,
+// still holds the firings that fell in it (seed 1253: the reply came 677
+// ms after the server stamped it, the span shifted by that much, and a
+// firing in it was recorded as missed).
+func TestBlockedBySlowReply(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	w := &work{
+		prevAt: at(9.439), settled: at(11.468), // the claim before was pending then (server time)
+		sent: at(13.634), stamped: at(13.638), got: at(14.314), // this claim's round trip
+	}
+	if !w.blocked(at(10)) {
+		t.Error("firing 10 s, in the pending span, not counted blocked")
+	}
+	if w.blocked(at(8)) || w.blocked(at(12.5)) {
+		t.Error("a firing outside the span, by more than the round trip, counted blocked")
+	}
+	w.prevUp = at(9)
+	if sp, ok := w.settlerUp(); !ok || sp.from.After(at(9)) || sp.to.Before(at(11.468)) {
+		t.Errorf("settler's presence %v %v, want at least 9 s to 11.468 s", sp, ok)
+	}
+}

@@ -175,10 +175,11 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+	sent := s.clock.Now()
 	w, err := s.st.claim(ctx, j.name, j.req.spec, f, s.claimant, catchUp)
 	cancel()
 	if w != nil {
-		w.got = s.clock.Now()
+		w.sent, w.got = sent, s.clock.Now()
 	}
 	switch {
 	case err != nil && s.ctx.Err() != nil:

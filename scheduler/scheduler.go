@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -62,7 +63,10 @@ type Scheduler struct {
 	// presenceMu, which also serializes taking it.
 	presenceMu *ctxlock.Mutex
 	presence   *lock.Lease
-	leading    bool // leader-only: led at the last poll; guarded by mu
+	// presenceNow is presence, for readers that must not wait for
+	// presenceMu (which an acquisition holds): presentSince.
+	presenceNow atomic.Pointer[lock.Lease]
+	leading     bool // leader-only: led at the last poll; guarded by mu
 
 	// Guarded by mu: when Start was called, and (leader-only) since when
 	// this instance leads, by its clock (upSince); the pending claims the
@@ -121,6 +125,12 @@ type job struct {
 	// otherwise the document's (server time, zero if it never changed).
 	// Catch-up claims no firing before it.
 	specFrom time.Time
+	// late is what the first plan of this instance's pending work (the
+	// claim of the firing last) decided to run late: the firings from
+	// from on. A plan of the same work again (resumed after its lock or
+	// start failed) keeps that decision, whatever the presence locks
+	// it went by show by then (plan).
+	late struct{ last, from time.Time }
 }
 
 // New returns a Scheduler that stores claims and runs in db (collections

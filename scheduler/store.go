@@ -114,6 +114,7 @@ const (
 	fieldPTrig   = "ptrig" // the time of the triggered run the pending claim is for
 	fieldSettled = "sat"   // server time the last claim's work was settled
 	fieldPrevAt  = "pcat"  // server time that claim was made: it was pending from pcat to sat
+	fieldPrevUp  = "pup"   // server time the presence term of the instance that settled it began
 
 	// Control, written by Pause, Resume, Trigger and Remove (control.go)
 	// from any instance or tool, and read by every claim.
@@ -156,6 +157,7 @@ type jobDoc struct {
 	Claimed time.Time     `bson:"cat,omitempty"`
 	Settled time.Time     `bson:"sat,omitempty"`
 	PrevAt  time.Time     `bson:"pcat,omitempty"`
+	PrevUp  time.Time     `bson:"pup,omitempty"`
 	Control controlDoc    `bson:",inline"`
 	Run     runDoc        `bson:",inline"`
 	Regs    regsDoc       `bson:"regs,omitempty"` // specs.go

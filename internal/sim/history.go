@@ -2,12 +2,14 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongolock/mongolock/internal/simdb"
+	"github.com/mongolock/mongolock/lock"
 )
 
 // History is what a run observed: every action taken under a lease, every
@@ -70,7 +72,47 @@ type Life struct {
 	Frozen [][2]time.Duration
 	// SchedStarted is when its schedulers started (true time).
 	SchedStarted time.Duration
-	Jobs         []string
+	// Present are the intervals it held a presence lease of its own (one
+	// of its Schedulers did, by its events: from Acquired to LeaseLost or
+	// Released; an open one ends at 0); presence holds the lock ids held.
+	Present  [][2]time.Duration
+	presence map[string]bool
+	Jobs     []string
+}
+
+// present reports whether l held a presence lease at true time t.
+func (l *Life) present(t time.Duration) bool {
+	for _, p := range l.Present {
+		if p[0] <= t && (p[1] == 0 || t < p[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// notePresence follows l's presence leases by the event e.
+func (l *Life) notePresence(e lock.Event, now time.Duration) {
+	if !strings.Contains(e.LockID, "@instance/") || !strings.Contains(e.LockID, "/"+l.Keeper+"/") {
+		return
+	}
+	was := len(l.presence) > 0
+	switch e.Kind {
+	case lock.Acquired:
+		if l.presence == nil {
+			l.presence = map[string]bool{}
+		}
+		l.presence[e.LockID] = true
+	case lock.LeaseLost, lock.Released:
+		delete(l.presence, e.LockID)
+	default:
+		return
+	}
+	switch is := len(l.presence) > 0; {
+	case is && !was:
+		l.Present = append(l.Present, [2]time.Duration{now, 0})
+	case !is && was:
+		l.Present[len(l.Present)-1][1] = now
+	}
 }
 
 // OffsetAt is a clock offset from true time At on.

@@ -51,15 +51,18 @@ func checkLost(s *Sim, end time.Duration) []string {
 			skipped[job] = append(skipped[job], d)
 		}
 	}
-	// Work still pending at the end, or settled just before it: its
-	// firings, and those after it (which the claim after it covers), had
-	// no chance to settle.
+	// Work still pending at the end, or settled just before it, or
+	// claimed, resumed or taken over just before it (a triggered run,
+	// which settles no firing: the claim after it covers the firings that
+	// fell while it was pending): its firings, and those after it (which
+	// the claim after it covers), had no chance to settle.
 	tail := 2*w.TTL + 2*time.Second
 	pendingAtEnd := map[string][2]time.Time{}
 	for _, d := range s.srv.Docs(dbName, scheduler.DefaultJobsCollection) {
 		p, _ := lookupDoc(d, "pend").(bool)
 		sat, _ := lookupDoc(d, "sat").(bson.DateTime)
-		if p || sat.Time().Sub(epoch) > end-tail-3*time.Second {
+		at, _ := lookupDoc(d, "at").(bson.DateTime)
+		if p || sat.Time().Sub(epoch) > end-tail-3*time.Second || at.Time().Sub(epoch) > end-tail-3*time.Second {
 			job, _ := lookupDoc(d, "_id").(string)
 			done, _ := lookupDoc(d, "done").(bson.DateTime)
 			last, _ := lookupDoc(d, "last").(bson.DateTime)
@@ -198,6 +201,12 @@ func (s *Sim) eligible(j JobSpec, f time.Time, until time.Duration) (string, tim
 			continue
 		}
 		if s.world.LeaderOnly && !s.led(l.Name, reach, reach+claimWindow) {
+			continue
+		}
+		if !s.world.LeaderOnly && !l.present(reach) {
+			// Running, but holding no presence lease (its renewals
+			// failed, the database out of its reach): it could claim
+			// nothing, and the cluster could not know it was up.
 			continue
 		}
 		return l.Name, reach, true
