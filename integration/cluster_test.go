@@ -33,6 +33,11 @@ const (
 	every = time.Second
 	// startTimeout bounds an instance's start: exec, connect, migrations.
 	startTimeout = 30 * time.Second
+	// hang bounds a wait for what must happen however loaded the machine
+	// (a run, a firing taken over): it only keeps a test gone wrong from
+	// waiting for ever. A bound that is itself the property checked is
+	// checked as such, not by how long the test waits.
+	hang = time.Minute
 	// logTail is how many lines of an instance's log a failure shows.
 	logTail = 40
 )
