@@ -57,6 +57,19 @@ type testCluster struct {
 
 	mu  sync.Mutex
 	seq int
+	// failedOK are the instances whose failure the test accepted: their
+	// exit status is not an error.
+	failedOK map[string]bool
+}
+
+// acceptFailure has close take name's failure for what the test expected.
+func (c *testCluster) acceptFailure(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failedOK == nil {
+		c.failedOK = map[string]bool{}
+	}
+	c.failedOK[name] = true
 }
 
 // newCluster returns an empty cluster whose instances use a lease of ttl and
@@ -260,6 +273,13 @@ func (c *testCluster) close() {
 		wg.Go(func() { errs[i] = p.Shutdown(instanceStopTimeout) })
 	}
 	wg.Wait()
+	c.mu.Lock()
+	for i, p := range procs {
+		if c.failedOK[p.Name()] {
+			errs[i] = nil
+		}
+	}
+	c.mu.Unlock()
 	c.Wait()
 	if err := errors.Join(errs...); err != nil {
 		c.tb.Error(err)
