@@ -37,8 +37,8 @@ func TestMutualExclusionSkewedClocks(t *testing.T) {
 const hammerTTL = 400 * time.Millisecond
 
 // What makes the hammering mean something: this many holders, and every
-// vanishEvery-th of them vanishing (so a fifth of them are takeovers after
-// expiry). The clients go on until there were that many, however slow the
+// vanishEvery-th of them vanishing (so an eighth of them are followed by a
+// takeover after expiry). The clients go on until there were that many, however slow the
 // machine; the test's context only bounds a hang.
 const (
 	hammerEntries = 40
@@ -60,9 +60,10 @@ type critical struct {
 }
 
 // enter records who entering with fence, trusting its lease until until()
-// (on the test's clock; a Session's renewals move it). It returns the holder's number (1 for the first)
-// and whether it entered: not if its deadline passed before it could (its
-// grant came too late to trust, or it was scheduled late).
+// (on the test's clock; a Session's renewals move it). It returns the
+// holder's number (1 for the first) and whether it entered: not if its
+// deadline passed before it could (its grant came too late to trust, or it
+// was scheduled late).
 func (c *critical) enter(t testing.TB, who string, fence uint64, until func() time.Time) (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
