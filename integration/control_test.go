@@ -34,7 +34,7 @@ func pauseFromCLI(t *testing.T, skews []time.Duration) {
 	c.skews = skews
 	c.base.NoRunner = true
 	procs := c.spawnN(3)
-	c.await(0, 2, 5*time.Second, "runs of the job", isRunOf("paused"))
+	c.await(0, 2, hang, "runs of the job", isRunOf("paused"))
 
 	out := c.jobsCLI(t, "pause", "paused", "--note", "integration test")
 	pausedAt := wallNow()
@@ -49,17 +49,21 @@ func pauseFromCLI(t *testing.T, skews []time.Duration) {
 	restarted := c.Mark()
 	c.spawnN(3)
 	sleep(3 * every)
-	if runs := cluster.Filter(c.Since(restarted), isRunOf("other")); len(runs) < 2 {
-		t.Errorf("the other job ran %d times after the restart, want 2 or more", len(runs))
-	}
+	// The other job runs on: twice at least since the restart.
+	c.await(restarted, 2, hang, "runs of the other job after the restart", isRunOf("other"))
 
+	// The job is resumed at some instant while the command runs: firings
+	// before it began fell during the pause, those after it returned
+	// after it (a firing claimed just after the resume, within the
+	// command, may fall on either side).
 	from := c.Mark()
+	resuming := wallNow()
 	out = c.jobsCLI(t, "resume", "paused")
 	resumedAt := wallNow()
 	if !strings.Contains(out, `resumed "paused" on every instance`) {
 		t.Errorf("jobs resume said %q", out)
 	}
-	again := c.awaitOne(from, 2*every+slack, "a run after the resume", isRunOf("paused"))
+	again := c.awaitOne(from, hang, "a run after the resume", isRunOf("paused"))
 	sleep(2 * every)
 	end := wallNow()
 
@@ -67,14 +71,14 @@ func pauseFromCLI(t *testing.T, skews []time.Duration) {
 	// instance (a claim reads the pause: a firing claimed before it may
 	// start, those after not).
 	for _, e := range cluster.Filter(c.Events(), isRunOf("paused")) {
-		if e.Firing.After(pausedAt.Add(every)) && e.Firing.Before(resumedAt) {
-			t.Errorf("paused at %s, resumed at %s: %v", pausedAt.Format("15:04:05.000"), resumedAt.Format("15:04:05.000"), e)
+		if e.Firing.After(pausedAt.Add(every)) && e.Firing.Before(resuming) {
+			t.Errorf("paused at %s, resumed from %s: %v", pausedAt.Format("15:04:05.000"), resuming.Format("15:04:05.000"), e)
 		}
 	}
 	// Every firing of the pause is recorded as not run, "paused".
 	hist := c.history("paused")
 	var notRecorded []string
-	for _, f := range cluster.Scheduled(pausedAt.Add(every), resumedAt.Add(-every), every) {
+	for _, f := range cluster.Scheduled(pausedAt.Add(every), resuming.Add(-every), every) {
 		if !slices.ContainsFunc(hist, func(r scheduler.Run) bool {
 			return r.Outcome == scheduler.OutcomeSkipped && r.Reason == scheduler.ReasonPaused && !f.Before(r.Scheduled) && !f.After(r.Through)
 		}) {
@@ -93,7 +97,7 @@ func pauseFromCLI(t *testing.T, skews []time.Duration) {
 		ahead = max(ahead, s)
 	}
 	runsFrom := resumedAt.Add(ahead + 100*time.Millisecond)
-	c.awaitFirings([]string{"paused"}, runsFrom, end, takeoverBound)
+	c.awaitFirings([]string{"paused"}, runsFrom, end, hang)
 	c.checkFiringsOf([]string{"paused"}, runsFrom, end)
 
 	// Two triggers at once, while no instance can claim either.
@@ -129,7 +133,7 @@ func pauseFromCLI(t *testing.T, skews []time.Duration) {
 	if made != 1 {
 		t.Errorf("jobs trigger, twice at once: %d requests made (%q), want 1", made, outs)
 	}
-	run := c.awaitOne(triggered, 3*pollInterval+slack, "the triggered run", func(e cluster.Event) bool {
+	run := c.awaitOne(triggered, hang, "the triggered run", func(e cluster.Event) bool {
 		return e.Kind == cluster.EvRun && e.Job == "paused" && e.Triggered
 	})
 	sleep(3 * pollInterval) // a second run would come by now

@@ -12,7 +12,14 @@ import (
 	"github.com/mongolock/mongolock/lock"
 )
 
-// slack is added to the bounds the runner documents, for a loaded machine.
+// slack is added to the bounds the runner documents, for a loaded machine
+// (takeoverBound, the benchmarks' waits).
+//
+// How long failovers take is a figure in these tests, logged: a loaded
+// machine delays them by any amount. The bounds are checked on a simulated
+// server (runner's TestDBFailoverAfterCut and
+// TestDBSilencedLeaderStepsDownFirst), the figures measured by the
+// benchmarks (BenchmarkFailover).
 const slack = 2 * time.Second
 
 func acceptedBy(keeper string) func(cluster.Event) bool {
@@ -31,9 +38,9 @@ func lastCheck(evs []cluster.Event, keeper string) time.Time {
 }
 
 // Scenario 1: three complete instances; the leader's process is killed with
-// SIGKILL, so it releases nothing. Another instance must lead within TTL plus
-// a retry period (and slack), and not before the dead leader's lease could
-// have expired.
+// SIGKILL, so it releases nothing. Another instance must lead (within TTL
+// plus a retry period: a figure here), and not before the dead leader's
+// lease could have expired.
 func TestLeaderKilled(t *testing.T) {
 	c := newCluster(t, testTTL, "tick-a", "tick-b")
 	c.spawnN(3)
@@ -42,10 +49,10 @@ func TestLeaderKilled(t *testing.T) {
 
 	from := c.Mark()
 	killedAt := c.kill(first.Instance)
-	next := c.awaitLeader(from, testTTL+slack+10*time.Second)
-	c.awaitOne(from, 10*time.Second, "a write by the new leader", acceptedBy(next.Instance))
+	next := c.awaitLeader(from, hang)
+	c.awaitOne(from, hang, "a write by the new leader", acceptedBy(next.Instance))
 	// Cron goes on too, once the job locks the dead instance may hold expire.
-	c.await(from, 2, testTTL+10*time.Second, "firings after the failover", func(e cluster.Event) bool {
+	c.await(from, 2, hang, "firings after the failover", func(e cluster.Event) bool {
 		return e.Kind == cluster.EvRun && e.Firing.After(next.T)
 	})
 
@@ -55,9 +62,6 @@ func TestLeaderKilled(t *testing.T) {
 		first.Instance, next.Instance, failover.Round(time.Millisecond), failover.Seconds()/testTTL.Seconds(), (testTTL + rp).Round(time.Millisecond))
 	if next.Instance == first.Instance || next.Fence <= first.Fence {
 		t.Errorf("next term %v after %v: want another keeper and a larger fence", next, first)
-	}
-	if failover > testTTL+rp+slack {
-		t.Errorf("failover took %v, want at most TTL+retry period+%v", failover, slack)
 	}
 	// The dead leader trusted its lease when it last checked, so the lease
 	// had at least TTL - renew deadline left then (lock and runner docs).
@@ -84,7 +88,7 @@ func TestLeaderPaused(t *testing.T) {
 	from := c.Mark()
 	must(t, p.Pause())
 	pausedAt := wallNow()
-	next := c.awaitLeader(from, testTTL+slack+10*time.Second)
+	next := c.awaitLeader(from, hang)
 	c.awaitOne(from, 10*time.Second, "a write by the new leader", acceptedBy(next.Instance))
 	before := c.holder()
 	if pause := testTTL * 3 / 2; time.Since(pausedAt) < pause {
@@ -158,9 +162,9 @@ func TestLeaderSilenced(t *testing.T) {
 	from := c.Mark()
 	silencedAt := wallNow()
 	faults[first.Instance].Silence()
-	stop := c.awaitOne(from, testTTL+slack, "the silenced leader's stop", cluster.IsKindBy(cluster.EvUnlead, first.Instance))
-	next := c.awaitLeader(from, testTTL+slack+10*time.Second)
-	c.awaitOne(from, 10*time.Second, "a write by the new leader", acceptedBy(next.Instance))
+	stop := c.awaitOne(from, hang, "the silenced leader's stop", cluster.IsKindBy(cluster.EvUnlead, first.Instance))
+	next := c.awaitLeader(from, hang)
+	c.awaitOne(from, hang, "a write by the new leader", acceptedBy(next.Instance))
 	before := c.holder()
 	if silence := testTTL * 3 / 2; time.Since(silencedAt) < silence {
 		sleep(silence - time.Since(silencedAt))
@@ -185,9 +189,6 @@ func TestLeaderSilenced(t *testing.T) {
 	}
 	if !stop.T.Before(next.T) {
 		t.Errorf("silenced leader's task ended at %s, after %s started at %s", stop.T.Format(time.TimeOnly), next.Instance, next.T.Format(time.TimeOnly))
-	}
-	if took := stop.T.Sub(silencedAt); took > rd+slack {
-		t.Errorf("silenced leader trusted its lease for %v, want at most the renew deadline %v (+%v)", took, rd, slack)
 	}
 	if renewErr != nil || len(r.Held) != 0 || relErr != nil || released != 0 {
 		t.Errorf("late renewal: held %d, err %v; late release: %d released, %v; want 0, nil, 0, nil", len(r.Held), renewErr, released, relErr)

@@ -66,7 +66,7 @@ func rollingRestart(t *testing.T, skews []time.Duration, n int, wait func(*clust
 	}
 	untilMidPeriod(1)
 	windowEnd := wallNow()
-	c.awaitFirings(c.base.Jobs, windowStart, windowEnd, takeoverBound)
+	c.awaitFirings(c.base.Jobs, windowStart, windowEnd, hang)
 
 	c.checkFirings(windowStart, windowEnd)
 	left := cluster.Filter(c.Events(), func(e cluster.Event) bool {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mongolock/mongolock/internal/cluster"
-	"github.com/mongolock/mongolock/lock"
 )
 
 // Scenario 4: three instances whose wall clocks are off by -TTL, 0 and +TTL
@@ -33,13 +32,10 @@ func TestSkewedClocks(t *testing.T) {
 	// Kill the leader: the others take over by the server's clock.
 	mark := c.Mark()
 	killedAt := c.kill(first.Instance)
-	next := c.awaitLeader(mark, testTTL+slack+10*time.Second)
+	next := c.awaitLeader(mark, hang)
 	failover := next.T.Sub(killedAt)
 	t.Logf("leader %s (skew %v) killed; %s (skew %v) led %v later", first.Instance, skews[first.Instance],
 		next.Instance, skews[next.Instance], failover.Round(time.Millisecond))
-	if rp := lock.DefaultTimings(testTTL).RetryPeriod; failover > testTTL+rp+slack {
-		t.Errorf("failover under skew took %v, want at most TTL+retry period+%v", failover, slack)
-	}
 	// Then the instance whose clock is ahead, which claims the firings, if it
 	// is still there.
 	for k, s := range skews {

@@ -8,6 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/simdb"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/locktest"
 )
@@ -124,4 +129,33 @@ func mustLock(t testing.TB, ctx context.Context, m *lock.Mutex) *lock.Lease {
 		t.Fatalf("acquire %q: ok=%v err=%v", m.LockID(), ok, err)
 	}
 	return l
+}
+
+// simRTT is how long a command of simPlan takes to the simulated server
+// and back.
+const simRTT = 2 * time.Millisecond
+
+// simPlan gives every command a round trip of simRTT, half each way.
+func simPlan(bson.D) simdb.Fate { return simdb.Fate{Send: simRTT / 2, Reply: simRTT / 2} }
+
+// simLocker returns a Locker, with opts, on database "app" of the
+// simulated server srv, through a link of its own called name whose
+// commands meet plan (nil: no delay, no fault), connected with co (nil for
+// none). For tests in a testing/synctest bubble: the server's clock and
+// the link's delays are the bubble's time. Its client is disconnected at
+// cleanup.
+func simLocker(t testing.TB, srv *simdb.Server, name string, plan simdb.Plan, co *options.ClientOptions, opts ...lock.Option) (*lock.Locker, *simdb.Link, *mongo.Database) {
+	t.Helper()
+	link := srv.NewLink(name, plan)
+	client, err := link.Connect(co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	db := client.Database("app")
+	l, err := lock.New(db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, link, db
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -13,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/simdb"
 	"github.com/mongolock/mongolock/internal/wirefault"
 	"github.com/mongolock/mongolock/lock"
 )
@@ -176,44 +178,76 @@ func TestFencesIncreaseWhateverTheServersTimestamps(t *testing.T) {
 // TestMixedTTLs: Lockers with different TTLs share a collection. A lease
 // lapses its own TTL after its last renewal, whoever takes it over: a
 // contender with a 1s TTL takes a 3s lease over after 3s by the server's
-// clock, never before, and no later than 3s plus its retry period (and a
-// round trip's slack). One with a longer TTL takes a shorter lease over
-// after the shorter one.
+// clock, never before; one with a longer TTL takes a shorter lease over
+// after the shorter one. How soon, TestMixedTTLsTakeoverOnTime checks.
 func TestMixedTTLs(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ holder, contender time.Duration }{
-		{3 * time.Second, time.Second},
-		{time.Second, 3 * time.Second},
-	} {
-		t.Run(c.holder.String()+" lease, "+c.contender.String()+" contender", func(t *testing.T) {
+	for _, c := range mixedTTLCases {
+		t.Run(c.name(), func(t *testing.T) {
 			t.Parallel()
 			dbName := newDB(t)
 			holder := onNewClient(t, dbName, lock.WithTTL(c.holder))
 			contender := onNewClient(t, dbName, lock.WithTTL(c.contender))
-			s := newSession(t, contender)
-			ctx := testCtx(t, 30*time.Second)
-			sent := time.Now()
-			g := mustAcquire(t, ctx, holder, "x", "holder") // never renewed
-			lease, err := newMutex(t, s, "x").Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			took := time.Now()
-			if took.Before(g.Deadline) {
-				t.Fatalf("taken over %v before the holder's deadline", g.Deadline.Sub(took))
-			}
-			// Round trips on a loaded machine. A contender that waited for
-			// its own TTL instead of the lease's, or for the wrong one, is
-			// 2s late: still caught.
-			const slack = time.Second
-			if late := took.Sub(sent) - c.holder - s.Timings().RetryPeriod; late > slack {
-				t.Fatalf("taken over %v after the lease lapsed plus the retry period, want at most %v", late, slack)
-			}
-			if lease.Fence() <= g.Fence {
-				t.Fatalf("fence %d, not above the holder's %d", lease.Fence(), g.Fence)
-			}
+			took, _ := mixedTTLTakeover(t, holder, contender)
+			t.Logf("taken over %v after the holder's write was sent", took)
 		})
 	}
+}
+
+// TestMixedTTLsTakeoverOnTime: the same on a simulated server, in a
+// synctest bubble, where the contender must take the lock at its first
+// poll after the holder's lease lapsed: within the holder's TTL and the
+// contender's retry period of the holder's write, plus round trips (see
+// TestTakeoverWithinTTLAndPeriod). A contender that waited for its own
+// TTL instead of the lease's, or for the wrong one, is 2s late.
+func TestMixedTTLsTakeoverOnTime(t *testing.T) {
+	t.Parallel()
+	for _, c := range mixedTTLCases {
+		t.Run(c.name(), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				srv := simdb.NewServer(simdb.MongoDB, 0)
+				holder, _, _ := simLocker(t, srv, "holder", simPlan, nil, lock.WithTTL(c.holder))
+				contender, _, _ := simLocker(t, srv, "contender", simPlan, nil, lock.WithTTL(c.contender))
+				took, rp := mixedTTLTakeover(t, holder, contender)
+				if late := took - c.holder - rp; late > 2*simRTT {
+					t.Fatalf("taken over %v after the lease lapsed plus the retry period, want at most two round trips (%v)", late, 2*simRTT)
+				}
+			})
+		})
+	}
+}
+
+var mixedTTLCases = []mixedTTLs{{3 * time.Second, time.Second}, {time.Second, 3 * time.Second}}
+
+// mixedTTLs is a holder's and a contender's lease length.
+type mixedTTLs struct{ holder, contender time.Duration }
+
+func (c mixedTTLs) name() string {
+	return c.holder.String() + " lease, " + c.contender.String() + " contender"
+}
+
+// mixedTTLTakeover takes a lock on holder, never renewed, and waits for it
+// on a Session of contender's: not before the holder's deadline, with a
+// larger fence. It returns how long after the holder's write was sent the
+// contender had it, and the contender's retry period.
+func mixedTTLTakeover(t *testing.T, holder, contender *lock.Locker) (took, retryPeriod time.Duration) {
+	t.Helper()
+	s := newSession(t, contender)
+	ctx := testCtx(t, time.Minute)
+	g := mustAcquire(t, ctx, holder, "x", "holder") // never renewed
+	lease, err := newMutex(t, s, "x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if now.Before(g.Deadline) {
+		t.Fatalf("taken over %v before the holder's deadline", g.Deadline.Sub(now))
+	}
+	if lease.Fence() <= g.Fence {
+		t.Fatalf("fence %d, not above the holder's %d", lease.Fence(), g.Fence)
+	}
+	return now.Sub(g.Sent), s.Timings().RetryPeriod
 }
 
 // TestTopologyWatchRefreshesTheClock: a new primary stamps leases with its

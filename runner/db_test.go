@@ -8,9 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/simdb"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 )
@@ -20,9 +24,12 @@ import (
 // 100ms.
 const dbTTL = 1500 * time.Millisecond
 
-// rttSlack is added to bounds that end with a round trip to the database:
-// one command through the serializing proxy on a busy, shared machine.
-const rttSlack = 300 * time.Millisecond
+// simRTT is how long a command takes to the simulated server and back.
+// The tests whose bounds are timings run on it, in a synctest bubble (see
+// simTest): a loaded machine stretches round trips to the test server
+// without bound, and the bubble's time only moves when every goroutine
+// waits.
+const simRTT = 2 * time.Millisecond
 
 // term is one run of the task as the task itself saw it, on this process's
 // clock.
@@ -40,7 +47,7 @@ type cluster struct {
 	runners  []*runner.LeaderAwareRunner
 	sessions []*lock.Session
 	events   []*eventLog
-	faults   []*mongotest.Fault
+	faults   []fault
 	cancels  []context.CancelFunc
 	errs     []chan error
 
@@ -77,17 +84,62 @@ func (l *eventLog) count(kind lock.EventKind) int {
 	return n
 }
 
+// fault breaks the network between one client and the server:
+// *mongotest.Fault for the test server, *mongotest.SimFault for the
+// simulated one.
+type fault interface {
+	Cut()
+	Silence()
+	Restore()
+}
+
+// simTest runs f in a synctest bubble, in parallel with other tests.
+func simTest(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	t.Parallel()
+	synctest.Test(t, f)
+}
+
+// newCluster returns n runners on the test server, each on a client of
+// its own behind a fault proxy of its own.
 func newCluster(t testing.TB, n int, ttl time.Duration, opts ...runner.Option) *cluster {
 	t.Helper()
 	name := mongotest.NewDatabase(t).Name()
+	return newClusterOn(t, n, ttl, func() (*mongo.Database, fault) {
+		client, fault := mongotest.NewProxiedClient(t)
+		return mongotest.Database(t, client, name), fault
+	}, opts...)
+}
+
+// newSimCluster returns n runners on a simulated server, each on a link
+// of its own that a mongotest.SimFault breaks, whose commands take simRTT
+// there and back. Call it in a synctest bubble.
+func newSimCluster(t testing.TB, n int, ttl time.Duration, opts ...runner.Option) (*cluster, *simdb.Server) {
+	t.Helper()
+	srv := simdb.NewServer(simdb.MongoDB, 0)
+	i := 0
+	return newClusterOn(t, n, ttl, func() (*mongo.Database, fault) {
+		f := mongotest.NewSimFault(simRTT)
+		i++
+		client, err := srv.NewLink(fmt.Sprintf("k%d", i-1), f.Plan).Connect(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+		return client.Database("app"), f
+	}, opts...), srv
+}
+
+func newClusterOn(t testing.TB, n int, ttl time.Duration, connect func() (*mongo.Database, fault), opts ...runner.Option) *cluster {
+	t.Helper()
 	c := &cluster{
 		t:      t,
 		starts: make(chan *term, 1000),
 		ends:   make(chan *term, 1000),
 	}
 	for i := range n {
-		client, fault := mongotest.NewProxiedClient(t)
-		lk, err := lock.New(mongotest.Database(t, client, name), lock.WithTTL(ttl))
+		db, fault := connect()
+		lk, err := lock.New(db, lock.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,6 +270,23 @@ func (c *cluster) nextEnd(within time.Duration) *term {
 	}
 }
 
+// awaitEnd waits for tm's task's context to end; the ends of other terms
+// that come first are skipped (their terms ended too).
+func (c *cluster) awaitEnd(tm *term, within time.Duration) {
+	c.t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case e := <-c.ends:
+			if e == tm {
+				return
+			}
+		case <-timeout:
+			c.t.Fatalf("the term of %s (fence %d) did not end within %v", tm.keeper, tm.fence, within)
+		}
+	}
+}
+
 // checkNoOverlap asserts that no two task intervals overlap and that fences
 // increase with start times.
 func (c *cluster) checkNoOverlap() {
@@ -261,15 +330,24 @@ func (c *cluster) checkEvents(terms []term) {
 }
 
 // Three runners on three clients: leadership moves around (tasks return,
-// leaders are cut off and come back) and no two tasks ever run at once.
+// leaders are cut off and come back) and no two tasks ever run at once. A
+// runner whose term the test ended (cut off, silenced or stopped) comes
+// back only once another one leads, so leadership moves however loaded the
+// machine (a loaded machine may also end terms of its own: renewals that
+// take longer than the renew deadline); the waits only bound a hang.
 func TestDBExactlyOneLeader(t *testing.T) {
 	t.Parallel()
+	const hang = time.Minute
 	c := newCluster(t, 3, dbTTL)
 	c.startAll()
 	terms := 0
 	keepers := map[string]bool{}
+	// back brings back the runner whose term was ended last.
+	back := func() {}
 	for terms < 6 { // each way of ending a term, twice
-		tm := c.nextStart(dbTTL + 5*time.Second)
+		tm := c.nextStart(hang)
+		back()
+		back = func() {}
 		terms++
 		keepers[tm.keeper] = true
 		i := c.index(tm.keeper)
@@ -283,21 +361,23 @@ func TestDBExactlyOneLeader(t *testing.T) {
 				what = "silencing"
 				c.faults[i].Silence()
 			}
-			end := c.nextEnd(dbTTL + 5*time.Second)
-			if end.keeper != tm.keeper || !errors.Is(end.cause, lock.ErrLeaseLost) {
-				t.Fatalf("after %s %s: %s stopped with cause %v", what, tm.keeper, end.keeper, end.cause)
+			c.awaitEnd(tm, hang)
+			c.mu.Lock()
+			cause := tm.cause
+			c.mu.Unlock()
+			if !errors.Is(cause, lock.ErrLeaseLost) {
+				t.Fatalf("after %s %s: its term ended with cause %v", what, tm.keeper, cause)
 			}
-			c.faults[i].Restore()
+			back = c.faults[i].Restore
 		case 2:
 			if err := c.stop(i); err != nil {
 				t.Fatalf("%s: Run returned %v", tm.keeper, err)
 			}
-			if end := c.nextEnd(time.Second); end.keeper != tm.keeper {
-				t.Fatalf("stopping %s stopped %s", tm.keeper, end.keeper)
-			}
-			c.start(i)
+			c.awaitEnd(tm, hang)
+			back = func() { c.start(i) }
 		}
 	}
+	back()
 	for i := range c.runners {
 		if err := c.stop(i); err != nil {
 			t.Errorf("%s: Run returned %v", c.runners[i].KeeperID(), err)
@@ -311,97 +391,110 @@ func TestDBExactlyOneLeader(t *testing.T) {
 }
 
 // Cutting the leader's connection: another runner starts within TTL plus a
-// retry period, after the old leader's task was cancelled.
+// retry period (and round trips), after the old leader's task was
+// cancelled. On the simulated server, in a synctest bubble.
 func TestDBFailoverAfterCut(t *testing.T) {
-	t.Parallel()
-	c := newCluster(t, 3, dbTTL)
-	c.startAll()
-	leader := c.nextStart(10 * time.Second)
-	rp := c.timings().RetryPeriod
-	time.Sleep(dbTTL / 3) // not synchronisation: the cut comes mid-lease, after a renewal
-	cutAt := time.Now()
-	c.faults[c.index(leader.keeper)].Cut()
-	next := c.nextStart(dbTTL + rp + 5*time.Second)
-	took := next.start.Sub(cutAt)
-	t.Logf("failover after cut: %v (TTL %v, retry period %v)", took, dbTTL, rp)
-	if next.keeper == leader.keeper {
-		t.Fatalf("%s led again while cut off", next.keeper)
-	}
-	if took > dbTTL+rp+rttSlack {
-		t.Errorf("failover took %v, more than TTL+retry period (%v) plus %v", took, dbTTL+rp, rttSlack)
-	}
-	c.mu.Lock()
-	end, cause := leader.end, leader.cause
-	c.mu.Unlock()
-	if end.IsZero() || !errors.Is(cause, lock.ErrLeaseLost) || !end.Before(next.start) {
-		t.Errorf("cut leader's task ended at %v with %v; new leader started at %v", end, cause, next.start)
-	}
-	// Reconnect first: a runner stopped while cut off waits out its release
-	// timeout trying to release an acquisition that failed.
-	c.faults[c.index(leader.keeper)].Restore()
-	c.stopAll()
+	simTest(t, func(t *testing.T) {
+		c, _ := newSimCluster(t, 3, dbTTL)
+		c.startAll()
+		leader := c.nextStart(10 * time.Second)
+		tm := c.timings()
+		rp := tm.RetryPeriod
+		// Mid-lease, between renewals: the last one reached the server
+		// before the cut.
+		time.Sleep(tm.RenewInterval + tm.RenewInterval/2)
+		cutAt := time.Now()
+		c.faults[c.index(leader.keeper)].Cut()
+		next := c.nextStart(dbTTL + rp + 5*time.Second)
+		took := next.start.Sub(cutAt)
+		t.Logf("failover after cut: %v (TTL %v, retry period %v, round trip %v)", took, dbTTL, rp, simRTT)
+		if next.keeper == leader.keeper {
+			t.Fatalf("%s led again while cut off", next.keeper)
+		}
+		// The lease expires a TTL after the last renewal reached the
+		// server, before the cut; a campaign lands within a retry period
+		// and a round trip after that, and is answered half a round trip
+		// later.
+		if bound := dbTTL + rp + 2*simRTT; took > bound {
+			t.Errorf("failover took %v, more than TTL+retry period (%v) plus two round trips", took, dbTTL+rp)
+		}
+		c.mu.Lock()
+		end, cause := leader.end, leader.cause
+		c.mu.Unlock()
+		if end.IsZero() || !errors.Is(cause, lock.ErrLeaseLost) || !end.Before(next.start) {
+			t.Errorf("cut leader's task ended at %v with %v; new leader started at %v", end, cause, next.start)
+		}
+		// Reconnect first: a runner stopped while cut off waits out its
+		// release timeout trying to release an acquisition that failed.
+		c.faults[c.index(leader.keeper)].Restore()
+		c.stopAll()
+	})
 }
 
 // A silenced leader (connection open, nothing gets through) cancels its task
 // before its lease could expire by the server's clock, and the next leader
-// starts only after that.
+// starts only after that. On the simulated server, in a synctest bubble.
 func TestDBSilencedLeaderStepsDownFirst(t *testing.T) {
-	t.Parallel()
-	c := newCluster(t, 3, dbTTL)
-	c.startAll()
-	leader := c.nextStart(10 * time.Second)
-	time.Sleep(dbTTL / 3) // not synchronisation: the silence comes mid-lease
-	silencedAt := time.Now()
-	c.faults[c.index(leader.keeper)].Silence()
-	end := c.nextEnd(dbTTL + 5*time.Second)
-	next := c.nextStart(dbTTL + 5*time.Second)
-	if end.keeper != leader.keeper || !errors.Is(end.cause, lock.ErrLeaseLost) {
-		t.Fatalf("first to stop: %s with cause %v; want %s, lock.ErrLeaseLost", end.keeper, end.cause, leader.keeper)
-	}
-	rd := c.timings().RenewDeadline
-	t.Logf("silenced at 0; old leader cancelled at %v (renew deadline %v); new leader started at %v (TTL %v)",
-		end.end.Sub(silencedAt), rd, next.start.Sub(silencedAt), dbTTL)
-	if !end.end.Before(next.start) {
-		t.Fatalf("new leader %s started at %v, before the silenced leader's task was cancelled at %v",
-			next.keeper, next.start, end.end)
-	}
-	// The old leader stops trusting within the renew deadline of its last
-	// renewal, which was sent before the silence.
-	if d := end.end.Sub(silencedAt); d > rd+rttSlack {
-		t.Errorf("silenced leader cancelled %v after the silence, later than the renew deadline %v", d, rd)
-	}
-	c.faults[c.index(leader.keeper)].Restore()
-	c.stopAll()
+	simTest(t, func(t *testing.T) {
+		c, _ := newSimCluster(t, 3, dbTTL)
+		c.startAll()
+		leader := c.nextStart(10 * time.Second)
+		tm := c.timings()
+		time.Sleep(tm.RenewInterval + tm.RenewInterval/2) // mid-lease, between renewals
+		silencedAt := time.Now()
+		c.faults[c.index(leader.keeper)].Silence()
+		end := c.nextEnd(dbTTL + 5*time.Second)
+		next := c.nextStart(dbTTL + 5*time.Second)
+		if end.keeper != leader.keeper || !errors.Is(end.cause, lock.ErrLeaseLost) {
+			t.Fatalf("first to stop: %s with cause %v; want %s, lock.ErrLeaseLost", end.keeper, end.cause, leader.keeper)
+		}
+		rd := tm.RenewDeadline
+		t.Logf("silenced at 0; old leader cancelled at %v (renew deadline %v); new leader started at %v (TTL %v)",
+			end.end.Sub(silencedAt), rd, next.start.Sub(silencedAt), dbTTL)
+		if !end.end.Before(next.start) {
+			t.Fatalf("new leader %s started at %v, before the silenced leader's task was cancelled at %v",
+				next.keeper, next.start, end.end)
+		}
+		// The old leader stops trusting at the renew deadline of its last
+		// renewal, which was sent before the silence.
+		if d := end.end.Sub(silencedAt); d > rd {
+			t.Errorf("silenced leader cancelled %v after the silence, later than the renew deadline %v", d, rd)
+		}
+		c.faults[c.index(leader.keeper)].Restore()
+		c.stopAll()
+	})
 }
 
 // Stopping the leader hands over within one retry period (plus the round
-// trip of the release).
+// trips of the release and of the campaign that wins). On the simulated
+// server, in a synctest bubble.
 func TestDBGracefulHandover(t *testing.T) {
-	t.Parallel()
-	c := newCluster(t, 3, dbTTL)
-	c.startAll()
-	leader := c.nextStart(10 * time.Second)
-	rp := c.timings().RetryPeriod
-	i := c.index(leader.keeper)
-	stoppedAt := time.Now()
-	if err := c.stop(i); err != nil {
-		t.Fatalf("Run returned %v", err)
-	}
-	next := c.nextStart(5 * time.Second)
-	took := next.start.Sub(stoppedAt)
-	t.Logf("handover after graceful stop: %v (retry period %v)", took, rp)
-	if took > rp+rttSlack {
-		t.Errorf("handover took %v, more than a retry period (%v) plus %v", took, rp, rttSlack)
-	}
-	if c.runners[i].IsLeader() {
-		t.Error("stopped runner still leader")
-	}
-	for j := range c.runners {
-		if j != i {
-			_ = c.stop(j)
+	simTest(t, func(t *testing.T) {
+		c, _ := newSimCluster(t, 3, dbTTL)
+		c.startAll()
+		leader := c.nextStart(10 * time.Second)
+		rp := c.timings().RetryPeriod
+		i := c.index(leader.keeper)
+		stoppedAt := time.Now()
+		if err := c.stop(i); err != nil {
+			t.Fatalf("Run returned %v", err)
 		}
-	}
-	c.checkNoOverlap()
+		next := c.nextStart(5 * time.Second)
+		took := next.start.Sub(stoppedAt)
+		t.Logf("handover after graceful stop: %v (retry period %v, round trip %v)", took, rp, simRTT)
+		if bound := rp + 2*simRTT; took > bound {
+			t.Errorf("handover took %v, more than a retry period (%v) plus two round trips", took, rp)
+		}
+		if c.runners[i].IsLeader() {
+			t.Error("stopped runner still leader")
+		}
+		for j := range c.runners {
+			if j != i {
+				_ = c.stop(j)
+			}
+		}
+		c.checkNoOverlap()
+	})
 }
 
 // A server outage longer than the renew deadline: the leader steps down,
@@ -447,60 +540,71 @@ func TestDBServerOutage(t *testing.T) {
 // that clock and timers run for durations, never for instants compared with
 // the system clock. Scheduling an instant of the skewed clock on the system
 // clock would, an hour ahead, renew an hour late (the lease lapses and
-// another keeper takes it); an hour behind, fire every timer at once.
+// another keeper takes it); an hour behind, fire every timer at once. On
+// the simulated server, in a synctest bubble: on the test server, a loaded
+// machine could make renewals late by itself.
 func TestDBSkewedClockKeepsTerm(t *testing.T) {
 	t.Parallel()
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
-			t.Parallel()
-			db := mongotest.NewDatabase(t)
-			lk, err := lock.New(db, lock.WithTTL(dbTTL), lock.WithClock(mongotest.SkewedClock(skew)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			events := &eventLog{}
-			session, err := lock.NewSession(lk, lock.WithObserver(events))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = session.Close() }) // after Run's cleanup
-			r, err := runner.New(session, "leader")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var terms atomic.Int32
-			started := make(chan struct{}, 100)
-			stop, _, _ := goRun(t, r, func(ctx context.Context) error {
-				terms.Add(1)
-				started <- struct{}{}
-				<-ctx.Done()
-				time.Sleep(dbTTL / 10) // well within the 10s grace period
-				return ctx.Err()
-			})
-			select {
-			case <-started:
-			case <-time.After(dbTTL + 5*time.Second):
-				t.Fatal("no term started")
-			}
-			time.Sleep(3 * dbTTL)
+			simTest(t, func(t *testing.T) {
+				srv := simdb.NewServer(simdb.MongoDB, 0)
+				connect := func(name string) *mongo.Database {
+					client, err := srv.NewLink(name, mongotest.NewSimFault(simRTT).Plan).Connect(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+					return client.Database("app")
+				}
+				lk, err := lock.New(connect("skewed"), lock.WithTTL(dbTTL), lock.WithClock(mongotest.SkewedClock(skew)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				events := &eventLog{}
+				session, err := lock.NewSession(lk, lock.WithObserver(events))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = session.Close() }) // after Run's cleanup
+				r, err := runner.New(session, "leader")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var terms atomic.Int32
+				started := make(chan struct{}, 100)
+				stop, _, _ := goRun(t, r, func(ctx context.Context) error {
+					terms.Add(1)
+					started <- struct{}{}
+					<-ctx.Done()
+					time.Sleep(dbTTL / 10) // well within the 10s grace period
+					return ctx.Err()
+				})
+				select {
+				case <-started:
+				case <-time.After(dbTTL + 5*time.Second):
+					t.Fatal("no term started")
+				}
+				time.Sleep(3 * dbTTL)
 
-			other, err := lock.New(db, lock.WithTTL(dbTTL))
-			if err != nil {
-				t.Fatal(err)
-			}
-			acq, err := other.AcquireLocks(context.Background(), "other", "leader")
-			if err != nil || len(acq.Granted) != 0 {
-				t.Errorf("after 3 TTLs another keeper acquired the lock (%+v, %v): the lease was not renewed in time", acq, err)
-			}
-			if n := terms.Load(); n != 1 {
-				t.Errorf("%d terms in 3 TTLs, want 1", n)
-			}
-			if err := stop(); err != nil {
-				t.Errorf("Run returned %v", err)
-			}
-			if s, e := events.count(lock.TermStarted), events.count(lock.TermEnded); s != 1 || e != 1 {
-				t.Errorf("%d TermStarted and %d TermEnded events for one term", s, e)
-			}
+				other, err := lock.New(connect("other"), lock.WithTTL(dbTTL))
+				if err != nil {
+					t.Fatal(err)
+				}
+				acq, err := other.AcquireLocks(context.Background(), "other", "leader")
+				if err != nil || len(acq.Granted) != 0 {
+					t.Errorf("after 3 TTLs another keeper acquired the lock (%+v, %v): the lease was not renewed in time", acq, err)
+				}
+				if n := terms.Load(); n != 1 {
+					t.Errorf("%d terms in 3 TTLs, want 1", n)
+				}
+				if err := stop(); err != nil {
+					t.Errorf("Run returned %v", err)
+				}
+				if s, e := events.count(lock.TermStarted), events.count(lock.TermEnded); s != 1 || e != 1 {
+					t.Errorf("%d TermStarted and %d TermEnded events for one term", s, e)
+				}
+			})
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/simdb"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/tracing"
 )
@@ -186,13 +187,31 @@ func (l *commandLog) of(sc trace.SpanContext) []string {
 	return out
 }
 
-// monitoredDB returns a database of its own on a client whose commands l
-// records.
+// monitoredDB returns a database on a simulated server (simdb), in the
+// test's synctest bubble, on a client whose commands l records (none if l
+// is nil). The tests run there: what they check is the spans, and a
+// loaded machine could make a round trip to the test server outlast the
+// short leases of the tests, or the waits for spans.
 func monitoredDB(t *testing.T, l *commandLog) *mongo.Database {
 	t.Helper()
-	name := mongotest.NewDatabase(t).Name() // dropped at cleanup
-	client := mongotest.NewClient(t, options.Client().SetMonitor(&event.CommandMonitor{Started: l.started}))
-	return mongotest.Database(t, client, name)
+	db, _ := simDB(t, l)
+	return db
+}
+
+// simDB is monitoredDB, with the fault that breaks its client's link.
+func simDB(t *testing.T, l *commandLog) (*mongo.Database, *mongotest.SimFault) {
+	t.Helper()
+	f := mongotest.NewSimFault(time.Millisecond)
+	co := options.Client()
+	if l != nil {
+		co.SetMonitor(&event.CommandMonitor{Started: l.started})
+	}
+	client, err := simdb.NewServer(simdb.MongoDB, 0).NewLink("test", f.Plan).Connect(co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client.Database("app"), f
 }
 
 // newSession returns a Session on locker with tr, closed at cleanup.

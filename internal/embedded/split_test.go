@@ -109,11 +109,15 @@ func TestBigUpdateBatchWriteError(t *testing.T) {
 }
 
 // bigCollection starts a server with a collection of bigBatch documents
-// {_id: i, v: 0}, and returns it with a context for the test.
+// {_id: i, v: 0}, and returns it with a context for the test. The context
+// only bounds a hang, past the proxy's embedded.ReplyTimeout (which
+// reports the deadlock these tests are about): under the race detector a
+// big batch keeps FerretDB's SQLite busy for seconds, and for more than
+// half a minute on a loaded machine.
 func bigCollection(t *testing.T) (*mongo.Collection, context.Context) {
 	t.Helper()
 	coll := connect(t, start(t, "")).Database("db").Collection("c")
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := ctxFor(t, embedded.ReplyTimeout+time.Minute)
 	docs := make([]any, bigBatch)
 	for i := range docs {
 		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}}

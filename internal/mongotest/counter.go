@@ -30,10 +30,17 @@ var uncounted = map[string]bool{
 // CountingClient returns a client (as NewClient) whose commands c counts.
 func CountingClient(tb testing.TB) (*mongo.Client, *Counter) {
 	tb.Helper()
-	c := &Counter{counts: make(map[string]int)}
-	client := NewClient(tb, options.Client().SetMonitor(&event.CommandMonitor{Started: c.started}))
+	c := NewCounter()
+	client := NewClient(tb, options.Client().SetMonitor(c.Monitor()))
 	return client, c
 }
+
+// NewCounter returns a Counter of the commands of the clients given its
+// Monitor (a client of a simulated server, say).
+func NewCounter() *Counter { return &Counter{counts: make(map[string]int)} }
+
+// Monitor returns a command monitor that counts into c.
+func (c *Counter) Monitor() *event.CommandMonitor { return &event.CommandMonitor{Started: c.started} }
 
 func (c *Counter) started(_ context.Context, e *event.CommandStartedEvent) {
 	if uncounted[e.CommandName] {
