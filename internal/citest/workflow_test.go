@@ -361,6 +361,13 @@ func checkGoCommand(args []string) error {
 		if after != nil && sub != "test" {
 			return errors.New("-args is a go test flag")
 		}
+		// A flag the go command does not know ends go test's package
+		// list: it and the rest go to the test binary of the package in
+		// the current directory, which the dry run below cannot tell from
+		// a good command once the repository's root has a package.
+		if err := checkFlagsDocumented(sub, before); err != nil {
+			return err
+		}
 		dry := append([]string{sub, "-n"}, before...)
 		if out, err := goRun(dry...); err != nil {
 			return fmt.Errorf("go %s: %v\n%s", strings.Join(dry, " "), err, out)
@@ -397,6 +404,34 @@ func checkGoCommand(args []string) error {
 		}
 		return nil
 	}
+}
+
+// checkFlagsDocumented checks that every flag in args appears in the go
+// command's help for sub (and, for go test, in go help testflag), as build
+// flags and test flags do.
+func checkFlagsDocumented(sub string, args []string) error {
+	topics := [][]string{{"help", sub}, {"help", "build"}}
+	if sub == "test" {
+		topics = append(topics, []string{"help", "testflag"})
+	}
+	var help []byte
+	for _, topic := range topics {
+		out, err := goRun(topic...)
+		if err != nil {
+			return fmt.Errorf("go %s: %v\n%s", strings.Join(topic, " "), err, out)
+		}
+		help = append(help, out...)
+	}
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if !bytes.Contains(help, []byte(name)) {
+			return fmt.Errorf("go help %s does not mention %s", sub, name)
+		}
+	}
+	return nil
 }
 
 // goRun runs the go command in the repository's root. The go command puts
