@@ -59,6 +59,9 @@ type demo struct {
 	keepers  map[string]string // instance -> keeper id, as it reported
 	killed   map[string]bool
 	watchers sync.WaitGroup // watchStarts
+	// killSig and endSig: the demo's signals (demoSignals), nil where
+	// there are none.
+	killSig, endSig <-chan os.Signal
 }
 
 func (a *app) demo(ctx context.Context, args []string) error {
@@ -218,6 +221,11 @@ func demoDatabaseName(now time.Time) string {
 
 func (d *demo) run(ctx context.Context, db *mongo.Database, where string) error {
 	d.db = db
+	// Listened to before the header names them: unheard, SIGUSR1 ends the
+	// process.
+	var stopSignals func()
+	d.killSig, d.endSig, stopSignals = demoSignals()
+	defer stopSignals()
 	d.header(where)
 	if d.f.ui {
 		stop, err := d.serveUI(ctx, db)
@@ -301,7 +309,11 @@ func (d *demo) header(where string) {
 		plan = append(plan, fmt.Sprintf("at %v stop the leader gracefully (it releases: handover at once)", d.f.stopAfter))
 	}
 	plan = append(plan, fmt.Sprintf("at %v stop everything and count", d.f.duration))
-	fmt.Fprintf(d.out, "  plan:      %s\n\n", strings.Join(plan, "; "))
+	fmt.Fprintf(d.out, "  plan:      %s\n", strings.Join(plan, "; "))
+	if hint := demoSignalHint(os.Getpid()); hint != "" {
+		fmt.Fprintf(d.out, "  signals:   %s\n", hint)
+	}
+	fmt.Fprintln(d.out)
 }
 
 // spawn starts one instance: this very program, running demo-instance.
@@ -349,6 +361,7 @@ func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 	defer stopStop()
 	endC, stopEnd := timer(d.f.duration)
 	defer stopEnd()
+	killSig, endSig := d.killSig, d.endSig
 	var forceC <-chan time.Time
 	stopForce := func() bool { return false }
 	defer func() { stopForce() }()
@@ -357,6 +370,7 @@ func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 
 	shutdown := func(why string) {
 		killC, stopC, endC, done = nil, nil, nil, nil
+		killSig, endSig = nil, nil
 		pendingKill, pendingStop = false, false
 		d.note(why)
 		for _, p := range d.c.Procs() {
@@ -393,6 +407,11 @@ func (d *demo) loop(ctx context.Context, stopNow bool) (interrupted bool) {
 		case <-killC:
 			killC = nil
 			pendingKill = !d.kill()
+		case <-killSig:
+			d.note("SIGUSR1: killing the leader now")
+			pendingKill = !d.kill()
+		case <-endSig:
+			shutdown("SIGUSR2: stopping every instance now")
 		case <-stopC:
 			stopC = nil
 			pendingStop = pendingKill || d.failover != nil || !d.stopLeader()

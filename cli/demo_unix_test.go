@@ -94,3 +94,30 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Errorf("the demo's database after Ctrl-C: %v, %v; want it dropped", names, err)
 	}
 }
+
+// TestDemoSignals: SIGUSR1 kills the leader at once, whatever the plan;
+// SIGUSR2 ends the demo and counts, as its end does.
+func TestDemoSignals(t *testing.T) {
+	t.Parallel()
+	db := mongotest.NewDatabase(t)
+	cmd, _, lines := startMain(t, "demo", "--db", db.Name(), "--duration", "10m", "--kill-after", "0", "--stop-after", "0", "--ttl", "2s")
+	pid := strconv.Itoa(cmd.Process.Pid)
+	nextLine(t, lines, regexp.MustCompile(`^  signals:   kill -USR1 `+pid+` SIGKILLs the leader now; kill -USR2 `+pid+` ends the demo now and counts$`), 30*time.Second)
+	leader := nextLine(t, lines, regexp.MustCompile(`(app\d)\s+LEADS now`), 30*time.Second)[1]
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	nextLine(t, lines, regexp.MustCompile(leader+`\s+killed with SIGKILL \(it was the leader\)`), 10*time.Second)
+	nextLine(t, lines, regexp.MustCompile(`LEADS now.*failover \d+ ms after the SIGKILL of `+leader), 30*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	nextLine(t, lines, regexp.MustCompile(`SIGUSR2: stopping every instance now`), 10*time.Second)
+	nextLine(t, lines, regexp.MustCompile(`SIGKILL `+leader+` \(leader\)\s+-> app\d led`), 30*time.Second)
+	nextLine(t, lines, regexp.MustCompile(`^OK: no firing ran twice`), 30*time.Second)
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("demo ended with %v, want exit 0", err)
+	}
+}

@@ -215,8 +215,12 @@ func TestTakeoverWithinTTLAndPeriod(t *testing.T) {
 		holder, _, _ := simLocker(t, srv, "holder", simPlan, nil, lock.WithTTL(ttl))
 		contender, _, _ := simLocker(t, srv, "contender", simPlan, nil, lock.WithTTL(ttl))
 		took := takeoverAfterExpiry(t, holder, contender, retry)
-		if bound := ttl + retry + 2*rtt; took > bound {
-			t.Fatalf("takeover took %v, want within TTL %v + retry %v + two round trips of %v", took, ttl, retry, rtt)
+		// An attempt takes up to two round trips: the acquisition, and a
+		// read of the server's clock when a refusal left the estimate old
+		// (refreshClockFor). The attempt refused just before the expiry
+		// and the one that takes the lock: four.
+		if bound := ttl + retry + 4*rtt; took > bound {
+			t.Fatalf("takeover took %v, want within TTL %v + retry %v + four round trips of %v", took, ttl, retry, rtt)
 		}
 		t.Logf("taken over after %v (TTL %v, retry period %v, round trip %v)", took, ttl, retry, rtt)
 	})

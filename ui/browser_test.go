@@ -1,3 +1,5 @@
+//go:build unix
+
 package ui_test
 
 import (
@@ -15,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,10 +229,13 @@ func (c *consoleLog) unexpected(refused ...string) []string {
 // the README's picture of a job's firings.
 func TestBrowser(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a cluster for 40 s")
+		t.Skip("runs a cluster for half a minute or more")
 	}
 	browser := newBrowser(t)
-	demo := startDemo(t, "--duration", "40s", "--kill-after", "12s", "--stop-after", "0", "--ttl", "2s")
+	// The test kills the leader (SIGUSR1) once it has seen every page with
+	// the three instances up, and ends the demo (SIGUSR2) once done: on a
+	// loaded machine the pages take their time.
+	demo := startDemo(t, "--duration", "10m", "--kill-after", "0", "--stop-after", "0", "--ttl", "2s")
 	base := demo.url
 	var console consoleLog
 
@@ -336,6 +342,9 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The overview, never reloaded, shows the failover the demo causes.
+	if err := demo.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatalf("kill the leader: %v", err)
+	}
 	changed := fmt.Sprintf(`window.__sameDocument === true && %s !== '' && %s !== %q && document.body.innerText.includes('lease lapsed')`, leaderJS, leaderJS, leader)
 	if err := poll(overview, changed, 30*time.Second); err != nil {
 		t.Fatalf("the overview did not show the failover after the kill: %v\n%s", err, demo.output())
@@ -370,6 +379,9 @@ func TestBrowser(t *testing.T) {
 
 	if errs := console.unexpected("/actions/"); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+	if err := demo.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatalf("end the demo: %v", err)
 	}
 	select {
 	case <-demo.waitedFor:
