@@ -139,14 +139,21 @@ func (c *testCluster) spawn(mods ...func(*instanceConfig)) *cluster.Proc {
 	return p
 }
 
-// spawnN starts n instances at once and waits until all are up.
-func (c *testCluster) spawnN(n int, mods ...func(*instanceConfig)) []*cluster.Proc {
+// spawnAll starts n instances at once; from marks the events before.
+func (c *testCluster) spawnAll(n int, mods ...func(*instanceConfig)) (from int, ps []*cluster.Proc) {
 	c.tb.Helper()
-	from := c.Mark()
-	ps := make([]*cluster.Proc, n)
+	from = c.Mark()
+	ps = make([]*cluster.Proc, n)
 	for i := range ps {
 		ps[i] = c.spawn(mods...)
 	}
+	return from, ps
+}
+
+// spawnN starts n instances at once and waits until all are up.
+func (c *testCluster) spawnN(n int, mods ...func(*instanceConfig)) []*cluster.Proc {
+	c.tb.Helper()
+	from, ps := c.spawnAll(n, mods...)
 	for _, p := range ps {
 		c.awaitUp(from, p.Name())
 	}

@@ -114,11 +114,7 @@ func TestTenInstancesDeploy(t *testing.T) {
 // failed; it returns the names of those that failed.
 func (c *testCluster) deploy(n int, mods ...func(*instanceConfig)) (failed []string) {
 	c.tb.Helper()
-	from := c.Mark()
-	ps := make([]*cluster.Proc, n)
-	for i := range ps {
-		ps[i] = c.spawn(mods...)
-	}
+	from, ps := c.spawnAll(n, mods...)
 	for _, p := range ps {
 		e := c.awaitOne(from, hang, p.Name()+" up or failed", func(e cluster.Event) bool {
 			return e.Instance == p.Name() && (e.Kind == cluster.EvReady || e.Kind == cluster.EvError || e.Kind == cluster.EvExited)

@@ -268,6 +268,29 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// ledgerJobs are the jobs of the cluster tests: name to spec.
+var ledgerJobs = map[string]string{"every": "@every 1s", "even": "*/2 * * * * *"}
+
+// addLedgerJobs adds to every instance the two jobs of the cluster tests,
+// "every" (@every 1s) and "even" (*/2 * * * * *), which take a millisecond
+// and write what ran to led.
+func addLedgerJobs(t *testing.T, led *ledger, ins []*instance) {
+	t.Helper()
+	for _, in := range ins {
+		for name, spec := range ledgerJobs {
+			err := in.s.AddJob(name, spec, func(ctx context.Context) error {
+				e := led.begin(ctx, name)
+				time.Sleep(time.Millisecond) // the job's work
+				led.end(ctx, e)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestClusterRunsEveryFiringOnce runs three instances whose clocks are
 // -400ms, 0 and +400ms off, with the same two jobs that take a millisecond.
 // Every firing while all were up must run exactly once, and none ever twice.
@@ -281,20 +304,7 @@ func TestClusterRunsEveryFiringOnce(t *testing.T) {
 			opts:  []scheduler.Option{scheduler.WithSeconds()},
 		})
 		var led ledger
-		specs := map[string]string{"every": "@every 1s", "even": "*/2 * * * * *"}
-		for _, in := range ins {
-			for name, spec := range specs {
-				err := in.s.AddJob(name, spec, func(ctx context.Context) error {
-					e := led.begin(ctx, name)
-					time.Sleep(time.Millisecond) // the job's work
-					led.end(ctx, e)
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		addLedgerJobs(t, &led, ins)
 		startAll(t, ins...)
 		allUp := time.Now()
 		<-time.After(9 * time.Second)
@@ -318,7 +328,7 @@ func TestClusterRunsEveryFiringOnce(t *testing.T) {
 		// Firings every instance was up for, at every instance's (skewed) time.
 		from, to := allUp.Add(500*time.Millisecond), down.Add(-500*time.Millisecond)
 		expected := 0
-		for name, spec := range specs {
+		for name, spec := range ledgerJobs {
 			period := time.Second
 			if spec != "@every 1s" {
 				period = 2 * time.Second
@@ -337,7 +347,7 @@ func TestClusterRunsEveryFiringOnce(t *testing.T) {
 
 		// MongoDB agrees with the ledger.
 		ctx := testCtx(t, 20*time.Second)
-		for name := range specs {
+		for name := range ledgerJobs {
 			hist, err := ins[0].s.History(ctx, name, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -390,20 +400,7 @@ func TestClusterNeverRunsAFiringTwice(t *testing.T) {
 		opts:  []scheduler.Option{scheduler.WithSeconds()},
 	})
 	var led ledger
-	specs := map[string]string{"every": "@every 1s", "even": "*/2 * * * * *"}
-	for _, in := range ins {
-		for name, spec := range specs {
-			err := in.s.AddJob(name, spec, func(ctx context.Context) error {
-				e := led.begin(ctx, name)
-				time.Sleep(time.Millisecond) // the job's work
-				led.end(ctx, e)
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	addLedgerJobs(t, &led, ins)
 	startAll(t, ins...)
 	led.waitFor(t, 2*time.Minute, "ten runs", func(entry) bool { return len(led.snapshot()) >= 10 })
 	stopAll(t, ins...)
@@ -418,7 +415,7 @@ func TestClusterNeverRunsAFiringTwice(t *testing.T) {
 		seen[key] = e
 	}
 	ctx := testCtx(t, time.Minute)
-	for name := range specs {
+	for name := range ledgerJobs {
 		hist, err := ins[0].s.History(ctx, name, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -21,16 +21,11 @@ import (
 func TestTermSpanUnderRun(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r := newRecorder(t)
-		s := newSession(t, newLocker(t, monitoredDB(t, nil)), r.tracer(t), "k1")
-		ld, err := runner.New(s, "leader", runner.WithCampaignAgain(false))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, ld := newTracedRunner(t)
 		ctx, app := r.start(context.Background(), "app")
 		var own trace.SpanContext
 		var fence uint64
-		err = ld.Run(ctx, func(ctx context.Context) error {
+		err := ld.Run(ctx, func(ctx context.Context) error {
 			_, sp := r.start(ctx, "leader work")
 			defer sp.End()
 			own, fence = sp.SpanContext(), ld.Fence()
@@ -89,12 +84,7 @@ func TestTermSpanLost(t *testing.T) {
 func TestTermSpanFailed(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r := newRecorder(t)
-		s := newSession(t, newLocker(t, monitoredDB(t, nil)), r.tracer(t), "k1")
-		ld, err := runner.New(s, "leader", runner.WithCampaignAgain(false))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, ld := newTracedRunner(t)
 		errBoom := errors.New("boom")
 		if err := ld.Run(context.Background(), func(context.Context) error { return errBoom }); !errors.Is(err, errBoom) {
 			t.Fatalf("Run: %v, want %v", err, errBoom)
@@ -159,4 +149,17 @@ func TestTermSpanRunTaskOnLeader(t *testing.T) {
 			childOf(t, work, task.SpanContext())
 		}
 	})
+}
+
+// newTracedRunner returns a recorder of spans and a runner of "leader" that
+// campaigns once, on a Session of keeper k1 traced to it.
+func newTracedRunner(t *testing.T) (*recorder, *runner.LeaderAwareRunner) {
+	t.Helper()
+	r := newRecorder(t)
+	s := newSession(t, newLocker(t, monitoredDB(t, nil)), r.tracer(t), "k1")
+	ld, err := runner.New(s, "leader", runner.WithCampaignAgain(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, ld
 }
