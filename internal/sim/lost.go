@@ -103,11 +103,15 @@ func checkLost(s *Sim, end time.Duration) []string {
 				continue
 			}
 			who, reach, ok := s.eligible(j, f, min(end-tail-2*p, closed(j.Name, f)-claimWindow))
-			if !ok || s.skewSpread(reach) >= p/2 {
+			if !ok || s.skewSpread(reach, min(closed(j.Name, f), end)) >= p/2 {
 				// Every firing runs only while the instances' clocks
 				// agree within half the period (scheduler package,
 				// "Clock skew"): beyond, the instance most ahead decides
-				// which firings the others may still claim.
+				// which firings the others may still claim. Until a claim
+				// passed the firing: the claim that covers it may be
+				// planned by an instance that came up since, by its
+				// clock (seed 8: one 8 minutes ahead of the instance the
+				// firing fell on).
 				continue
 			}
 			if p, ok := pendingAtEnd[j.Name]; ok && f.After(p[0]) {
@@ -296,16 +300,13 @@ func (s *Sim) suspended(job string, t, slack time.Duration) bool {
 	return since >= 0
 }
 
-// skewSpread is how far apart the clocks of the instances up at true time
-// t are.
-func (s *Sim) skewSpread(t time.Duration) time.Duration {
+// skewSpread is how far apart the clocks of the instances up at some
+// time in [from, to] (true times) were, at any time in it.
+func (s *Sim) skewSpread(from, to time.Duration) time.Duration {
+	to = max(to, from)
 	var lo, hi time.Duration
 	first := true
-	for _, l := range s.hist.lives {
-		if l.Started > t || l.Down > 0 && l.Down < t {
-			continue
-		}
-		off := l.offset(t)
+	note := func(off time.Duration) {
 		if first || off < lo {
 			lo = off
 		}
@@ -313,6 +314,17 @@ func (s *Sim) skewSpread(t time.Duration) time.Duration {
 			hi = off
 		}
 		first = false
+	}
+	for _, l := range s.hist.lives {
+		if l.Started > to || l.Down > 0 && l.Down < from {
+			continue
+		}
+		note(l.offset(max(from, l.Started)))
+		for _, o := range l.Offsets {
+			if o.At >= from && o.At <= to {
+				note(o.Offset)
+			}
+		}
 	}
 	return hi - lo
 }
