@@ -103,7 +103,7 @@ func (a *app) commands() []command {
 	cmds := []command{
 		{name: "migrate", summary: migrateSummary, sub: []command{
 			{name: "up", args: "[--wait D] [flags]", summary: "apply pending migrations, waiting for another migrator", run: (*app).migrateUp},
-			{name: "status", args: "[--json] [flags]", summary: "applied, pending and failed migrations", run: (*app).migrateStatus},
+			{name: "status", args: "[--json] [flags]", summary: "applied, pending, failed and changed migrations", run: (*app).migrateStatus},
 			{name: "plan", args: "[flags]", summary: "what up would do, without doing it", run: (*app).migratePlan},
 		}},
 		{name: "locks", args: "[--json] [flags]", summary: "every held lock, as locks list", run: (*app).locks, help: locksHelp, sub: []command{

@@ -74,7 +74,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.duration, "duration", f.duration, "how long the demo runs")
 	fs.IntVar(&f.instances, "instances", f.instances, fmt.Sprintf("how many instances to run (2 to %d)", maxInstances))
 	fs.DurationVar(&f.killAfter, "kill-after", 0, "when to SIGKILL the leader (default a third of --duration; 0 to never)")
-	fs.DurationVar(&f.stopAfter, "stop-after", 0, "when to stop the next leader gracefully (default two thirds of --duration; 0 to never)")
+	fs.DurationVar(&f.stopAfter, "stop-after", 0, "when to stop the next leader gracefully (default two thirds of --duration, or never if that leaves less than 2 x TTL after the kill or before the end; 0 to never)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the demo's database (with --uri; otherwise it is dropped)")
 	fs.BoolVar(&f.ui, "ui", false, "serve the dashboard (mongolock ui) of the demo's database while it runs, and print its address")
 	fs.StringVar(&f.uiListen, "ui-listen", "127.0.0.1:0", "address of the dashboard with --ui (port 0 picks one)")

@@ -170,7 +170,9 @@
 // # Taking over
 //
 // Every Scheduler holds a presence lease through its Session, on the lock
-// prefix + "@instance/" + its keeper id, renewed with its other leases in
+// prefix + "@instance/" + its jobs collection + "/" + its keeper id + "/" +
+// a suffix of its own (Schedulers sharing a Session each hold one), as
+// `mongolock locks` shows it, renewed with its other leases in
 // the same command. Its lapsing, on the server's clock, is how the other
 // instances know that a claim it left pending will never start: every
 // poll interval (WithPollInterval; the Session's renew interval by
