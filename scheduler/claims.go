@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/runner"
 )
 
 // work is what a claim won, or took over, leaves its keeper to do: the
@@ -289,9 +290,22 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	presentRead := false
 	wasUp := func(f time.Time) bool {
 		if s.cfg.leader != nil {
-			// Leader-only: leading is presence; the current term is up, and
-			// the terms before it here are these.
-			return s.ledAt(f)
+			// Leader-only: leading is presence; the current term is up, the
+			// terms before it here are these, and those of other leaders
+			// the runner saw while it campaigned (seed 266: a firing that
+			// fell while another led, busy, was recorded as missed).
+			if s.ledAt(f) {
+				return true
+			}
+			if ts, ok := s.cfg.leader.(termsSeen); ok {
+				lo, hi := w.offsets()
+				for _, t := range ts.TermsSeen() {
+					if !f.Before(t.From.Add(-hi)) && !f.After(t.To.Add(-lo)) {
+						return true
+					}
+				}
+			}
+			return false
 		}
 		if !presentRead {
 			present, presentRead = s.presentSpans(w), true
@@ -358,6 +372,12 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		steps = append(steps, st)
 	}
 	return steps
+}
+
+// termsSeen is what a Leader may also tell (*runner.LeaderAwareRunner
+// does): the terms of other leaders it saw, on the server's clock.
+type termsSeen interface {
+	TermsSeen() []runner.TermSpan
 }
 
 // span is an interval of this instance's clock.
