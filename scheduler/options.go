@@ -188,8 +188,10 @@ type Leader interface {
 // goes through its claim, its job's lock and fence, so every guarantee of
 // the package holds across a change of leader: a new leader takes over the
 // claims the previous one left pending (its lease lapsed or was released,
-// or it would not lead), runs the firings missed meanwhile as the catch-up
-// policy says, and a run the previous leader still has going keeps its
+// or it would not lead), runs late the firings that fell while another
+// instance led (its own past terms, and those of others the runner saw:
+// runner.LeaderAwareRunner.TermsSeen), the others missed meanwhile as the
+// catch-up policy says, and a run the previous leader still has going keeps its
 // job's lock until it ends (the overlap policy applies), while a job's lock
 // that a leader which died left held is waited out, as any lock whose
 // holder stopped renewing it (see the package documentation). Default: none
