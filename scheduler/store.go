@@ -778,7 +778,18 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 	if err != nil {
 		return false, wrapErr(ctx, "settle claim of", w.job, err)
 	}
-	return res.MatchedCount == 1, nil
+	if res.MatchedCount == 1 {
+		return true, nil
+	}
+	// Settled already, by an attempt whose reply was lost (or that applied
+	// late)? Then the document still has w's token, and is not pending:
+	// no claim after it, nor a takeover, changed it.
+	docs, err := s.jobDocs(ctx, []string{w.job})
+	if err != nil {
+		return false, wrapErr(ctx, "settle claim of", w.job, err)
+	}
+	d := docs[w.job]
+	return d != nil && d.ClaimID == w.cid && d.By == w.keeper && !d.Pending && (w.triggered() || d.Done.Equal(w.last)), nil
 }
 
 // unstartError is the error recorded for a start undone for why.
