@@ -424,9 +424,21 @@ func (c *leaderCluster) check(windowStart, windowEnd time.Time) {
 		c.tb.Logf("round %d: %v; %s", i+1, f, next)
 		if f.what == stopAtClaim || f.what == stopMidRun {
 			// Its clock read at most at+skew when it stopped: any firing due
-			// later it could only claim, or run, after it lost its term.
+			// later it could only claim, or run, after it lost its term,
+			// and before it leads again (a later round's failover may
+			// elect it).
 			due := f.at.Add(skewOf(c.skews, f.instance))
+			again := time.Time{}
+			for _, s := range terms {
+				if s.Instance == f.instance && s.Start.After(f.at) {
+					again = s.Start
+					break
+				}
+			}
 			for _, e := range evs {
+				if !again.IsZero() && !e.T.Before(again) {
+					continue
+				}
 				if e.Instance == f.instance && !e.Triggered && e.Firing.After(due) &&
 					(e.Kind == cluster.EvClaimed || e.Kind == cluster.EvTakenOver || e.Kind == cluster.EvRun) {
 					c.tb.Errorf("%v: resumed, it %s %s, due after it stopped", f, e.Kind, cluster.NewFiring(e.Job, e.Firing))

@@ -994,9 +994,13 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	// not run are written only once it is certain the work settled, and a
 	// settle that applied with its reply lost would otherwise leave them
 	// unwritten for good (seed 946: three paused firings had no record).
+	// Tried again when its outcome is unknown: the records of the firings
+	// not run are written only once it is certain the work settled (a
+	// taker may run them meanwhile, and its run records must not be
+	// overwritten), and a settle that applied with its reply lost is told
+	// by its token (store.settle) only until a later claim replaces it.
 	var ok bool
 	var err error
-	unknown := false // an attempt failed: it may have settled the work
 	for try := 0; try < 3; try++ {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(fr.ctx), s.cfg.opTimeout)
 		ok, err = s.st.settle(ctx, w)
@@ -1004,22 +1008,15 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		if err == nil || s.ctx.Err() != nil {
 			break
 		}
-		unknown = true
 	}
 	switch {
-	case err != nil || !ok && unknown:
-		// Settled or not, no one can tell by now: an attempt that failed
-		// may have applied, and a claim made since have replaced its
-		// token. The records are written anyway (by id: the same
-		// documents if written again); if the work is still pending, the
-		// next poll resumes it, or another instance takes it over, and
-		// the plan then made writes them again, or a run's record over
-		// one it runs after all (seed 946: three paused firings had no
-		// record, their settle applied with its reply lost).
-		s.recordNotRun(fr, skipped)
+	case lastEnded && (err != nil || !ok):
+		// fr's firing ended here already; the next poll resumes the work,
+		// or the taker does it.
 		return
-	case lastEnded && !ok:
-		// fr's firing ended here already; the taker does the rest.
+	case err != nil:
+		// Still pending and this keeper's: the next poll resumes it.
+		s.emit(fr, skip(ReasonNoStart, fmt.Errorf("settle: %w", err)))
 		return
 	case !ok:
 		s.emit(fr, skip(ReasonTakenOver, nil))
