@@ -214,9 +214,14 @@
 //     before was pending (a claimant that died, waiting to be taken over;
 //     the claim records when it was pending), while this Scheduler was up
 //     (it was busy, behind, overloaded, or its claim failed), or while
-//     another instance held its presence lease. Late firings run in
-//     order, the newest MaxLate of them; older ones are recorded as not
-//     run (ReasonBacklog);
+//     another instance was present: it held its presence lease (as the
+//     presence locks show), or it settled the claim before (the claim
+//     records when its presence began), or, in leader-only mode, it led
+//     (this Scheduler's own terms, and those of other leaders its runner
+//     saw: runner.LeaderAwareRunner.TermsSeen). A plan made again of the
+//     same work on one instance keeps what the first ran late. Late
+//     firings run in order, the newest MaxLate of them; older ones are
+//     recorded as not run (ReasonBacklog);
 //   - otherwise fell while no instance was up to claim it, and the job's
 //     catch-up policy decides (ReasonMissed for those it does not run).
 //
@@ -231,15 +236,16 @@
 //
 // Times of the server (when a claim was pending, when an instance was
 // present) are turned into the claimant's clock by the offset its own
-// claim showed, so skew does not make old firings late, or late ones
-// missed, by more than the reply's round trip. Between instances whose
+// claim showed, within both bounds its round trip leaves (the widest
+// span), so skew does not make old firings late by more than the round
+// trip, nor late ones missed. Between instances whose
 // clocks differ by more than half the period, which firings run depends on
 // which clock reaches them first (see Clock skew).
 //
 // # Control
 //
 // PauseJob, ResumeJob, TriggerJob and RemoveJob (and the Scheduler's
-// methods of the same names, and `mongolock jobs pause|resume|trigger|remove`)
+// methods Pause, Resume, Trigger and Remove, and `mongolock jobs pause|resume|trigger|remove`)
 // write the job's document, from any instance or tool; every claim reads
 // it. A paused job's firings are claimed as usual and recorded as not run
 // (ReasonPaused), until the pause's end if it has one. A removed job's
