@@ -271,6 +271,21 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // ledgerJobs are the jobs of the cluster tests: name to spec.
 var ledgerJobs = map[string]string{"every": "@every 1s", "even": "*/2 * * * * *"}
 
+// newLedgerCluster is the cluster of the ledger tests: three instances on
+// dbName (of srv, if not nil) whose clocks are -400ms, 0 and +400ms off,
+// a TTL of 2s, with the jobs of addLedgerJobs writing to the ledger.
+func newLedgerCluster(t *testing.T, dbName string, srv *simdb.Server) ([]*instance, *ledger) {
+	t.Helper()
+	ins := newCluster(t, dbName, clusterConfig{sim: srv,
+		skews: []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond},
+		ttl:   2 * time.Second,
+		opts:  []scheduler.Option{scheduler.WithSeconds()},
+	})
+	led := &ledger{}
+	addLedgerJobs(t, led, ins)
+	return ins, led
+}
+
 // addLedgerJobs adds to every instance the two jobs of the cluster tests,
 // "every" (@every 1s) and "even" (*/2 * * * * *), which take a millisecond
 // and write what ran to led.
@@ -297,14 +312,7 @@ func addLedgerJobs(t *testing.T, led *ledger, ins []*instance) {
 // On the simulated server, in a synctest bubble.
 func TestClusterRunsEveryFiringOnce(t *testing.T) {
 	simTest(t, func(t *testing.T, srv *simdb.Server) {
-		dbName := "app"
-		ins := newCluster(t, dbName, clusterConfig{sim: srv,
-			skews: []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond},
-			ttl:   2 * time.Second,
-			opts:  []scheduler.Option{scheduler.WithSeconds()},
-		})
-		var led ledger
-		addLedgerJobs(t, &led, ins)
+		ins, led := newLedgerCluster(t, "app", srv)
 		startAll(t, ins...)
 		allUp := time.Now()
 		<-time.After(9 * time.Second)
@@ -393,14 +401,7 @@ func TestClusterRunsEveryFiringOnce(t *testing.T) {
 // a run cut short.
 func TestClusterNeverRunsAFiringTwice(t *testing.T) {
 	t.Parallel()
-	dbName := mongotest.NewDatabase(t).Name()
-	ins := newCluster(t, dbName, clusterConfig{
-		skews: []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond},
-		ttl:   2 * time.Second,
-		opts:  []scheduler.Option{scheduler.WithSeconds()},
-	})
-	var led ledger
-	addLedgerJobs(t, &led, ins)
+	ins, led := newLedgerCluster(t, mongotest.NewDatabase(t).Name(), nil)
 	startAll(t, ins...)
 	led.waitFor(t, 2*time.Minute, "ten runs", func(entry) bool { return len(led.snapshot()) >= 10 })
 	stopAll(t, ins...)
