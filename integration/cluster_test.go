@@ -340,11 +340,16 @@ func (c *testCluster) checkFiringsOf(jobs []string, from, to time.Time) map[clus
 	}
 	var missed []string
 	expected, once := 0, 0
+	overlapped := c.overlapSkipped(jobs)
 	for _, f := range cluster.Scheduled(from, to, c.base.Every) {
 		for _, job := range jobs {
 			expected++
 			switch k := cluster.NewFiring(job, f); ran[k] {
 			case 0:
+				if overlapped[k] {
+					expected--
+					continue
+				}
 				missed = append(missed, k.String())
 			case 1:
 				once++
@@ -414,6 +419,48 @@ func (c *testCluster) readFirings(filter bson.D) map[cluster.Firing]int {
 	out := map[cluster.Firing]int{}
 	for _, d := range docs {
 		out[cluster.NewFiring(d.Job, d.Scheduled)] = d.N
+	}
+	return out
+}
+
+// overlapSkipped returns the firings of jobs that the scheduler recorded
+// as not run because the job's previous run, on schedule, was still going
+// (scheduler.ReasonRunGoing: the default overlap policy), where the
+// history bears it out: the run of the firing before started before it
+// and ended after it, within the instances' skew. On a loaded machine a
+// run that starts late may outlast its period; that firing is then
+// skipped, rightly.
+func (c *testCluster) overlapSkipped(jobs []string) map[cluster.Firing]bool {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var slack time.Duration
+	for _, s := range c.skews {
+		slack = max(slack, s, -s)
+	}
+	out := map[cluster.Firing]bool{}
+	for _, job := range jobs {
+		runs, err := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
+		if err != nil {
+			c.tb.Logf("read the history of %s: %v", job, err)
+			continue
+		}
+		byFiring := map[time.Time]scheduler.Run{}
+		for _, r := range runs {
+			if r.Outcome != scheduler.OutcomeSkipped {
+				byFiring[r.Scheduled.UTC()] = r
+			}
+		}
+		for _, r := range runs {
+			if r.Outcome != scheduler.OutcomeSkipped || r.Reason != scheduler.ReasonRunGoing || r.Count > 1 {
+				continue
+			}
+			f := r.Scheduled.UTC()
+			prev, ok := byFiring[f.Add(-c.base.Every)]
+			if ok && prev.Start.Before(f.Add(slack)) && prev.End.After(f.Add(-slack)) {
+				out[cluster.NewFiring(job, f)] = true
+			}
+		}
 	}
 	return out
 }

@@ -254,10 +254,11 @@ func (c *leaderCluster) awaitCaughtUp(windowStart time.Time) {
 		c.noteSpent()
 		c.countSpent()
 		ran := c.firings()
+		overlapped := c.overlapSkipped(c.base.Jobs)
 		var missing []string
 		for _, at := range cluster.Scheduled(windowStart, now, c.base.Every) {
 			for _, job := range c.base.Jobs {
-				if k := cluster.NewFiring(job, at); ran[k] == 0 {
+				if k := cluster.NewFiring(job, at); ran[k] == 0 && !overlapped[k] {
 					missing = append(missing, k.String())
 				}
 			}
