@@ -130,9 +130,17 @@ func testClaimOncePerFiring(t *testing.T, be backend) {
 		}
 		won += len(w)
 	}
-	if won < firings/2 {
-		t.Errorf("only %d of %d firings claimed", won, firings)
+	// How many the race claimed depends on how the clients interleave (a
+	// firing's claim fails while the one before is pending): none at all
+	// would be a failure, and once every claim won is started, the next
+	// firing is free to claim.
+	if won == 0 {
+		t.Errorf("none of %d firings claimed", firings)
 	}
+	if w, err := stores[0].claim(ctx, "race", "@every 1s", base.Add(firings*time.Second), "A", false); err != nil || w == nil {
+		t.Errorf("the firing after the race, every claim won started: %v %v", w, err)
+	}
+	t.Logf("%d of %d firings claimed in the race", won, firings)
 }
 
 // TestStartIdempotent: a start record written twice (a retried write that
