@@ -345,7 +345,12 @@ func TestBrowser(t *testing.T) {
 	if err := demo.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatalf("kill the leader: %v", err)
 	}
-	changed := fmt.Sprintf(`window.__sameDocument === true && %s !== '' && %s !== %q && document.body.innerText.includes('lease lapsed')`, leaderJS, leaderJS, leader)
+	// The killed leader's instance shows its lease lapsed, or is gone
+	// from the list once another instance took its pending claim over
+	// (which takes its presence lock, and releases it).
+	killedUp := fmt.Sprintf(`[...document.querySelectorAll('#live tr')].some(tr => { const c = tr.querySelectorAll('td');
+		return c.length > 1 && c[0].innerText.trim().startsWith(%q) && c[1].innerText.includes('up'); })`, leader+"/")
+	changed := fmt.Sprintf(`window.__sameDocument === true && %s !== '' && %s !== %q && !%s`, leaderJS, leaderJS, leader, killedUp)
 	if err := poll(overview, changed, 30*time.Second); err != nil {
 		t.Fatalf("the overview did not show the failover after the kill: %v\n%s", err, demo.output())
 	}
