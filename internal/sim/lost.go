@@ -269,8 +269,12 @@ func (s *Sim) excused(j JobSpec, f time.Time, reach time.Duration, rec bson.D) b
 	case strings.HasPrefix(reason, scheduler.ReasonLockHeld), strings.HasPrefix(reason, scheduler.ReasonRunGoing):
 		// The previous run (or a triggered one, or the setup of a late
 		// one) still held the job's lock (until its end was recorded),
-		// by the server's documents.
-		return s.overlapped(j, f, reach) || s.lockHeld(scheduler.DefaultLockPrefix+j.Name, reach-slack, reach+j.Period)
+		// by the server's documents: from the firing until the record was
+		// made (a late firing waits for the lock then; seed 557: behind a
+		// late run of the firing before, taken over from a dead claimant).
+		decided, _ := lookupDoc(rec, "end").(bson.DateTime)
+		until := max(reach+j.Period, decided.Time().Sub(epoch))
+		return s.overlapped(j, f, reach) || s.lockHeld(scheduler.DefaultLockPrefix+j.Name, reach-slack, until)
 	}
 	return false
 }
