@@ -268,6 +268,21 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// onceEach fails t for every firing the ledger's entries ran twice, and
+// returns them by firing (job@scheduled).
+func onceEach(t *testing.T, entries []entry) map[string]entry {
+	t.Helper()
+	seen := map[string]entry{}
+	for _, e := range entries {
+		key := e.job + "@" + e.scheduled.Format(time.RFC3339Nano)
+		if prev, dup := seen[key]; dup {
+			t.Errorf("firing ran twice: %v and %v", prev, e)
+		}
+		seen[key] = e
+	}
+	return seen
+}
+
 // ledgerJobs are the jobs of the cluster tests: name to spec.
 var ledgerJobs = map[string]string{"every": "@every 1s", "even": "*/2 * * * * *"}
 
@@ -320,14 +335,9 @@ func TestClusterRunsEveryFiringOnce(t *testing.T) {
 		stopAll(t, ins...)
 
 		entries := led.snapshot()
-		seen := map[string]entry{}
+		seen := onceEach(t, entries)
 		perKeeper := map[string]int{}
 		for _, e := range entries {
-			key := e.job + "@" + e.scheduled.Format(time.RFC3339Nano)
-			if prev, dup := seen[key]; dup {
-				t.Errorf("firing ran twice: %v and %v", prev, e)
-			}
-			seen[key] = e
 			perKeeper[e.keeper]++
 			if e.cause != nil {
 				t.Errorf("run cancelled: %v", e)
@@ -407,14 +417,7 @@ func TestClusterNeverRunsAFiringTwice(t *testing.T) {
 	stopAll(t, ins...)
 
 	entries := led.snapshot()
-	seen := map[string]entry{}
-	for _, e := range entries {
-		key := e.job + "@" + e.scheduled.Format(time.RFC3339Nano)
-		if prev, dup := seen[key]; dup {
-			t.Errorf("firing ran twice: %v and %v", prev, e)
-		}
-		seen[key] = e
-	}
+	seen := onceEach(t, entries)
 	ctx := testCtx(t, time.Minute)
 	for name := range ledgerJobs {
 		hist, err := ins[0].s.History(ctx, name, 0)
