@@ -88,19 +88,15 @@ func (r *LeaderAwareRunner) noteSeenLocked(h lock.Holder) {
 		return
 	}
 	if n := len(r.seen); n > 0 && r.seen[n-1].Fence == h.Fence {
-		r.seen[n-1].To = maxTime(r.seen[n-1].To, h.RenewedAt)
+		if h.RenewedAt.After(r.seen[n-1].To) {
+			r.seen[n-1].To = h.RenewedAt
+		}
 		return
 	}
 	r.seen = append(r.seen, TermSpan{Fence: h.Fence, From: h.AcquiredAt, To: h.RenewedAt})
 	r.seen = r.seen[max(0, len(r.seen)-maxSeen):]
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
 
 // term is one acquisition of the lock. ended is written only by the
 // goroutine holding the gate.
