@@ -97,7 +97,6 @@ func (r *LeaderAwareRunner) noteSeenLocked(h lock.Holder) {
 	r.seen = r.seen[max(0, len(r.seen)-maxSeen):]
 }
 
-
 // term is one acquisition of the lock. ended is written only by the
 // goroutine holding the gate.
 type term struct {
