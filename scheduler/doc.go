@@ -430,5 +430,10 @@
 // last claim and the last run, the runs collection the history
 // (WithHistory). Jobs, History, LoadRecords and LoadHistory read them from
 // any instance or tool. All writes use write concern majority with
-// journal, so a claim survives a failover.
+// journal, so a claim survives a failover. A run's end and history are
+// written however long the database fails them while the Scheduler runs
+// (the job's lock stays held meanwhile, so its next run waits); once it
+// stops, for up to twice the op timeout more, and then the RunEnded
+// event's Reason says "end not recorded": the job document says
+// "running" until the job's next claim replaces it.
 package scheduler

@@ -31,9 +31,12 @@ type fakeStore struct {
 	// onStart, if set, is called by start first: start applies the write
 	// only if it says so, then returns its error if non-nil (a write that
 	// failed, or that went through but whose reply was lost).
-	onStart     func(ctx context.Context, r Run) (applied bool, err error)
-	afterStart  func(d *jobDoc) // called with s.mu held after start applied, before it returns
-	onHistory   func(r Run)     // called by addHistory
+	onStart    func(ctx context.Context, r Run) (applied bool, err error)
+	afterStart func(d *jobDoc) // called with s.mu held after start applied, before it returns
+	onHistory  func(r Run)     // called by addHistory
+	// onFinish, if set, is called by finish first: a non-nil error fails
+	// the write, unapplied.
+	onFinish    func(r Run) error
 	histWrites  int
 	finishCalls int
 }
@@ -231,6 +234,11 @@ func (s *fakeStore) finish(_ context.Context, r Run, ran bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finishCalls++
+	if s.onFinish != nil {
+		if err := s.onFinish(r); err != nil {
+			return false, err
+		}
+	}
 	d := s.docs[r.Job]
 	if d == nil || !d.Run.holds(r) {
 		return false, nil

@@ -737,12 +737,16 @@ func (s *Scheduler) addHistory(fr *firing, r Run) error {
 }
 
 // persist runs write, an idempotent write of fr's records, until it
-// succeeds, pausing between attempts as the Session's backoff says, for
-// up to twice the op timeout: a record lost to one failed command would
-// leave the history disagreeing with what ran, or a run "running" for
-// good. Stop does not end it.
+// succeeds, pausing between attempts as the Session's backoff says: a
+// record lost to a failed command would leave the history disagreeing
+// with what ran, or a run "running" for good. It keeps trying while the
+// Scheduler runs (the run's lock stays held meanwhile, so the next run
+// of the job waits for this record, as it would for the database), and
+// for up to twice the op timeout once the Scheduler stops, or the error
+// is the server's refusal of the write itself (mongoutil.Permanent):
+// then it returns the error, for the caller to report.
 func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) error {
-	giveUp := s.clock.Now().Add(2 * s.cfg.opTimeout)
+	var giveUp time.Time
 	b := s.session.Backoff()
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
@@ -751,8 +755,15 @@ func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) e
 		if err == nil {
 			return nil
 		}
+		now := s.clock.Now()
+		if giveUp.IsZero() && (s.ctx.Err() != nil || mongoutil.Permanent(err)) {
+			giveUp = now.Add(2 * s.cfg.opTimeout)
+		}
 		pause := b.Pause(attempt)
-		if !s.clock.Now().Add(pause).Before(giveUp) || lock.Sleep(fr.detached(), s.clock, pause) != nil {
+		if !giveUp.IsZero() && !now.Add(pause).Before(giveUp) {
+			return err
+		}
+		if lock.Sleep(fr.detached(), s.clock, pause) != nil {
 			return err
 		}
 	}

@@ -853,3 +853,69 @@ func TestLockOfGoneRunOutwaited(t *testing.T) {
 		})
 	}
 }
+
+// TestEndRecordedAfterOutage: a run's end is written however long the
+// database fails it while the Scheduler runs: its record must not stay
+// "running". (Found by the simulation, seeds 544, 670 and 939: the
+// scheduler gave up after twice the op timeout.)
+func TestEndRecordedAfterOutage(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		outage := epoch.Add(time.Minute + 10*r.s.cfg.opTimeout)
+		r.store.onFinish = func(Run) error {
+			if r.locks.Clock().Now().Before(outage) {
+				return errBoom
+			}
+			return nil
+		}
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		e := r.next(lock.RunEnded)
+		if e.Outcome != string(OutcomeSucceeded) || strings.Contains(e.Reason, "not recorded") {
+			t.Fatalf("run ended with %+v, want succeeded and recorded", e)
+		}
+		if now := r.locks.Clock().Now(); now.Before(outage) {
+			t.Fatalf("run reported ended at %v, before the outage ended (%v)", now, outage)
+		}
+		if rec := r.store.running("j"); rec == nil || rec.Outcome != OutcomeSucceeded {
+			t.Fatalf("job record %+v, want succeeded", rec)
+		}
+		r.stop()
+	})
+}
+
+// TestEndNotRecordedAtStop: once the Scheduler stops, an end the database
+// keeps failing is tried for up to twice the op timeout more, then
+// reported as not recorded: Stop is not held up for good.
+func TestEndNotRecordedAtStop(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		failing := make(chan struct{})
+		var once sync.Once
+		r.store.onFinish = func(Run) error {
+			once.Do(func() { close(failing) })
+			return errBoom
+		}
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		recv(t, failing, "the end write")
+		time.Sleep(5 * r.s.cfg.opTimeout) // still trying: the Scheduler runs
+		stopped := r.locks.Clock().Now()
+		done := make(chan error, 1)
+		go func() { done <- r.s.Stop(context.Background()) }()
+		if err := recv(t, done, "Stop"); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if took, most := r.locks.Clock().Since(stopped), 3*r.s.cfg.opTimeout; took > most {
+			t.Errorf("Stop took %v, want at most %v", took, most)
+		}
+		if e := r.next(lock.RunEnded); !strings.Contains(e.Reason, "end not recorded") {
+			t.Fatalf("run ended with %+v, want its end reported not recorded", e)
+		}
+		if rec := r.store.running("j"); rec == nil || rec.Outcome != OutcomeRunning {
+			t.Fatalf("job record %+v, want still running", rec)
+		}
+	})
+}

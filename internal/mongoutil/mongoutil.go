@@ -51,6 +51,35 @@ func IsDeadlock(err error) bool {
 	return errors.As(err, &se) && se.HasErrorCode(CodeDeadlockDetected)
 }
 
+// transientCodes are server error codes that say nothing about the
+// command itself: the server was stepping down, shutting down, overloaded
+// or out of time, or the write lost a race it may win when sent again.
+var transientCodes = []int{
+	6, 7, 50, 64, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,
+	CodeDeadlockDetected,
+}
+
+// Permanent reports whether err is the server's answer that the command
+// itself cannot succeed (a validation failure, a bad update, an
+// unauthorized user): sending it again cannot help. Network errors,
+// timeouts, elections and shutdowns are not; neither is an error that
+// did not come from a server.
+func Permanent(err error) bool {
+	var se mongo.ServerError
+	if err == nil || !errors.As(err, &se) || mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return false
+	}
+	if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
+		return false
+	}
+	for _, c := range transientCodes {
+		if se.HasErrorCode(c) {
+			return false
+		}
+	}
+	return true
+}
+
 // ServerTime reads the clock of the server the client talks to (hello's
 // localTime; isMaster on MongoDB before 4.4.2, which lacks hello). Behind
 // mongos or a load balancer that is mongos's clock, not that of the shard

@@ -234,6 +234,11 @@ func checkRecords(s *Sim) []string {
 		trig, _ := lookupDoc(d, "triggered").(bool)
 		k := firingKey{job: job, at: sched.Time().UnixNano(), triggered: trig}
 		keeper, _ := lookupDoc(d, "keeper").(string)
+		if _, reported := h.endUnrecorded[firingKey{job: k.job, at: k.at}]; reported {
+			// Its instance stopped while the database could not be
+			// reached, and said so (checked as it was reported).
+			continue
+		}
 		if r := ended[k]; r != nil && !s.diedBefore(r.Instance, r.Ended+10*s.world.TTL) {
 			out = append(out, fmt.Sprintf("records: job %s's document says %s is running (keeper %s), but it ended at %.3fs",
 				job, sched.Time().UTC().Format(time.RFC3339Nano), keeper, r.Ended.Seconds()))

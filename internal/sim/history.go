@@ -29,6 +29,9 @@ type History struct {
 	// record could not be written (the server failed for longer than the
 	// scheduler retries it): a gap the checks accept, being reported.
 	unrecorded map[firingKey]bool
+	// endUnrecorded are runs whose instance reported that their end could
+	// not be written to the job document, and when it reported it.
+	endUnrecorded map[firingKey]time.Duration
 	// spentLease are firings whose start was recorded but whose lease was
 	// lost before the job was called, another claim coming meanwhile.
 	spentLease map[firingKey]bool

@@ -124,6 +124,24 @@ func (in *instance) observe(e lock.Event) {
 			in.sim.hist.unrecorded[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
 		})
 	}
+	if e.Kind == lock.RunEnded && strings.Contains(e.Reason, "end not recorded") {
+		in.sim.hist.update(func() {
+			if in.sim.hist.endUnrecorded == nil {
+				in.sim.hist.endUnrecorded = map[firingKey]time.Duration{}
+			}
+			in.sim.hist.endUnrecorded[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = in.sim.hist.now()
+		})
+	}
+	if strings.Contains(e.Reason, "end not recorded") || strings.Contains(e.Reason, "not recorded in the history") {
+		// The scheduler writes its records for as long as it runs; it
+		// gives up only once it stops.
+		var down time.Duration
+		in.sim.hist.update(func() { down = in.life.Down })
+		if down == 0 {
+			in.sim.fatalf("records: %s gave up writing a record of %s@%s while it was up: %s",
+				in.life.Name, e.Job, e.Scheduled.UTC().Format(time.RFC3339Nano), e.Reason)
+		}
+	}
 	switch e.Kind {
 	case lock.Renewed, lock.Acquired, lock.Released, lock.Refused, lock.LeaderSeen:
 		return
