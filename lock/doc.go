@@ -69,8 +69,12 @@
 // the host is suspended (and often while a hypervisor pauses a VM), so a
 // lease that lapsed during a suspend would otherwise be trusted after it,
 // beside its next holder. A wall clock stepped forward therefore ends
-// leases early. A pause that stops both clocks (a VM whose wall clock is
-// set right only later) cannot be seen. The keep-alive checks at least
+// leases early. On Linux the boot clock (CLOCK_BOOTTIME), which counts
+// the time suspended and which steps do not move, is read as well, so a
+// suspend is seen even when the wall clock was stepped back across it
+// (BootClock). A pause that stops every clock of the host (a VM whose wall
+// clock is set right only later) cannot be seen, nor, elsewhere than
+// Linux, a suspend that a step back hid. The keep-alive checks at least
 // every retry period, so a lease outlasted by a suspend ends (Done) within
 // a retry period of the resume; Err and Remaining read the clocks at once.
 // Clocks are assumed to run at the same rate within 0.1%, and the clocks of

@@ -11,6 +11,7 @@ import (
 type renewal struct {
 	leases []*Lease
 	sent   time.Time
+	boot   bootReading        // the boot clock, read before sent
 	result chan renewalResult // buffered
 	cancel context.CancelFunc
 	span   Span
@@ -43,6 +44,7 @@ func (s *Session) keepAlive() {
 	}()
 	for {
 		s.mu.Lock()
+		boot := s.bootNow()
 		now := s.clock.Now()
 		events := s.expireLocked(now)
 		due, expiry, any := s.planLocked(retryAt)
@@ -58,7 +60,7 @@ func (s *Session) keepAlive() {
 			s.Emit(e)
 		}
 		if len(batch) > 0 {
-			cur = s.startRenewal(batch, now, failures+1)
+			cur = s.startRenewal(batch, now, boot, failures+1)
 			continue
 		}
 
@@ -94,7 +96,7 @@ func (s *Session) keepAlive() {
 				ev = s.renewalFailed(cur.leases, res.err, failures)
 			} else {
 				retryAt, failures = time.Time{}, 0
-				ev = s.applyRenewal(cur.leases, res.r, cur.sent)
+				ev = s.applyRenewal(cur.leases, res.r, cur.sent, cur.boot)
 			}
 			span := cur.span
 			cur = nil
@@ -152,7 +154,7 @@ func (s *Session) expireLocked(now time.Time) []Event {
 	var ev []Event
 	for _, sl := range s.slots {
 		l := sl.lease
-		if l == nil || l.ended || left(l.trustUntil, now) > 0 {
+		if l == nil || l.ended || s.leaseLeft(l, now) > 0 {
 			continue
 		}
 		s.endLocked(l, ErrLeaseLost)
@@ -165,20 +167,22 @@ func (s *Session) expireLocked(now time.Time) []Event {
 }
 
 // startRenewal sends one renewal of leases, the attempt-th since the last
-// that succeeded.
-func (s *Session) startRenewal(leases []*Lease, now time.Time, attempt int) *renewal {
-	remaining := left(leases[0].trustUntil, now)
+// that succeeded, at now (boot: the boot clock read before).
+func (s *Session) startRenewal(leases []*Lease, now time.Time, boot bootReading, attempt int) *renewal {
+	s.mu.Lock()
+	remaining := s.leaseLeft(leases[0], now)
 	ids := make([]string, len(leases))
 	for i, l := range leases {
 		ids[i] = l.grant.LockID
-		remaining = min(remaining, left(l.trustUntil, now))
+		remaining = min(remaining, s.leaseLeft(l, now))
 	}
+	s.mu.Unlock()
 	rp := s.cfg.timings.RetryPeriod
 	timeout := min(remaining, max(rp, remaining/2))
 	// The keep-alive's renewals are nobody's children: each begins a trace.
 	ctx, span := s.trace(context.Background(), OpRenew, attempt, 0, ids)
 	ctx, cancel := WithTimeout(ctx, s.clock, timeout)
-	r := &renewal{leases: leases, sent: now, result: make(chan renewalResult, 1), cancel: cancel, span: span}
+	r := &renewal{leases: leases, sent: now, boot: boot, result: make(chan renewalResult, 1), cancel: cancel, span: span}
 	go func() {
 		ren, err := s.store.Renew(ctx, s.cfg.keeperID, ids...)
 		r.result <- renewalResult{r: ren, err: err}
@@ -189,7 +193,7 @@ func (s *Session) startRenewal(leases []*Lease, now time.Time, attempt int) *ren
 // applyRenewal moves on the deadlines of the leases r renewed, sent at
 // sent, and ends those it found lost. Leases released or lost meanwhile
 // are left alone.
-func (s *Session) applyRenewal(leases []*Lease, r Renewal, sent time.Time) []Event {
+func (s *Session) applyRenewal(leases []*Lease, r Renewal, sent time.Time, boot bootReading) []Event {
 	held := make(map[string]bool, len(r.Held))
 	for _, id := range r.Held {
 		held[id] = true
@@ -218,11 +222,11 @@ func (s *Session) applyRenewal(leases []*Lease, r Renewal, sent time.Time) []Eve
 			l.lastSent = sent
 		}
 		if t := earliest(r.Deadline, sent.Add(s.cfg.timings.RenewDeadline)); t.After(l.trustUntil) {
-			l.trustUntil = t
+			l.trustUntil, l.bootUntil = t, bootDeadline(t, sent, boot)
 		}
 		if s.observed() {
 			ev = append(ev, Event{Kind: Renewed, LockID: l.grant.LockID, Fence: l.grant.Fence,
-				Took: now.Sub(sent), Remaining: left(l.trustUntil, now)})
+				Took: now.Sub(sent), Remaining: s.leaseLeft(l, now)})
 		}
 	}
 	s.mu.Unlock()
@@ -241,7 +245,7 @@ func (s *Session) renewalFailed(leases []*Lease, err error, attempt int) []Event
 	for _, l := range leases {
 		if !l.ended {
 			ev = append(ev, Event{Kind: RenewFailed, LockID: l.grant.LockID, Fence: l.grant.Fence,
-				Err: err, Remaining: max(0, left(l.trustUntil, now)), Attempt: attempt})
+				Err: err, Remaining: max(0, s.leaseLeft(l, now)), Attempt: attempt})
 		}
 	}
 	s.mu.Unlock()

@@ -19,13 +19,18 @@ type Lease struct {
 	// Guarded by s.mu.
 	lastSent   time.Time // sending of the last successful acquire or renew
 	trustUntil time.Time
+	bootUntil  bootReading // trustUntil on the boot clock (elapsed.go)
 	ended      bool
 	releasing  bool
 }
 
-func (s *Session) newLease(g Grant) *Lease {
+// newLease returns the lease g granted; boot is the boot clock read
+// before g's command was sent.
+func (s *Session) newLease(g Grant, boot bootReading) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Lease{s: s, grant: g, ctx: ctx, cancel: cancel, lastSent: g.Sent, trustUntil: s.trustUntil(g)}
+	until := s.trustUntil(g)
+	return &Lease{s: s, grant: g, ctx: ctx, cancel: cancel, lastSent: g.Sent, trustUntil: until,
+		bootUntil: bootDeadline(until, g.Sent, boot)}
 }
 
 // endLocked ends l with cause: it is no longer kept alive. It reports
@@ -62,17 +67,17 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Remaining returns how long the lease is still trusted, on the local
-// monotonic clock, or on the wall clock if that says less (a suspended
-// host's monotonic clock stops, see elapsed.go): zero once it ended or its
-// deadline passed.
+// monotonic clock, or on the wall clock or the boot clock if that says
+// less (a suspended host's monotonic clock stops, see elapsed.go): zero
+// once it ended or its deadline passed.
 func (l *Lease) Remaining() time.Duration {
 	l.s.mu.Lock()
-	ended, until := l.ended, l.trustUntil
+	ended, until, boot := l.ended, l.trustUntil, l.bootUntil
 	l.s.mu.Unlock()
 	if ended {
 		return 0
 	}
-	return max(0, left(until, l.s.clock.Now()))
+	return max(0, l.s.leftOf(until, boot, l.s.clock.Now()))
 }
 
 // Done is closed when the lease ends.
@@ -102,13 +107,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)
 	}
 	ctx, span := s.trace(ctx, OpRenew, 0, l.grant.Fence, []string{l.grant.LockID})
+	boot := s.bootNow()
 	sent := s.clock.Now()
 	r, err := s.store.Renew(ctx, s.cfg.keeperID, l.grant.LockID)
 	if err != nil {
 		span.End(err)
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)
 	}
-	ev := s.applyRenewal([]*Lease{l}, r, sent)
+	ev := s.applyRenewal([]*Lease{l}, r, sent, boot)
 	for _, e := range ev {
 		s.Emit(e)
 		span.Event(e)

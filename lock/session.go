@@ -48,6 +48,7 @@ var _ Store = (*Locker)(nil)
 type Session struct {
 	store Store
 	clock clockwork.Clock
+	boot  func() bootReading // nil: no boot clock (elapsed.go)
 	cfg   sessionConfig
 
 	mu     sync.Mutex
@@ -98,6 +99,7 @@ func NewSession(store Store, opts ...SessionOption) (*Session, error) {
 	s := &Session{
 		store: store,
 		clock: clk,
+		boot:  bootClockOf(clk),
 		cfg:   cfg,
 		slots: make(map[string]*slot),
 		maybe: make(map[string]uint64),
@@ -237,6 +239,7 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 
 	var acq Acquisition
 	var err error
+	boot := s.bootNow()
 	sent := s.clock.Now()
 	if len(mine) > 0 {
 		acq, err = s.store.AcquireLocks(ctx, s.cfg.keeperID, mine...)
@@ -261,13 +264,13 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	for _, id := range mine {
 		g, ok := granted[id]
 		switch {
-		case ok && !closed && left(s.trustUntil(g), now) > 0:
-			l := s.newLease(g)
+		case ok && !closed && s.leftOf(s.trustUntil(g), bootDeadline(s.trustUntil(g), g.Sent, boot), now) > 0:
+			l := s.newLease(g, boot)
 			s.slots[id].lease = l
 			delete(s.maybe, id)
 			leases[id] = l
 			if s.observed() {
-				events = append(events, Event{Kind: Acquired, LockID: id, Fence: g.Fence, Took: now.Sub(sent), Remaining: left(l.trustUntil, now)})
+				events = append(events, Event{Kind: Acquired, LockID: id, Fence: g.Fence, Took: now.Sub(sent), Remaining: s.leaseLeft(l, now)})
 			}
 		case ok:
 			// Too late to trust, or the Session closed meanwhile: release

@@ -59,7 +59,7 @@ type EventKind int
 // The events of a world.
 const (
 	Pause        EventKind = iota // the instance stops (SIGSTOP) for D
-	Suspend                       // the instance's host suspends for D: its monotonic clock stops
+	Suspend                       // the instance's host suspends for D: its monotonic clock stops, its boot clock counts it
 	Kill                          // the instance dies (SIGKILL)
 	Restart                       // a dead or stopped instance starts again
 	StopGraceful                  // the instance stops cleanly (a rolling deploy)

@@ -58,6 +58,11 @@ func (c *Clock) monoLocked(t time.Time) time.Duration {
 	return t.Sub(c.epoch) - c.lost
 }
 
+// SinceBoot reads the boot clock (lock.BootClock): true time since the
+// clock was made, suspends counted, steps ignored, as CLOCK_BOOTTIME
+// counts an OS suspend.
+func (c *Clock) SinceBoot() time.Duration { return time.Since(c.epoch) }
+
 // Offset returns how far the wall clock is from true time.
 func (c *Clock) Offset() time.Duration {
 	c.mu.Lock()
