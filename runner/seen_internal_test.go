@@ -23,8 +23,8 @@ func TestTermsSeen(t *testing.T) {
 	see(lock.Holder{Fence: 7, AcquiredAt: at(0), RenewedAt: at(1)})
 	see(lock.Holder{Fence: 7, AcquiredAt: at(0), RenewedAt: at(3)})
 	see(lock.Holder{Fence: 7, AcquiredAt: at(0), RenewedAt: at(2)}) // an older read: no shrink
-	see(lock.Holder{})                                                // free: nothing
-	see(lock.Holder{Fence: 8, AcquiredAt: at(5), RenewedAt: at(4)})   // renewed before acquired: nonsense
+	see(lock.Holder{})                                              // free: nothing
+	see(lock.Holder{Fence: 8, AcquiredAt: at(5), RenewedAt: at(4)}) // renewed before acquired: nonsense
 	see(lock.Holder{Fence: 9, AcquiredAt: at(5), RenewedAt: at(6)})
 	got := r.TermsSeen()
 	want := []TermSpan{{7, at(0), at(3)}, {9, at(5), at(6)}}
