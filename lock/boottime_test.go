@@ -47,5 +47,8 @@ func TestSuspendHiddenByStepBack(t *testing.T) {
 		if left := lease.Remaining(); left != 0 {
 			t.Fatalf("remaining %v, want 0", left)
 		}
+		if d := lease.Deadline(); d.After(clk.Now()) {
+			t.Fatalf("deadline %v, after now (%v)", d, clk.Now())
+		}
 	})
 }

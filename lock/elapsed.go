@@ -28,8 +28,9 @@ import (
 // BootClock is a clock that can also read the boot clock: the time since
 // an arbitrary origin, counting the time the host was suspended, not
 // moved by clock steps. A Session on such a clock (its store's) reads it;
-// on the real clock (clockwork.NewRealClock, the default) it reads the
-// host's boot clock where there is one (Linux); on other clocks, none.
+// on the real clock (clockwork.NewRealClock, the default; not in a
+// testing/synctest bubble) it reads the host's boot clock where there is
+// one (Linux); on other clocks, wrappers of the real one included, none.
 type BootClock interface {
 	clockwork.Clock
 	SinceBoot() time.Duration
@@ -49,8 +50,11 @@ func bootClockOf(clk clockwork.Clock) func() bootReading {
 	if b, ok := clk.(BootClock); ok {
 		return func() bootReading { return bootReading{b.SinceBoot(), true} }
 	}
-	if reflect.TypeOf(clk) != realClockType {
-		return nil // a fake clock, whose time the host's boot clock is not
+	if t := clk.Now(); reflect.TypeOf(clk) != realClockType || t == t.Round(0) {
+		// A fake clock, or the real one in a testing/synctest bubble
+		// (its readings have no monotonic clock): the host's boot clock
+		// does not tell their time.
+		return nil
 	}
 	if _, ok := sysBoot(); !ok {
 		return nil

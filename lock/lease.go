@@ -63,6 +63,14 @@ func (l *Lease) AcquiredAt() time.Time { return l.grant.AcquiredAt }
 func (l *Lease) Deadline() time.Time {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
+	if l.bootUntil.ok {
+		// The boot clock may say less is left (a suspend hidden by a
+		// step back of the wall clock, elapsed.go).
+		now := l.s.clock.Now()
+		if d := now.Add(max(0, l.s.leaseLeft(l, now))); d.Before(l.trustUntil) {
+			return d
+		}
+	}
 	return l.trustUntil
 }
 

@@ -431,9 +431,11 @@
 // (WithHistory). Jobs, History, LoadRecords and LoadHistory read them from
 // any instance or tool. All writes use write concern majority with
 // journal, so a claim survives a failover. A run's end and history are
-// written however long the database fails them while the Scheduler runs
-// (the job's lock stays held meanwhile, so its next run waits); once it
-// stops, for up to twice the op timeout more, and then the RunEnded
-// event's Reason says "end not recorded": the job document says
+// written however long the database cannot be reached while the Scheduler
+// runs (the job's lock stays held meanwhile, so its next run waits). Each
+// record is tried for up to about twice the op timeout more once the
+// Scheduler stops or its Session closes, or when the server refuses the
+// write itself; then the RunEnded event's Reason says "end not recorded"
+// (or "not recorded in the history"), and the job document says
 // "running" until the job's next claim replaces it.
 package scheduler

@@ -739,12 +739,14 @@ func (s *Scheduler) addHistory(fr *firing, r Run) error {
 // persist runs write, an idempotent write of fr's records, until it
 // succeeds, pausing between attempts as the Session's backoff says: a
 // record lost to a failed command would leave the history disagreeing
-// with what ran, or a run "running" for good. It keeps trying while the
-// Scheduler runs (the run's lock stays held meanwhile, so the next run
-// of the job waits for this record, as it would for the database), and
-// for up to twice the op timeout once the Scheduler stops, or the error
-// is the server's refusal of the write itself (mongoutil.Permanent):
-// then it returns the error, for the caller to report.
+// with what ran, or a run "running" for good. While the database cannot
+// be reached (mongoutil.Transient) it keeps trying for as long as the
+// Scheduler runs: the run's lock stays held meanwhile, so the job's next
+// run here waits for this record, and elsewhere for the lease to lapse,
+// as it would for the database. Otherwise (an error of another kind, or
+// once the Scheduler stopped or its Session closed) it tries for up to
+// twice the op timeout more, then returns the error, for the caller to
+// report.
 func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) error {
 	var giveUp time.Time
 	b := s.session.Backoff()
@@ -756,7 +758,7 @@ func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) e
 			return nil
 		}
 		now := s.clock.Now()
-		if giveUp.IsZero() && (s.ctx.Err() != nil || mongoutil.Permanent(err)) {
+		if giveUp.IsZero() && (s.stopping() || !mongoutil.Transient(err)) {
 			giveUp = now.Add(2 * s.cfg.opTimeout)
 		}
 		pause := b.Pause(attempt)
@@ -766,6 +768,16 @@ func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) e
 		if lock.Sleep(fr.detached(), s.clock, pause) != nil {
 			return err
 		}
+	}
+}
+
+// stopping reports whether the Scheduler stopped or its Session closed.
+func (s *Scheduler) stopping() bool {
+	select {
+	case <-s.session.Done():
+		return true
+	default:
+		return s.ctx.Err() != nil
 	}
 }
 

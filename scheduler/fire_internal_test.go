@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -854,8 +855,11 @@ func TestLockOfGoneRunOutwaited(t *testing.T) {
 	}
 }
 
+// errUnreachable is an error of a database that cannot be reached.
+var errUnreachable = fmt.Errorf("server selection: %w", context.DeadlineExceeded)
+
 // TestEndRecordedAfterOutage: a run's end is written however long the
-// database fails it while the Scheduler runs: its record must not stay
+// database cannot be reached while the Scheduler runs: its record must not stay
 // "running". (Found by the simulation, seeds 544, 670 and 939: the
 // scheduler gave up after twice the op timeout.)
 func TestEndRecordedAfterOutage(t *testing.T) {
@@ -865,7 +869,7 @@ func TestEndRecordedAfterOutage(t *testing.T) {
 		outage := epoch.Add(time.Minute + 10*r.s.cfg.opTimeout)
 		r.store.onFinish = func(Run) error {
 			if r.locks.Clock().Now().Before(outage) {
-				return errBoom
+				return errUnreachable
 			}
 			return nil
 		}
@@ -896,7 +900,7 @@ func TestEndNotRecordedAtStop(t *testing.T) {
 		var once sync.Once
 		r.store.onFinish = func(Run) error {
 			once.Do(func() { close(failing) })
-			return errBoom
+			return errUnreachable
 		}
 		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
 		_ = r.s.Start()
@@ -917,5 +921,55 @@ func TestEndNotRecordedAtStop(t *testing.T) {
 		if rec := r.store.running("j"); rec == nil || rec.Outcome != OutcomeRunning {
 			t.Fatalf("job record %+v, want still running", rec)
 		}
+	})
+}
+
+// TestEndRefused: an end write that fails otherwise than by an outage (a
+// refused write) is tried for twice the op timeout, then reported as not
+// recorded, and the lock is released: the job is not held up for good.
+func TestEndRefused(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		r.store.onFinish = func(Run) error { return errBoom }
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		if e := r.next(lock.RunEnded); !strings.Contains(e.Reason, "end not recorded: boom") {
+			t.Fatalf("run ended with %+v, want its end reported not recorded", e)
+		}
+		if took, most := r.locks.Clock().Since(epoch.Add(time.Minute)), 3*r.s.cfg.opTimeout; took > most {
+			t.Errorf("gave up %v after the run, want at most %v", took, most)
+		}
+		r.idle()
+		if h := r.locks.HeldBy(r.s.LockID("j")); h != "" {
+			t.Fatalf("lock left held by %q", h)
+		}
+		r.stop()
+	})
+}
+
+// TestEndNotRecordedSessionClosed: a Session closed under a running
+// Scheduler ends its attempts as Stop does.
+func TestEndNotRecordedSessionClosed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		failing := make(chan struct{})
+		var once sync.Once
+		r.store.onFinish = func(Run) error {
+			once.Do(func() { close(failing) })
+			return errUnreachable
+		}
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		recv(t, failing, "the end write")
+		_ = r.session.Close()
+		if e := r.next(lock.RunEnded); !strings.Contains(e.Reason, "end not recorded") {
+			t.Fatalf("run ended with %+v, want its end reported not recorded", e)
+		}
+		if took, most := r.locks.Clock().Since(epoch.Add(time.Minute)), 3*r.s.cfg.opTimeout; took > most {
+			t.Errorf("gave up %v after the run, want at most %v", took, most)
+		}
+		r.stop()
 	})
 }

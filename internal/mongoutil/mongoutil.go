@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 )
 
 // Server error codes this module tells apart, in one place: those the
@@ -52,32 +53,41 @@ func IsDeadlock(err error) bool {
 }
 
 // transientCodes are server error codes that say nothing about the
-// command itself: the server was stepping down, shutting down, overloaded
-// or out of time, or the write lost a race it may win when sent again.
+// command itself: the server was stepping down, shutting down, busy or out
+// of time, the cluster was changing shape, or the write lost a race it
+// may win when sent again.
 var transientCodes = []int{
-	6, 7, 50, 64, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,
-	CodeDeadlockDetected,
+	6, 7, 24, 46, 50, 64, 89, 91, 112, 133, 189, 202, 262, 9001, 10058, 10107,
+	11600, 11601, 11602, 13388, 13435, 13436, 16500, CodeDeadlockDetected,
 }
 
-// Permanent reports whether err is the server's answer that the command
-// itself cannot succeed (a validation failure, a bad update, an
-// unauthorized user): sending it again cannot help. Network errors,
-// timeouts, elections and shutdowns are not; neither is an error that
-// did not come from a server.
-func Permanent(err error) bool {
+// Transient reports whether err says the database could not be reached or
+// could not answer in time (a network error, a timeout, no server to
+// select, an election, a shutdown, a retryable write error): the same
+// command may succeed later. A server's refusal of the command itself, a
+// disconnected client and errors of unknown kind are not.
+func Transient(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, mongo.ErrClientDisconnected):
+		return false
+	case mongo.IsTimeout(err), mongo.IsNetworkError(err), errors.As(err, new(topology.ServerSelectionError)):
+		return true
+	}
 	var se mongo.ServerError
-	if err == nil || !errors.As(err, &se) || mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+	if !errors.As(err, &se) {
 		return false
 	}
-	if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
-		return false
+	for _, l := range []string{"RetryableWriteError", "TransientTransactionError", "NetworkError"} {
+		if se.HasErrorLabel(l) {
+			return true
+		}
 	}
 	for _, c := range transientCodes {
 		if se.HasErrorCode(c) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // ServerTime reads the clock of the server the client talks to (hello's
