@@ -197,7 +197,7 @@ func TestMixedTTLs(t *testing.T) {
 // TestMixedTTLsTakeoverOnTime: the same on a simulated server, in a
 // synctest bubble, where the contender must take the lock at its first
 // poll after the holder's lease lapsed: within the holder's TTL and the
-// contender's retry period of the holder's write, plus round trips (see
+// contender's retry period of the holder's write, plus four round trips (see
 // TestTakeoverWithinTTLAndPeriod). A contender that waited for its own
 // TTL instead of the lease's, or for the wrong one, is 2s late.
 func TestMixedTTLsTakeoverOnTime(t *testing.T) {
@@ -210,8 +210,13 @@ func TestMixedTTLsTakeoverOnTime(t *testing.T) {
 				holder, _, _ := simLocker(t, srv, "holder", simPlan, nil, lock.WithTTL(c.holder))
 				contender, _, _ := simLocker(t, srv, "contender", simPlan, nil, lock.WithTTL(c.contender))
 				took, rp := mixedTTLTakeover(t, holder, contender)
-				if late := took - c.holder - rp; late > 2*simRTT {
-					t.Fatalf("taken over %v after the lease lapsed plus the retry period, want at most two round trips (%v)", late, 2*simRTT)
+				// As in TestTakeoverWithinTTLAndPeriod: an attempt takes up
+				// to two round trips (the acquisition, and a read of the
+				// server's clock when a refusal left the estimate old), and
+				// two attempts count, the one refused just before the
+				// expiry and the one that takes the lock.
+				if late := took - c.holder - rp; late > 4*simRTT {
+					t.Fatalf("taken over %v after the lease lapsed plus the retry period, want at most four round trips (%v)", late, 4*simRTT)
 				}
 			})
 		})

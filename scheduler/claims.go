@@ -1031,20 +1031,53 @@ func (s *Scheduler) work(fr *firing, w *work) {
 func (s *Scheduler) recordNotRun(fr *firing, runs []notRun) string {
 	failed := ""
 	for _, r := range runs {
-		sfr := &firing{job: fr.job, at: r.Scheduled, ctx: fr.ctx}
-		e := skip(r.Reason, nil)
-		if r.Count > 1 {
-			e.Reason = fmt.Sprintf("%s: %d firings through %s", r.Reason, r.Count, r.Through.UTC().Format(time.RFC3339))
-		}
-		if err := s.addHistory(sfr, r.Run); err != nil {
-			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
+		if err := s.addHistory(s.notRunFiring(fr, r), r.Run); err != nil {
 			failed = "firings not run not recorded in the history: " + err.Error()
+			s.notRunWritten(fr, r, "not recorded in the history: "+err.Error())
+			continue
 		}
-		if !r.silent {
-			s.emit(sfr, e)
-		}
+		s.notRunWritten(fr, r, "")
 	}
 	return failed
+}
+
+// recordNotRunNow writes what it can of the records of runs, firings of
+// fr's job before it that do not run, one attempt each, as soon as fr's
+// start settled them and before its job is called: an instance that dies
+// during the run must not take them along. It returns those not written,
+// for recordNotRun after the run.
+func (s *Scheduler) recordNotRunNow(fr *firing, runs []notRun) []notRun {
+	var left []notRun
+	for _, r := range runs {
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		err := s.st.addHistory(ctx, r.Run)
+		cancel()
+		if err != nil {
+			left = append(left, r)
+			continue
+		}
+		s.notRunWritten(fr, r, "")
+	}
+	return left
+}
+
+func (s *Scheduler) notRunFiring(fr *firing, r notRun) *firing {
+	return &firing{job: fr.job, at: r.Scheduled, ctx: fr.ctx}
+}
+
+// notRunWritten emits r's FiringSkipped event, with problem noted.
+func (s *Scheduler) notRunWritten(fr *firing, r notRun, problem string) {
+	if r.silent {
+		return
+	}
+	e := skip(r.Reason, nil)
+	if r.Count > 1 {
+		e.Reason = fmt.Sprintf("%s: %d firings through %s", r.Reason, r.Count, r.Through.UTC().Format(time.RFC3339))
+	}
+	if problem != "" {
+		e.Reason = note(e.Reason, problem)
+	}
+	s.emit(s.notRunFiring(fr, r), e)
 }
 
 // tried is what runOne did with a firing.
@@ -1055,7 +1088,8 @@ type tried struct {
 
 // runOne runs fr, one firing (or the triggered run) of w, through the
 // job's lock; skippedBefore are the records of the firings before it that
-// do not run, written with it once its start settled them. It reports
+// do not run, written once its start settled them (runLocked), before its
+// job is called, or if that fails, after the run. It reports
 // whether fr started, whether w was taken over, and why fr did not start.
 func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 	defer s.setupDone(fr)
@@ -1073,13 +1107,13 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 			s.release(fr, lease)
 		}
 	}()
-	out := s.runLocked(fr, lease, w)
+	out := s.runLocked(fr, lease, w, skippedBefore)
 	// Release before writing the history, which the next run does not
 	// need: the lock is held no longer than the run's own record needs.
 	s.release(fr, lease)
 	released = true
 	if out.started {
-		if failed := s.recordNotRun(fr, skippedBefore); failed != "" {
+		if failed := s.recordNotRun(fr, out.notRunLeft); failed != "" {
 			out.end.Reason = note(out.end.Reason, failed)
 		}
 	}

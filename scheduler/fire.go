@@ -460,12 +460,18 @@ type ran struct {
 	takenOver bool       // it was not: fr's work is another instance's now
 	hist      []Run      // to add to the history
 	end       lock.Event // fr's last event, once the lock is released and the history written
+	// notRunLeft are the records of the firings before fr that do not
+	// run, which its start settled, that are still to be written (if it
+	// started).
+	notRunLeft []notRun
 }
 
 // runLocked runs fr, of w, under lease: records its start, calls the job
 // (again, up to the job's retries, while it fails), and records its end.
 // Its last event is RunEnded if the job was called, FiringSkipped if not.
-func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
+// Once the start is recorded it writes skippedBefore, the records of the
+// firings before fr that do not run, which the start settled.
+func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBefore []notRun) ran {
 	j, f := fr.job, fr.at
 	// The Session keeps the lease alive; jobCtx ends with it, cause
 	// lock.ErrLeaseLost a safety margin before anyone else could take the
@@ -511,13 +517,15 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 	cancel()
 	switch {
 	case err != nil:
-		return s.startFailed(fr, r, w, err)
+		u := s.startFailed(fr, r, w, err)
+		u.notRunLeft = skippedBefore
+		return u
 	case !ok:
 		return ran{takenOver: true, end: skip(ReasonTakenOver, nil)}
 	}
 	r.Start = start
 	s.setupDone(fr)
-	out := ran{started: true}
+	out := ran{started: true, notRunLeft: skippedBefore}
 	if !fr.dispatched.IsZero() && fr.tries == 1 {
 		// Not when it waited for the previous run: that is no load.
 		s.setupTook(s.clock.Since(fr.dispatched))
@@ -531,8 +539,14 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work) ran {
 		cancelJob(err)
 	}
 	if jobCtx.Err() != nil {
-		return s.startUntrusted(fr, r, w, context.Cause(jobCtx))
+		u := s.startUntrusted(fr, r, w, context.Cause(jobCtx))
+		u.notRunLeft = skippedBefore
+		return u
 	}
+	// The start stands: the firings before it that do not run are
+	// certain. Their records are written now, not after a run this
+	// instance may not live through.
+	out.notRunLeft = s.recordNotRunNow(fr, skippedBefore)
 	for {
 		e := s.attempt(fr, jobCtx, &r)
 		pause, retry := s.retryPause(fr, jobCtx, r)
