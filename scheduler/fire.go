@@ -534,19 +534,20 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	// 5. Run, if the lease can still be trusted. The keep-alive ends the
 	// lease, and so jobCtx, when it cannot, but asynchronously: Err reads
 	// the clock, and this check is what keeps a job from starting after
-	// that.
+	// that. Before it, the records of the firings before fr that do not
+	// run, which the start settled, are written: not after a run this
+	// instance may not live through. (Should the start be undone after
+	// all, its lease lost meanwhile, the claim's next plan decides those
+	// firings again, and writes the same records.)
+	out.notRunLeft = s.recordNotRunNow(fr, skippedBefore)
 	if err := lease.Err(); err != nil && jobCtx.Err() == nil {
 		cancelJob(err)
 	}
 	if jobCtx.Err() != nil {
 		u := s.startUntrusted(fr, r, w, context.Cause(jobCtx))
-		u.notRunLeft = skippedBefore
+		u.notRunLeft = out.notRunLeft
 		return u
 	}
-	// The start stands: the firings before it that do not run are
-	// certain. Their records are written now, not after a run this
-	// instance may not live through.
-	out.notRunLeft = s.recordNotRunNow(fr, skippedBefore)
 	for {
 		e := s.attempt(fr, jobCtx, &r)
 		pause, retry := s.retryPause(fr, jobCtx, r)
