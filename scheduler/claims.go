@@ -991,14 +991,12 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		return
 	}
 	// Tried again when its outcome is unknown: the records of the firings
-	// not run are written only once it is certain the work settled, and a
-	// settle that applied with its reply lost would otherwise leave them
-	// unwritten for good (seed 946: three paused firings had no record).
-	// Tried again when its outcome is unknown: the records of the firings
 	// not run are written only once it is certain the work settled (a
 	// taker may run them meanwhile, and its run records must not be
 	// overwritten), and a settle that applied with its reply lost is told
-	// by its token (store.settle) only until a later claim replaces it.
+	// by its token (store.settle) only until a later claim replaces it;
+	// without a retry they would be left unwritten for good (seed 946:
+	// three paused firings had no record).
 	var ok bool
 	var err error
 	for try := 0; try < 3; try++ {
