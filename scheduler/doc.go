@@ -437,5 +437,11 @@
 // Scheduler stops or its Session closes, or when the server refuses the
 // write itself; then the RunEnded event's Reason says "end not recorded"
 // (or "not recorded in the history"), and the job document says
-// "running" until the job's next claim replaces it.
+// "running" until the job's next claim replaces it. The records of the
+// firings a claim covers that do not run are written once the start of
+// the firing it runs settled them, before its job is called: an instance
+// killed between that start and those writes (about a round trip) leaves
+// them unwritten, and those firings have no record. (They cannot be
+// written before the start: until it applies, the claim may have been
+// taken over and those firings run by the taker.)
 package scheduler
