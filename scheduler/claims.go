@@ -204,6 +204,10 @@ type step struct {
 	reason      string // empty: run
 }
 
+// reasonHeld is the plan of work that waits: the job is paused, and
+// firings it covers that fell before the pause would run.
+const reasonHeld = "held"
+
 // maxEnumerated bounds how many missed firings a plan looks at one by
 // one; older ones are recorded as not run together, their count unknown.
 const maxEnumerated = 100_000
@@ -222,7 +226,9 @@ const MaxLate = 100
 // claimed, and
 //   - is not run if the job was paused or removed at it (ReasonPaused,
 //     ReasonRemoved), or if it is older than the catch-up window
-//     (ReasonWindow);
+//     (ReasonWindow); if the job is paused now and a firing from before
+//     the pause would run, the plan is only reasonHeld: the work waits,
+//     pending, for the pause's end;
 //   - is not run if the job's previous run was still going at it
 //     (ReasonRunGoing): the overlap policy;
 //   - runs late if it fell while the claim before this one was pending,
@@ -324,8 +330,16 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		}
 		return false
 	}
+	// Paused now: firings that fell before the pause and would run wait
+	// for its end (the claim stays pending) rather than be dropped.
+	pausedNow := !w.control.Removed && w.control.pausedAt(now) && !w.control.PausedAt.IsZero()
+	held := false
 	for i, f := range firings { // newest first
 		reason := w.control.suspendedAt(f, now)
+		owed := pausedNow && reason == ReasonPaused && f.Before(w.control.PausedAt)
+		if owed {
+			reason = ""
+		}
 		switch {
 		case reason != "":
 		case now.Sub(f) > cu.Window:
@@ -345,7 +359,13 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 				reason = ReasonMissed
 			}
 		}
+		if owed && reason == "" {
+			held = true
+		}
 		reasons[i] = reason
+	}
+	if held {
+		return []step{{at: w.last, through: w.last, reason: reasonHeld}}
 	}
 	if !oldestLate.IsZero() && !w.triggered() {
 		s.mu.Lock()
@@ -939,6 +959,12 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	j := fr.job
 	w.upSince = s.presentSince()
 	steps := s.plan(j, w, s.clock.Now())
+	if len(steps) == 1 && steps[0].reason == reasonHeld {
+		// Left pending, without an event: the next poll resumes it and
+		// plans again; once the pause ended, each firing's event comes.
+		return
+	}
+
 	var skipped []notRun // records of firings not run, written once certain
 	prev := w.done       // the last firing settled
 	lastStarted := false

@@ -1554,3 +1554,61 @@ func TestNotRunRecordedBeforeTheJob(t *testing.T) {
 		r.stop()
 	})
 }
+
+// TestPauseKeepsOwedFirings: firings that fell while an instance was up
+// and the job was not paused, still owed when it is paused (their claim
+// was left pending by failed starts), run after the pause ends, late and
+// in order; only the firings that fell during the pause are recorded
+// paused. (Found by the simulation, seed 1228.)
+func TestPauseKeepsOwedFirings(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		var failing atomic.Bool
+		failing.Store(true)
+		r.store.onStart = func(context.Context, Run) (bool, error) {
+			if failing.Load() {
+				return false, errBoom
+			}
+			return true, nil
+		}
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 10s", log.job(nil))
+		_ = r.s.Start()
+		sleepUntil(at(25)) // 10s and 20s fell; their starts failed
+		if err := r.s.Pause(context.Background(), "j", Pause{Note: "incident"}); err != nil {
+			t.Fatal(err)
+		}
+		failing.Store(false)
+		before := len(r.obs.all(lock.FiringClaimed, lock.FiringSkipped))
+		sleepUntil(at(45)) // 30s and 40s fall during the pause
+		if got := log.scheduled(); len(got) != 0 {
+			t.Fatalf("ran %v while paused", got)
+		}
+		if n := len(r.obs.all(lock.FiringClaimed, lock.FiringSkipped)) - before; n > 2 {
+			t.Errorf("%d events while the owed firings waited for the pause's end: %+v", n, r.obs.all(lock.FiringClaimed, lock.FiringSkipped)[before:])
+		}
+		if err := r.s.Resume(context.Background(), "j"); err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(at(61))
+		r.idle()
+		if got, want := log.scheduled(), []string{"10s", "20s", "50s", "1m0s"}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v: the owed firings late, then on time", got, want)
+		}
+		paused := 0
+		for _, h := range r.store.runs() {
+			if h.Outcome == OutcomeSkipped && h.Reason == ReasonPaused {
+				if h.Scheduled.Before(at(25)) {
+					t.Errorf("firing %v, from before the pause, recorded paused", h.Scheduled.Sub(epoch))
+				}
+				paused += max(h.Count, 1)
+			}
+		}
+		if paused != 2 {
+			t.Errorf("%d firings recorded paused, want 2 (30s and 40s)", paused)
+		}
+		r.stop()
+	})
+}

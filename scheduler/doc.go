@@ -204,9 +204,10 @@
 // The firings a claim covers besides its own fell without being claimed.
 // Oldest first, each
 //   - is recorded as not run if the job was paused or removed when it fell,
-//     or is paused now (ReasonPaused, ReasonRemoved; nothing starts while a
-//     job is paused), or if it is older than the catch-up window
-//     (ReasonWindow);
+//     or is removed now (ReasonPaused, ReasonRemoved), or if it is older
+//     than the catch-up window (ReasonWindow); nothing starts while a job
+//     is paused: a firing that fell before the pause and would run waits
+//     for its end (the claim stays pending), then runs late;
 //   - is skipped if the job's previous run, on schedule, was still going
 //     when it fell (ReasonRunGoing: the overlap policy; a late run of a
 //     backlog does not count);
@@ -248,7 +249,8 @@
 // methods Pause, Resume, Trigger and Remove, and `mongolock jobs pause|resume|trigger|remove`)
 // write the job's document, from any instance or tool; every claim reads
 // it. A paused job's firings are claimed as usual and recorded as not run
-// (ReasonPaused), until the pause's end if it has one. A removed job's
+// (ReasonPaused), until the pause's end if it has one; firings still owed
+// from before the pause run after it, late. A removed job's
 // firings are not claimed once an instance's poll saw the removal, and
 // recorded as not run if claimed before. A trigger is claimed, by one
 // instance, through the same claim, lock, fence and overlap rule as a
