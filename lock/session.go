@@ -264,7 +264,7 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	for _, id := range mine {
 		g, ok := granted[id]
 		switch {
-		case ok && !closed && s.leftOf(s.trustUntil(g), bootDeadline(s.trustUntil(g), g.Sent, boot), now) > 0:
+		case ok && !closed && s.grantLeft(g, boot, now) > 0:
 			l := s.newLease(g, boot)
 			s.slots[id].lease = l
 			delete(s.maybe, id)
@@ -356,6 +356,13 @@ func (s *Session) deploymentWarning() (Event, bool) {
 		return Event{}, false
 	}
 	return Event{Kind: DeploymentWarning, Reason: reason}, true
+}
+
+// grantLeft is how long a lease granted by g would still be trusted at
+// now (boot: the boot clock read before g's command was sent).
+func (s *Session) grantLeft(g Grant, boot bootReading, now time.Time) time.Duration {
+	until := s.trustUntil(g)
+	return s.leftOf(until, bootDeadline(until, g.Sent, boot), now)
 }
 
 // trustUntil is when a lease granted by g stops being trusted unless

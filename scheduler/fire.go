@@ -538,7 +538,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	// run, which the start settled, are written: not after a run this
 	// instance may not live through. (Should the start be undone after
 	// all, its lease lost meanwhile, the claim's next plan decides those
-	// firings again, and writes the same records.)
+	// firings again; a record it writes replaces this one, by its id.)
 	out.notRunLeft = s.recordNotRunNow(fr, skippedBefore)
 	if err := lease.Err(); err != nil && jobCtx.Err() == nil {
 		cancelJob(err)

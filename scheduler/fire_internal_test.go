@@ -895,16 +895,7 @@ func TestEndRecordedAfterOutage(t *testing.T) {
 func TestEndNotRecordedAtStop(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second)
-		failing := make(chan struct{})
-		var once sync.Once
-		r.store.onFinish = func(Run) error {
-			once.Do(func() { close(failing) })
-			return errUnreachable
-		}
-		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
-		_ = r.s.Start()
-		recv(t, failing, "the end write")
+		r := endsUnreachable(t)
 		time.Sleep(5 * r.s.cfg.opTimeout) // still trying: the Scheduler runs
 		stopped := r.locks.Clock().Now()
 		done := make(chan error, 1)
@@ -922,6 +913,24 @@ func TestEndNotRecordedAtStop(t *testing.T) {
 			t.Fatalf("job record %+v, want still running", rec)
 		}
 	})
+}
+
+// endsUnreachable starts a rig whose job "j" (every minute) runs once,
+// and whose end writes all fail as when the database cannot be reached;
+// it returns once the first of them failed.
+func endsUnreachable(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t, time.Second)
+	failing := make(chan struct{})
+	var once sync.Once
+	r.store.onFinish = func(Run) error {
+		once.Do(func() { close(failing) })
+		return errUnreachable
+	}
+	_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
+	_ = r.s.Start()
+	recv(t, failing, "the end write")
+	return r
 }
 
 // TestEndRefused: an end write that fails otherwise than by an outage (a
@@ -953,16 +962,7 @@ func TestEndRefused(t *testing.T) {
 func TestEndNotRecordedSessionClosed(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second)
-		failing := make(chan struct{})
-		var once sync.Once
-		r.store.onFinish = func(Run) error {
-			once.Do(func() { close(failing) })
-			return errUnreachable
-		}
-		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
-		_ = r.s.Start()
-		recv(t, failing, "the end write")
+		r := endsUnreachable(t)
 		_ = r.session.Close()
 		if e := r.next(lock.RunEnded); !strings.Contains(e.Reason, "end not recorded") {
 			t.Fatalf("run ended with %+v, want its end reported not recorded", e)
