@@ -345,6 +345,18 @@ func (s *fakeStore) addHistory(_ context.Context, r Run) error {
 	return nil
 }
 
+func (s *fakeStore) addHistoryOnce(ctx context.Context, r Run) error {
+	s.mu.Lock()
+	for _, h := range s.hist {
+		if historyID(h) == historyID(r) {
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	s.mu.Unlock()
+	return s.addHistory(ctx, r)
+}
+
 func (s *fakeStore) records(_ context.Context, names []string) ([]Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -630,6 +630,19 @@ func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 		}
 		return ran{started: true, hist: []Run{r}, end: e}
 	}
+	if errors.Is(uerr, errClaimGone) && ferr == nil {
+		// Neither the claim nor the job's record is this start's: the
+		// claim moved on. Either the start applied first, settling the
+		// firing, and a later claim's run replaced its record (seed
+		// 733): the firing is spent, and only this instance can say
+		// so. Or the claim was taken over while still pending, and the
+		// taker runs the firing: its record, there already or to come,
+		// replaces this one, which is written only where there is none.
+		e.Reason = note(e.Reason, "claim moved on meanwhile: spent, unless its taker runs it")
+		if err := s.persist(fr, func(ctx context.Context) error { return s.st.addHistoryOnce(ctx, r) }); err != nil {
+			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
+		}
+	}
 	return ran{end: e}
 }
 

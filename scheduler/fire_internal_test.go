@@ -507,6 +507,69 @@ func TestStartNotRecordedTakenOver(t *testing.T) {
 	})
 }
 
+// TestStartNotRecordedClaimMovedOn: a start whose reply was lost applied,
+// settling the firing, and before it could be undone another instance
+// claimed a later firing and started it (seed 733). Neither the job
+// document nor the claim holds anything of this firing any more, and no
+// one runs it: it is spent, and the history must say so. A record of the
+// firing already there (had its claim been taken over while still
+// pending, the taker ran it) is kept.
+func TestStartNotRecordedClaimMovedOn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taker bool // the taker's run of the firing is in the history first
+	}{
+		{"spent", false},
+		{"run by its taker", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, time.Second)
+				r.store.onStart = func(context.Context, Run) (bool, error) { return true, errBoom }
+				var f time.Time
+				r.store.afterStart = func(d *jobDoc) {
+					f = d.Run.Scheduled
+					later := f.Add(time.Minute)
+					d.By, d.ClaimID, d.Last, d.Done = "other", bson.NewObjectID(), later, later
+					d.Run = runDoc{Keeper: "other", Scheduled: later, Start: r.store.clock.Now(), Fence: fenceTS(99),
+						Outcome: string(OutcomeRunning), Attempt: 1}
+					if tc.taker {
+						r.store.hist = append(r.store.hist, Run{Job: "j", Keeper: "other", Scheduled: f, Outcome: OutcomeSucceeded})
+					}
+					r.store.afterStart = nil
+				}
+				ran := make(chan struct{}, 1)
+				_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
+				_ = r.s.Start()
+				e := r.end()
+				if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !strings.Contains(e.Reason, ": spent") || !errors.Is(e.Err, errBoom) {
+					t.Fatalf("firing ended with %+v, want skipped: %s, spent", e, ReasonNoStart)
+				}
+				r.idle()
+				select {
+				case <-ran:
+					t.Fatal("job ran without a start record")
+				default:
+				}
+				var of []Run
+				for _, h := range r.store.runs() {
+					if h.Scheduled.Equal(f) {
+						of = append(of, h)
+					}
+				}
+				switch {
+				case tc.taker && (len(of) != 1 || of[0].Keeper != "other" || of[0].Outcome != OutcomeSucceeded):
+					t.Fatalf("history of the firing %+v, want the taker's run only", of)
+				case !tc.taker && (len(of) != 1 || of[0].Outcome != OutcomeFailed || !strings.HasPrefix(of[0].Error, "not run: ")):
+					t.Fatalf("history of the firing %+v, want it failed: not run", of)
+				}
+				r.stop()
+			})
+		})
+	}
+}
+
 // TestStopWaitWhileRecordingStart: Stop in StopWait mode while a claimed
 // firing records its start. The start is abandoned; nothing may be
 // recorded as a run.

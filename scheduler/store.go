@@ -75,6 +75,9 @@ type store interface {
 	// addHistory records r in the history, if history is kept. It is
 	// idempotent.
 	addHistory(ctx context.Context, r Run) error
+	// addHistoryOnce records r in the history unless a record of its
+	// firing (its id) is there already, which it keeps.
+	addHistoryOnce(ctx context.Context, r Run) error
 	records(ctx context.Context, names []string) ([]Record, error)
 	history(ctx context.Context, job string, limit int) ([]Run, error)
 	// pauseJob, resumeJob, triggerJob and removeJob are PauseJob,
@@ -1105,36 +1108,68 @@ func (s *mongoStore) addHistory(ctx context.Context, r Run) error {
 func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) ([]struct{}, error) {
 	models := make([]mongo.WriteModel, len(runs))
 	for i, r := range runs {
-		doc := bson.D{
-			{Key: fieldJob, Value: r.Job},
-			{Key: fieldKeeper, Value: r.Keeper},
-			{Key: fieldScheduled, Value: r.Scheduled},
-			{Key: fieldStart, Value: r.Start},
-			{Key: fieldFence, Value: fenceTS(r.Fence)},
-			{Key: fieldOutcome, Value: string(r.Outcome)},
-		}
-		if r.Error != "" {
-			doc = append(doc, bson.E{Key: fieldError, Value: truncateError(r.Error)})
-		}
-		if r.Attempt > 1 {
-			doc = append(doc, bson.E{Key: fieldAttempt, Value: r.Attempt})
-		}
-		if r.Triggered {
-			doc = append(doc, bson.E{Key: fieldTriggered, Value: true})
-		}
-		if r.Outcome == OutcomeSkipped {
-			doc = append(doc, bson.E{Key: fieldThrough, Value: r.Through}, bson.E{Key: fieldCount, Value: r.Count},
-				bson.E{Key: fieldReason, Value: r.Reason})
+		set, unset := historyDoc(r)
+		update := bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
+		if len(unset) > 0 {
+			// A record of the firing there already (a firing first
+			// recorded as not run, then run after all) is replaced
+			// whole, not merged.
+			update = append(update, bson.E{Key: "$unset", Value: unset})
 		}
 		models[i] = mongo.NewUpdateOneModel().
 			SetFilter(bson.D{{Key: fieldID, Value: historyID(r)}}).
-			SetUpdate(bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}).
+			SetUpdate(update).
 			SetUpsert(true)
 	}
 	if _, err := s.runs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
 		return nil, mongoutil.WrapErr(ctx, "record history of "+runsDesc(runs), err)
 	}
 	return make([]struct{}, len(runs)), nil
+}
+
+// historyDoc is r's history record, its fields to set and (for $unset)
+// the optional fields it has not.
+func historyDoc(r Run) (set, unset bson.D) {
+	set = bson.D{
+		{Key: fieldJob, Value: r.Job},
+		{Key: fieldKeeper, Value: r.Keeper},
+		{Key: fieldScheduled, Value: r.Scheduled},
+		{Key: fieldStart, Value: r.Start},
+		{Key: fieldFence, Value: fenceTS(r.Fence)},
+		{Key: fieldOutcome, Value: string(r.Outcome)},
+	}
+	opt := func(key string, v any, has bool) {
+		if has {
+			set = append(set, bson.E{Key: key, Value: v})
+		} else {
+			unset = append(unset, bson.E{Key: key, Value: ""})
+		}
+	}
+	opt(fieldError, truncateError(r.Error), r.Error != "")
+	opt(fieldAttempt, r.Attempt, r.Attempt > 1)
+	opt(fieldTriggered, true, r.Triggered)
+	skipped := r.Outcome == OutcomeSkipped
+	opt(fieldThrough, r.Through, skipped)
+	opt(fieldCount, r.Count, skipped)
+	opt(fieldReason, r.Reason, skipped)
+	return set, unset
+}
+
+func (s *mongoStore) addHistoryOnce(ctx context.Context, r Run) error {
+	if !s.keepHistory {
+		return nil
+	}
+	// Matched only by no record of the firing: where there is one, the
+	// upsert's insert fails on its id, and it is kept.
+	set, _ := historyDoc(r)
+	_, err := s.runs.UpdateOne(ctx,
+		bson.D{{Key: fieldID, Value: historyID(r)}, {Key: fieldOutcome, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return mongoutil.WrapErr(ctx, "record history of "+runsDesc([]Run{r}), err)
+	}
+	return nil
 }
 
 func (s *mongoStore) records(ctx context.Context, names []string) ([]Record, error) {

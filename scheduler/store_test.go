@@ -221,6 +221,60 @@ func testRecordsRoundTrip(t *testing.T, b backend) {
 	}
 }
 
+// TestHistoryRecordReplaced: a firing's history record written again
+// replaces the old one whole (a firing recorded as not run, then run after
+// all, keeps no reason or error of before), while addHistoryOnce keeps a
+// record that is there and writes one that is not.
+func TestHistoryRecordReplaced(t *testing.T) { forBackends(t, testHistoryRecordReplaced) }
+
+func testHistoryRecordReplaced(t *testing.T, b backend) {
+	t.Parallel()
+	db := b.newDB(t)
+	s, ctx := newTestStore(t, db)
+	f := testFiring
+	skipped := Run{Job: "j", Keeper: "K", Scheduled: f, Through: f, Count: 1, Outcome: OutcomeSkipped, Reason: "why"}
+	if err := s.addHistory(ctx, skipped); err != nil {
+		t.Fatal(err)
+	}
+	ran := Run{Job: "j", Keeper: "L", Scheduled: f, Start: f, Fence: 1<<32 | 5, Outcome: OutcomeSucceeded}
+	if err := s.addHistory(ctx, ran); err != nil {
+		t.Fatal(err)
+	}
+	spent := Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1<<32 | 4, Outcome: OutcomeFailed, Error: "not run: x"}
+	if err := s.addHistoryOnce(ctx, spent); err != nil {
+		t.Fatal(err)
+	}
+	var raw []bson.M
+	cur, err := s.runs.Find(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(ctx, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 1 {
+		t.Fatalf("history %v, want one record", raw)
+	}
+	for _, k := range []string{fieldReason, fieldThrough, fieldCount, fieldError} {
+		if _, ok := raw[0][k]; ok {
+			t.Errorf("record %v keeps %q of the record it replaced", raw[0], k)
+		}
+	}
+	if raw[0][fieldKeeper] != "L" || raw[0][fieldOutcome] != string(OutcomeSucceeded) {
+		t.Fatalf("record %v, want L's run, kept", raw[0])
+	}
+	later := spent
+	later.Scheduled = f.Add(time.Hour)
+	if err := s.addHistoryOnce(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := LoadHistory(ctx, s.runs, "j", 10)
+	if err != nil || len(hist) != 2 || !hist[0].Scheduled.Equal(later.Scheduled) || hist[0].Outcome != OutcomeFailed ||
+		hist[0].Error != "not run: x" || hist[0].End.IsZero() {
+		t.Fatalf("history %+v %v, want the later firing's record written", hist, err)
+	}
+}
+
 // TestBatchedWrites: three stores claim the firings of 30 jobs at once,
 // each job on its own goroutine as the scheduler does, so their claims go
 // in shared commands. Each firing is claimed exactly once, the starts,

@@ -105,7 +105,7 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 // the trace.
 func (in *instance) observe(e lock.Event) {
 	in.sim.hist.update(func() { in.life.notePresence(e, in.sim.hist.now()) })
-	if e.Kind == lock.FiringSkipped && (e.Reason == scheduler.ReasonUntrusted || strings.HasSuffix(e.Reason, ": spent")) {
+	if e.Kind == lock.FiringSkipped && (e.Reason == scheduler.ReasonUntrusted || strings.Contains(e.Reason, ": spent")) {
 		// Its start recorded, its lease lost before the job was called,
 		// and a later claim made meanwhile, or its claim taken over
 		// before the start's reply came: spent, as by a death.

@@ -21,6 +21,7 @@ var regressions = []struct {
 	{939, "a start whose reply was lost, its claim taken over before the undo: record left running, no history (TestStartNotRecordedTakenOver)"},
 	{76, "two holders of a lock after a suspend that a wall clock step back hid from the wall-versus-monotonic check (TestSuspendHiddenByStepBack)"},
 	{670, "an end write failed for twice the op timeout while the database was unreachable: record left running (TestEndRecordedAfterOutage)"},
+	{733, "a start applied late, after its claim moved on to a later firing: the firing spent with no record of it (TestStartNotRecordedClaimMovedOn)"},
 	{266, "leader-only: firings that fell in the leader's own earlier term, recorded as missed after a lease blip"},
 }
 
