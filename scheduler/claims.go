@@ -58,6 +58,9 @@ type work struct {
 	// the takeover: the takeover's own acquisition of that presence lock
 	// replaces the term the lock's document shows.
 	claimantUp [2]time.Time
+	// lateFrom is what a plan of this work decided to run late: its
+	// firings from lateFrom on (as recorded with a start, or to record).
+	lateFrom time.Time
 }
 
 // pendingFrom is what the write settling w records of it, for the claim
@@ -162,6 +165,9 @@ func workOf(d *jobDoc) *work {
 		prevAt: d.PrevAt, settled: d.Settled, prevUp: d.PrevUp, claimed: d.Claimed, stamped: d.At, prevRun: d.Run, specSince: d.SpecSince}
 	if d.Done.After(neverClaimed) {
 		w.done = d.Done
+	}
+	if d.PTrig.IsZero() && d.LateLast.Equal(d.Last) {
+		w.lateFrom = d.LateFrom
 	}
 	return w
 }
@@ -276,14 +282,16 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		}
 	}
 	up := s.upSince()
-	// A plan of this work made here before (resumed, its lock or start
-	// having failed) decided to run late the firings from lateFrom on: the
-	// presence locks that told it may be gone by now (taken over and
-	// released, or expired), and a decision to run a firing is not taken
-	// back (seed 1253 lost a firing so).
+	// A plan of this work made before decided to run late the firings
+	// from lateFrom on: here (resumed, its lock or start having failed),
+	// or by its claimant, which recorded it with a start (taken over).
+	// The presence locks that told it may be gone by now (taken over and
+	// released, expired, or taken again in a new term), and a decision to
+	// run a firing is not taken back (seeds 1253 and 1296 lost firings
+	// so).
+	lateFrom := w.lateFrom
 	s.mu.Lock()
-	var lateFrom time.Time
-	if j.late.last.Equal(w.last) && !w.triggered() {
+	if j.late.last.Equal(w.last) && (lateFrom.IsZero() || j.late.from.Before(lateFrom)) {
 		lateFrom = j.late.from
 	}
 	s.mu.Unlock()
@@ -371,6 +379,7 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		s.mu.Lock()
 		j.late.last, j.late.from = w.last, oldestLate
 		s.mu.Unlock()
+		w.lateFrom = oldestLate
 	}
 	slices.Reverse(firings)
 	slices.Reverse(reasons)

@@ -43,14 +43,22 @@ type twinStore struct {
 	// instance stalled between its claim and its start).
 	beforeClaim func(job string, f time.Time)
 	afterClaim  func(job string, f time.Time)
+	// failClaim, if set, fails the claims it returns an error for,
+	// unapplied.
+	failClaim func(job string, f time.Time) error
 }
 
 func (s *twinStore) claim(ctx context.Context, job, spec string, f time.Time, keeper string, catchUp bool) (*work, error) {
 	s.hooks.Lock()
-	before, after := s.beforeClaim, s.afterClaim
+	before, after, fail := s.beforeClaim, s.afterClaim, s.failClaim
 	s.hooks.Unlock()
 	if before != nil {
 		before(job, f)
+	}
+	if fail != nil {
+		if err := fail(job, f); err != nil {
+			return nil, err
+		}
 	}
 	w, err := s.fakeStore.claim(ctx, job, spec, f, keeper, catchUp)
 	if w != nil && after != nil {
@@ -1610,5 +1618,69 @@ func TestPauseKeepsOwedFirings(t *testing.T) {
 			t.Errorf("%d firings recorded paused, want 2 (30s and 40s)", paused)
 		}
 		r.stop()
+	})
+}
+
+// TestTakerRunsClaimantsLateFirings: a claimant whose claims failed for a
+// while (10s, 20s) claims 30s, and its plan runs 10s and 20s late: they
+// fell while it was up. Its presence term was replaced meanwhile (a blip
+// after 20s), and it dies during the run of 10s. Its taker, up only since
+// after 20s, cannot tell from the presence locks that 20s fell while an
+// instance was up: the claimant's decision, recorded with its start, must
+// hold, and 20s run late, not be recorded as missed (seed 1296).
+func TestTakerRunsClaimantsLateFirings(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Second
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		locks := locktest.New(locktest.WithTTL(ttl))
+		store := newFakeStore(locks.Clock())
+		store.docs["j"] = &jobDoc{ID: "j", Last: epoch, Done: epoch, Settled: epoch}
+		log := newRunLog()
+		a, b := newTwin(t, locks, store, "a"), newTwin(t, locks, store, "b")
+		a.st.failClaim = func(_ string, f time.Time) error {
+			if f.Before(at(30)) {
+				return errBoom
+			}
+			return nil
+		}
+		var dead atomic.Bool
+		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			now := time.Now()
+			blip := !now.Before(at(21)) && now.Before(at(24)) && c.Op == locktest.OpRenew
+			if c.KeeperID == "a" && (dead.Load() || blip) {
+				return errBoom
+			}
+			return nil
+		})
+		body := func(ctx context.Context, r Run) error {
+			if r.Keeper == "a" {
+				dead.Store(true) // a dies during its run
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		}
+		for _, tw := range []*twin{a, b} {
+			if err := tw.s.AddJob("j", "@every 10s", log.job(body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = a.s.Start()
+		sleepUntil(at(31))
+		_ = b.s.Start()
+		sleepUntil(at(38))
+		synctest.Wait()
+		if got, want := log.scheduled(), []string{"10s", "20s", "30s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v; history %q", got, want, hists(a.st.runs()))
+		}
+		for _, r := range a.st.runs() {
+			if r.Outcome == OutcomeSkipped {
+				t.Errorf("history %q: a firing that fell while a was up not run", hists(a.st.runs()))
+				break
+			}
+		}
+		_ = a.s.Stop(context.Background())
+		_ = b.s.Stop(context.Background())
 	})
 }

@@ -220,7 +220,9 @@
 //     records when its presence began), or, in leader-only mode, it led
 //     (this Scheduler's own terms, and those of other leaders its runner
 //     saw: runner.LeaderAwareRunner.TermsSeen). A plan made again of the
-//     same work on one instance keeps what the first ran late. Late
+//     same work keeps what the first ran late: on one instance, and on a
+//     taker, as the claimant's first start recorded it (llast, lfrom in
+//     the job document), whatever the presence locks show by then. Late
 //     firings run in order, the newest MaxLate of them; older ones are
 //     recorded as not run (ReasonBacklog);
 //   - otherwise fell while no instance was up to claim it, and the job's

@@ -172,6 +172,9 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		default:
 			d.Done = r.Scheduled
 		}
+		if !w.triggered() && !w.lateFrom.IsZero() {
+			d.LateLast, d.LateFrom = w.last, w.lateFrom
+		}
 		d.Run = runDoc{Keeper: r.Keeper, Scheduled: r.Scheduled, Start: s.clock.Now(), Fence: fenceTS(r.Fence),
 			Outcome: string(OutcomeRunning), Attempt: max(r.Attempt, 1), Trigger: r.Triggered, ClaimID: w.cid}
 		if s.afterStart != nil {

@@ -118,6 +118,10 @@ const (
 	fieldSettled = "sat"   // server time the last claim's work was settled
 	fieldPrevAt  = "pcat"  // server time that claim was made: it was pending from pcat to sat
 	fieldPrevUp  = "pup"   // server time the presence term of the instance that settled it began
+	// What the claim of the firing llast decided to run late: its firings
+	// from lfrom on (written with its starts; a taker keeps the decision).
+	fieldLateLast = "llast"
+	fieldLateFrom = "lfrom"
 
 	// Control, written by Pause, Resume, Trigger and Remove (control.go)
 	// from any instance or tool, and read by every claim.
@@ -161,9 +165,12 @@ type jobDoc struct {
 	Settled time.Time     `bson:"sat,omitempty"`
 	PrevAt  time.Time     `bson:"pcat,omitempty"`
 	PrevUp  time.Time     `bson:"pup,omitempty"`
-	Control controlDoc    `bson:",inline"`
-	Run     runDoc        `bson:",inline"`
-	Regs    regsDoc       `bson:"regs,omitempty"` // specs.go
+	// LateLast, LateFrom: fieldLateLast, fieldLateFrom.
+	LateLast time.Time  `bson:"llast,omitempty"`
+	LateFrom time.Time  `bson:"lfrom,omitempty"`
+	Control  controlDoc `bson:",inline"`
+	Run      runDoc     `bson:",inline"`
+	Regs     regsDoc    `bson:"regs,omitempty"` // specs.go
 	// Hash identifies the spec the cluster follows (Spec), SpecSince when
 	// it became the job's: specs.go.
 	Hash      string    `bson:"sh,omitempty"`
@@ -699,6 +706,9 @@ func startUpdate(r Run, w *work) bson.D {
 		now = append(now, bson.E{Key: fieldSettled, Value: true})
 	default:
 		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled})
+	}
+	if !w.triggered() && !w.lateFrom.IsZero() {
+		set = append(set, bson.E{Key: fieldLateLast, Value: w.last}, bson.E{Key: fieldLateFrom, Value: w.lateFrom})
 	}
 	return bson.D{
 		{Key: "$set", Value: set},

@@ -22,6 +22,7 @@ var regressions = []struct {
 	{76, "two holders of a lock after a suspend that a wall clock step back hid from the wall-versus-monotonic check (TestSuspendHiddenByStepBack)"},
 	{670, "an end write failed for twice the op timeout while the database was unreachable: record left running (TestEndRecordedAfterOutage)"},
 	{733, "a start applied late, after its claim moved on to a later firing: the firing spent with no record of it (TestStartNotRecordedClaimMovedOn)"},
+	{1296, "a taker recorded as missed a firing its dead claimant had decided to run late: the claimant's presence term, replaced after the firing, no longer showed it up (TestTakerRunsClaimantsLateFirings)"},
 	{266, "leader-only: firings that fell in the leader's own earlier term, recorded as missed after a lease blip"},
 }
 
