@@ -1684,3 +1684,124 @@ func TestTakerRunsClaimantsLateFirings(t *testing.T) {
 		_ = b.s.Stop(context.Background())
 	})
 }
+
+// TestNotRunRecordKeepsRun: a record of firings as not run never replaces
+// a record of a run. An instance's decision not to run a firing can be
+// superseded (its claim taken over, and the taker ran it), and the write
+// of its record, retried while the database could not be reached, can
+// land after the taker's (seed 1510: a run left with no record). Nor does
+// a run's record replace a record of several firings not run that begins
+// with its firing: the others would lose theirs.
+func TestNotRunRecordKeepsRun(t *testing.T) {
+	at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+	for _, tc := range []struct {
+		name     string
+		done     int // the firing settled before the claim
+		ran      int // the firing another instance ran
+		runFirst bool
+		want     []string
+	}{
+		{"one firing", 10, 20, true, []string{"ran 20s by other", "ran 30s by a"}},
+		{"first of several", 0, 10, true,
+			[]string{"ran 10s by other", "skipped 10s..20s x2: " + ReasonMissed + " by a", "ran 30s by a"}},
+		{"run recorded after", 0, 10, false,
+			[]string{"skipped 10s..20s x2: " + ReasonMissed + " by a", "ran 30s by a", "ran 10s by other"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				locks := locktest.New(locktest.WithTTL(time.Second))
+				store := newFakeStore(locks.Clock())
+				store.docs["j"] = &jobDoc{ID: "j", Last: at(tc.done), Done: at(tc.done), Settled: at(tc.done)}
+				other := Run{Job: "j", Keeper: "other", Scheduled: at(tc.ran), Start: at(tc.ran + 1), Outcome: OutcomeSucceeded}
+				if tc.runFirst {
+					store.hist = []Run{other}
+				}
+				log := newRunLog()
+				a := newTwin(t, locks, store, "a")
+				if err := a.s.AddJob("j", "@every 10s", log.job(nil)); err != nil {
+					t.Fatal(err)
+				}
+				sleepUntil(at(35))
+				_ = a.s.Start() // claims 30s: those before fell while no instance was up
+				sleepUntil(at(38))
+				synctest.Wait()
+				if !tc.runFirst {
+					_ = store.addHistory(context.Background(), other)
+				}
+				if got, want := log.scheduled(), []string{"30s"}; !slices.Equal(got, want) {
+					t.Fatalf("ran %v, want %v", got, want)
+				}
+				var got []string
+				for _, r := range store.runs() {
+					got = append(got, hist(r)+" by "+r.Keeper)
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Fatalf("history %q, want %q", got, tc.want)
+				}
+				_ = a.s.Stop(context.Background())
+			})
+		})
+	}
+}
+
+// listingLocks is a lock store whose presence locks list as list says.
+type listingLocks struct {
+	*locktest.Store
+	list func() ([]lock.Holder, error)
+}
+
+func (l listingLocks) LocksWithPrefix(context.Context, string) ([]lock.Holder, error) {
+	return l.list()
+}
+
+// TestPresenceUnreadDecidesNothing: a plan that needs the presence locks
+// to tell whether a firing fell while an instance was up, and cannot read
+// them, decides nothing: the claim stays pending, and the next poll plans
+// again. Read as showing no one up, the firing would be recorded as missed
+// for good (seed 1296, a second time: the read failed under faults).
+func TestPresenceUnreadDecidesNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		locks := locktest.New(locktest.WithTTL(time.Second))
+		store := newFakeStore(locks.Clock())
+		store.docs["j"] = &jobDoc{ID: "j", Last: at(10), Done: at(10), Settled: at(10)}
+		var reads atomic.Int32
+		ll := listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
+			if reads.Add(1) == 1 {
+				return nil, errBoom
+			}
+			// Another instance was present from 15s to 25s.
+			return []lock.Holder{{LockID: "other", AcquiredAt: at(15), RenewedAt: at(24), ExpiresAt: at(25)}}, nil
+		}}
+		session, err := lock.NewSession(ll, lock.WithKeeperID("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer session.Close()
+		cfg, err := buildConfig(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := newScheduler(store, session, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := newRunLog()
+		if err := s.AddJob("j", "@every 10s", log.job(nil)); err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(at(35))
+		_ = s.Start() // claims 30s; 20s fell while the other was up
+		sleepUntil(at(39))
+		synctest.Wait()
+		_ = s.Stop(context.Background())
+		if got, want := log.scheduled(), []string{"20s", "30s"}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v; history %q", got, want, hists(store.runs()))
+		}
+		if reads.Load() < 2 {
+			t.Fatalf("presence read %d times, want again after the failure", reads.Load())
+		}
+	})
+}

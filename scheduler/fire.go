@@ -639,7 +639,7 @@ func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 		// taker runs the firing: its record, there already or to come,
 		// replaces this one, which is written only where there is none.
 		e.Reason = note(e.Reason, "claim moved on meanwhile: spent, unless its taker runs it")
-		if err := s.persist(fr, func(ctx context.Context) error { return s.st.addHistoryOnce(ctx, r) }); err != nil {
+		if err := s.addHistoryOnce(fr, r); err != nil {
 			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
 		}
 	}
@@ -762,6 +762,18 @@ func (s *Scheduler) finish(fr *firing, r Run, ran bool) (bool, error) {
 
 func (s *Scheduler) addHistory(fr *firing, r Run) error {
 	return s.persist(fr, func(ctx context.Context) error { return s.st.addHistory(ctx, r) })
+}
+
+// addHistoryOnce writes r, a record of firings not run, where no record of
+// its firing is: a decision not to run a firing may have been superseded
+// by then (the claim taken over, and the firing run by the taker), and
+// its write, retried while the database could not be reached, land after
+// the run's record (seed 1510).
+func (s *Scheduler) addHistoryOnce(fr *firing, r Run) error {
+	if r.End.IsZero() {
+		r.End = s.clock.Now()
+	}
+	return s.persist(fr, func(ctx context.Context) error { return s.st.addHistoryOnce(ctx, r) })
 }
 
 // persist runs write, an idempotent write of fr's records, until it

@@ -32,7 +32,11 @@ func seedHistory(t *testing.T, runs *mongo.Collection, job string, base time.Tim
 		}
 		all = append(all, r)
 	}
-	if _, err := st.historyBatch(context.Background(), struct{}{}, all); err != nil {
+	reqs := make([]histReq, len(all))
+	for i, r := range all {
+		reqs[i] = histReq{r: r}
+	}
+	if _, err := st.historyBatch(context.Background(), struct{}{}, reqs); err != nil {
 		t.Fatal(err)
 	}
 	return all

@@ -76,7 +76,8 @@ type store interface {
 	// idempotent.
 	addHistory(ctx context.Context, r Run) error
 	// addHistoryOnce records r in the history unless a record of its
-	// firing (its id) is there already, which it keeps.
+	// firing (its id) is there already, which it keeps: how records of
+	// firings not run are written.
 	addHistoryOnce(ctx context.Context, r Run) error
 	records(ctx context.Context, names []string) ([]Record, error)
 	history(ctx context.Context, job string, limit int) ([]Run, error)
@@ -270,10 +271,16 @@ func fenceTS(f uint64) bson.Timestamp { return bson.Timestamp{T: uint32(f >> 32)
 
 // historyID is the _id of a run in the history: a firing runs at most once,
 // so the job, the firing (or trigger) and the attempt identify it, and
-// recording it twice is harmless. A record of firings not run is named by
-// the first.
+// recording it twice is harmless. A record of one firing not run has its
+// firing's id, so that it and the firing's run never both stand (the run
+// is recorded over it; it is written only where the firing has no
+// record); a record of several is named by the first and the last, so
+// that a run of the first does not replace the records of the others.
 func historyID(r Run) string {
 	id := r.Job + "@" + r.Scheduled.UTC().Format(time.RFC3339Nano)
+	if r.Outcome == OutcomeSkipped && r.Through.After(r.Scheduled) {
+		id += ".." + r.Through.UTC().Format(time.RFC3339Nano)
+	}
 	if r.Triggered {
 		// A trigger's server time can equal a firing's instant.
 		id += "!trigger"
@@ -293,7 +300,7 @@ type mongoStore struct {
 	claims   *batcher[firingKey, claimReq, claimResult]
 	starts   *batcher[firingKey, startReq, startResult]
 	finishes *batcher[struct{}, finishReq, bool]
-	adds     *batcher[struct{}, Run, struct{}]
+	adds     *batcher[struct{}, histReq, struct{}]
 }
 
 // firingKey groups the claims and starts of one keeper for one firing time.
@@ -1106,25 +1113,55 @@ func (s *mongoStore) pauseAfter(ctx context.Context, job string, n int) (bool, e
 }
 
 func (s *mongoStore) addHistory(ctx context.Context, r Run) error {
+	return s.addToHistory(ctx, histReq{r: r})
+}
+
+func (s *mongoStore) addHistoryOnce(ctx context.Context, r Run) error {
+	return s.addToHistory(ctx, histReq{r: r, once: true})
+}
+
+func (s *mongoStore) addToHistory(ctx context.Context, q histReq) error {
 	if !s.keepHistory {
 		return nil
 	}
-	_, err := s.adds.submit(ctx, struct{}{}, r)
+	_, err := s.adds.submit(ctx, struct{}{}, q)
 	return err
+}
+
+// histReq is a history record to write: r, replacing any record of its
+// firing, or if once, only where there is none.
+type histReq struct {
+	r    Run
+	once bool
 }
 
 // historyBatch upserts runs into the history by id, in one ordered bulk
 // write: a run written twice (a retry) is the same document.
-func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) ([]struct{}, error) {
-	models := make([]mongo.WriteModel, len(runs))
-	for i, r := range runs {
+func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, reqs []histReq) ([]struct{}, error) {
+	models := make([]mongo.WriteModel, len(reqs))
+	runs := make([]Run, len(reqs))
+	for i, q := range reqs {
+		r := q.r
+		runs[i] = r
 		set, unset := historyDoc(r)
-		update := bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
-		if len(unset) > 0 {
-			// A record of the firing there already (a firing first
-			// recorded as not run, then run after all) is replaced
-			// whole, not merged.
-			update = append(update, bson.E{Key: "$unset", Value: unset})
+		var update bson.D
+		if q.once {
+			// Written only where no record of the firing is: its end is
+			// the caller's (r.End), as $currentDate would change the end
+			// of the record kept.
+			end := r.End
+			if end.IsZero() {
+				end = time.Now()
+			}
+			update = bson.D{{Key: "$setOnInsert", Value: append(set, bson.E{Key: fieldEnd, Value: end})}}
+		} else {
+			update = bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
+			if len(unset) > 0 {
+				// A record of the firing there already (a firing first
+				// recorded as not run, then run after all) is replaced
+				// whole, not merged.
+				update = append(update, bson.E{Key: "$unset", Value: unset})
+			}
 		}
 		models[i] = mongo.NewUpdateOneModel().
 			SetFilter(bson.D{{Key: fieldID, Value: historyID(r)}}).
@@ -1134,7 +1171,7 @@ func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, runs []Run) (
 	if _, err := s.runs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
 		return nil, mongoutil.WrapErr(ctx, "record history of "+runsDesc(runs), err)
 	}
-	return make([]struct{}, len(runs)), nil
+	return make([]struct{}, len(reqs)), nil
 }
 
 // historyDoc is r's history record, its fields to set and (for $unset)
@@ -1163,23 +1200,6 @@ func historyDoc(r Run) (set, unset bson.D) {
 	opt(fieldCount, r.Count, skipped)
 	opt(fieldReason, r.Reason, skipped)
 	return set, unset
-}
-
-func (s *mongoStore) addHistoryOnce(ctx context.Context, r Run) error {
-	if !s.keepHistory {
-		return nil
-	}
-	// Matched only by no record of the firing: where there is one, the
-	// upsert's insert fails on its id, and it is kept.
-	set, _ := historyDoc(r)
-	_, err := s.runs.UpdateOne(ctx,
-		bson.D{{Key: fieldID, Value: historyID(r)}, {Key: fieldOutcome, Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}},
-		options.UpdateOne().SetUpsert(true))
-	if err != nil && !mongo.IsDuplicateKeyError(err) {
-		return mongoutil.WrapErr(ctx, "record history of "+runsDesc([]Run{r}), err)
-	}
-	return nil
 }
 
 func (s *mongoStore) records(ctx context.Context, names []string) ([]Record, error) {

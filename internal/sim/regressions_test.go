@@ -23,6 +23,7 @@ var regressions = []struct {
 	{670, "an end write failed for twice the op timeout while the database was unreachable: record left running (TestEndRecordedAfterOutage)"},
 	{733, "a start applied late, after its claim moved on to a later firing: the firing spent with no record of it (TestStartNotRecordedClaimMovedOn)"},
 	{1296, "a taker recorded as missed a firing its dead claimant had decided to run late: the claimant's presence term, replaced after the firing, no longer showed it up (TestTakerRunsClaimantsLateFirings)"},
+	{1510, "a record of a firing not run, written late (its write retried through an outage) after the taker of its claim ran the firing, replaced the run's record (TestNotRunRecordKeepsRun)"},
 	{266, "leader-only: firings that fell in the leader's own earlier term, recorded as missed after a lease blip"},
 }
 
