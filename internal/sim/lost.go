@@ -128,8 +128,8 @@ func checkLost(s *Sim, end time.Duration) []string {
 			if st := started[k]; len(st) > 0 {
 				what += fmt.Sprintf("; its start was recorded by %s at %.3fs, but the job never ran", st[0].keeper, st[0].at.Seconds())
 			}
-			out = append(out, fmt.Sprintf("lost: firing %s of %s (due on %s at %.3fs) did not run: %s",
-				f.Format("15:04:05.000"), j.Name, who, reach.Seconds(), what))
+			out = append(out, fmt.Sprintf("lost: firing %s of %s (due on %s at %.3fs) did not run: %s%s",
+				f.Format("15:04:05.000"), j.Name, who, reach.Seconds(), what, s.docsAround(j.Name, reach)))
 		}
 	}
 	return out
@@ -391,4 +391,35 @@ func (s *Sim) maxSkew() time.Duration {
 		m = max(m, sk, -sk)
 	}
 	return m
+}
+
+// docsAround is, for the report of a lost firing of job due at true time
+// reach, the writes to job's document and history records from shortly
+// before reach on: which claim, start or settle passed the firing by.
+func (s *Sim) docsAround(job string, reach time.Duration) string {
+	const maxLines = 60
+	var b strings.Builder
+	n := 0
+	for _, c := range s.hist.changes {
+		if c.At < reach-3*time.Second || c.At > reach+30*time.Second {
+			continue
+		}
+		id, _ := lookupDoc(c.Doc, "_id").(string)
+		of, _ := lookupDoc(c.Doc, "job").(string)
+		switch {
+		case c.Coll == scheduler.DefaultJobsCollection && id == job,
+			c.Coll == scheduler.DefaultRunsCollection && of == job:
+		default:
+			continue
+		}
+		if n++; n > maxLines {
+			b.WriteString("\n      ... (more)")
+			break
+		}
+		fmt.Fprintf(&b, "\n      %8.3fs %s %s: %s", c.At.Seconds(), c.Link, c.Coll, docString(c.Doc))
+	}
+	if n == 0 {
+		return ""
+	}
+	return "; writes of its records from 3s before:" + b.String()
 }
