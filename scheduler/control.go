@@ -120,7 +120,13 @@ func ResumeJob(ctx context.Context, jobs *mongo.Collection, name string) error {
 
 // resumeIn is ResumeJob of a checked name, on coll (controlColl).
 func resumeIn(ctx context.Context, coll *mongo.Collection, name string) error {
-	return updateJob(ctx, coll, "resume", name, bson.D{
+	// Only a pause or removal is ended: the resume's time, moved by a
+	// resume of a job that is not paused, would make the firings since
+	// the last pause's end fall "while paused" (seed 3917). The failures
+	// in a row are reset either way.
+	suspended := bson.D{{Key: fieldID, Value: name}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: fieldPaused, Value: true}}, bson.D{{Key: fieldRemoved, Value: true}}}}}
+	res, err := coll.UpdateOne(ctx, suspended, bson.D{
 		{Key: "$unset", Value: bson.D{
 			{Key: fieldPaused, Value: ""},
 			{Key: fieldPauseNote, Value: ""},
@@ -132,6 +138,13 @@ func resumeIn(ctx context.Context, coll *mongo.Collection, name string) error {
 		{Key: "$currentDate", Value: bson.D{{Key: fieldResumedAt, Value: true}}},
 		{Key: "$set", Value: bson.D{{Key: fieldFails, Value: 0}}},
 	})
+	switch {
+	case err != nil:
+		return wrapErr(ctx, "resume", name, err)
+	case res.MatchedCount == 1:
+		return nil
+	}
+	return updateJob(ctx, coll, "resume", name, bson.D{{Key: "$set", Value: bson.D{{Key: fieldFails, Value: 0}}}})
 }
 
 // TriggerJob asks for one run of job name now, outside its schedule, from

@@ -307,7 +307,10 @@ func (s *fakeStore) pauseJob(_ context.Context, job string, p Pause) error {
 
 func (s *fakeStore) resumeJob(_ context.Context, job string) error {
 	return s.controlled("resume", job, func(c *controlDoc, now time.Time) error {
-		c.Paused, c.PauseNote, c.Removed, c.ResumedAt, c.Fails = false, "", false, now, 0
+		if c.Paused || c.Removed { // as resumeIn: only a pause or removal ends
+			c.Paused, c.PauseNote, c.Removed, c.ResumedAt = false, "", false, now
+		}
+		c.Fails = 0
 		return nil
 	})
 }

@@ -802,3 +802,43 @@ func testFailedClaimBatchRetried(t *testing.T, db *mongo.Database, mu *sync.Mute
 		}
 	}
 }
+
+// TestResumeOfRunningJobKeepsResumeTime: a resume of a job that is not
+// paused changes nothing of when its last pause ended: moving that time
+// would make the firings since the pause's end fall "while paused" (seed
+// 3917: a firing recorded as paused long after the resume).
+func TestResumeOfRunningJobKeepsResumeTime(t *testing.T) {
+	forBackends(t, testResumeOfRunningJobKeepsResumeTime)
+}
+
+func testResumeOfRunningJobKeepsResumeTime(t *testing.T, b backend) {
+	t.Parallel()
+	db := b.newDB(t)
+	s, ctx := newTestStore(t, db)
+	mustClaim(t, ctx, s, "j", "@daily", testFiring, "K")
+	if err := s.pauseJob(ctx, "j", Pause{Note: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.resumeJob(ctx, "j"); err != nil {
+		t.Fatal(err)
+	}
+	read := func() jobDoc {
+		t.Helper()
+		var d jobDoc
+		if err := s.jobs.FindOne(ctx, bson.D{{Key: fieldID, Value: "j"}}).Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := read().Control
+	time.Sleep(5 * time.Millisecond) // the server's clock moves on
+	if err := s.resumeJob(ctx, "j"); err != nil {
+		t.Fatal(err)
+	}
+	if again := read().Control; !again.ResumedAt.Equal(first.ResumedAt) || first.ResumedAt.IsZero() {
+		t.Fatalf("resumed at %v, then %v by a second resume: want it kept", first.ResumedAt, again.ResumedAt)
+	}
+	if err := s.resumeJob(ctx, "absent"); !errors.Is(err, ErrUnknownJob) {
+		t.Fatalf("resume of an unknown job: %v, want ErrUnknownJob", err)
+	}
+}
