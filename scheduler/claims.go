@@ -208,6 +208,7 @@ type step struct {
 	at, through time.Time
 	count       int
 	reason      string // empty: run
+	unread      error  // of reasonHeld: why the presence locks could not be read
 }
 
 // reasonHeld is the plan of work that waits: the job is paused, and
@@ -366,12 +367,13 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 				oldestLate = f
 			}
 		default:
-			// The presence locks, which might have shown an instance up
-			// at f, could not be read: nothing is decided on that (seed
-			// 1296: a firing recorded as missed for good).
-			undecided = undecided || presentErr != nil
 			if caught++; caught > max(cu.Max, 1) {
 				reason = ReasonMissed
+				// The presence locks, which might have shown an
+				// instance up at f, could not be read: f is not
+				// recorded as missed on that (seed 1296: recorded so
+				// for good).
+				undecided = undecided || presentErr != nil
 			}
 		}
 		if owed && reason == "" {
@@ -379,14 +381,21 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		}
 		reasons[i] = reason
 	}
-	if held || undecided {
-		return []step{{at: w.last, through: w.last, reason: reasonHeld}}
-	}
 	if !oldestLate.IsZero() && !w.triggered() {
+		// Kept also by a plan that waits: what told it (a taken-over
+		// claimant's presence, read before the takeover) may be gone
+		// when the work is planned again.
 		s.mu.Lock()
 		j.late.last, j.late.from = w.last, oldestLate
 		s.mu.Unlock()
 		w.lateFrom = oldestLate
+	}
+	if held || undecided {
+		st := step{at: w.last, through: w.last, reason: reasonHeld}
+		if undecided {
+			st.unread = presentErr
+		}
+		return []step{st}
 	}
 	slices.Reverse(firings)
 	slices.Reverse(reasons)
@@ -976,9 +985,13 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	w.upSince = s.presentSince()
 	steps := s.plan(j, w, s.clock.Now())
 	if len(steps) == 1 && steps[0].reason == reasonHeld {
-		// Left pending, without an event: the next poll resumes it and
-		// plans again; once the pause ended (or the presence locks could
-		// be read), each firing's event comes.
+		// Left pending: the next poll resumes it and plans again; once
+		// the pause ended, or the presence locks could be read, each
+		// firing's event comes. A pause is told by its own events; a
+		// read that failed, here.
+		if err := steps[0].unread; err != nil {
+			s.emit(fr, skip(note(ReasonNoStart, "presence locks not read; claim pending again"), err))
+		}
 		return
 	}
 
@@ -1155,7 +1168,7 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 	// need: the lock is held no longer than the run's own record needs.
 	s.release(fr, lease)
 	released = true
-	if out.started {
+	if out.started || out.movedOn {
 		if failed := s.recordNotRun(fr, out.notRunLeft); failed != "" {
 			out.end.Reason = note(out.end.Reason, failed)
 		}

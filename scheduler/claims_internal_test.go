@@ -87,6 +87,13 @@ func (s *twinStore) claimTrigger(ctx context.Context, job string, t time.Time, k
 // closed, when the test ends.
 func newTwin(t *testing.T, locks *locktest.Store, store *fakeStore, keeper string, opts ...Option) *twin {
 	t.Helper()
+	return newTwinOn(t, locks, store, keeper, opts...)
+}
+
+// newTwinOn is newTwin on a lock store of the test's (wrapping the
+// cluster's locktest.Store).
+func newTwinOn(t *testing.T, locks lock.Store, store *fakeStore, keeper string, opts ...Option) *twin {
+	t.Helper()
 	tw := &twin{keeper: keeper, obs: newRecorder(), st: &twinStore{fakeStore: store}}
 	var err error
 	tw.session, err = lock.NewSession(locks, lock.WithKeeperID(keeper), lock.WithObserver(tw.obs))
@@ -1803,5 +1810,70 @@ func TestPresenceUnreadDecidesNothing(t *testing.T) {
 		if reads.Load() < 2 {
 			t.Fatalf("presence read %d times, want again after the failure", reads.Load())
 		}
+	})
+}
+
+// TestPresenceUnreadKeepsTakenOverDecision: a taker's plan of work taken
+// over runs late a firing that fell while the dead claimant was up (its
+// presence term, read before the takeover, tells), and cannot read the
+// presence locks to decide an older one: it waits. Planned again at the
+// next poll, with the claimant's term no longer to be read (the takeover
+// replaced it), it keeps its decision to run the firing late.
+func TestPresenceUnreadKeepsTakenOverDecision(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+		locks := locktest.New(locktest.WithTTL(time.Second))
+		store := newFakeStore(locks.Clock())
+		store.docs["j"] = &jobDoc{ID: "j", Last: epoch, Done: epoch, Settled: epoch}
+		var reads atomic.Int32
+		ll := listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
+			if reads.Add(1) == 1 {
+				return nil, errBoom
+			}
+			return nil, nil
+		}}
+		log := newRunLog()
+		a := newTwin(t, locks, store, "a")
+		b := newTwinOn(t, ll, store, "b")
+		a.st.failClaim = func(_ string, f time.Time) error {
+			if f.Before(at(30)) {
+				return errBoom
+			}
+			return nil
+		}
+		var dead atomic.Bool
+		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if c.KeeperID == "a" && dead.Load() {
+				return errBoom
+			}
+			return nil
+		})
+		gate := newCloser()
+		defer gate.close()
+		a.st.afterClaim = func(string, time.Time) { dead.Store(true); <-gate.c } // a dies after its claim of 30s
+		for _, tw := range []*twin{a, b} {
+			if err := tw.s.AddJob("j", "@every 10s", log.job(nil)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sleepUntil(at(15))
+		_ = a.s.Start() // up from 15s: 10s fell while no one was, 20s while a was
+		sleepUntil(at(31))
+		_ = b.s.Start()
+		sleepUntil(at(39))
+		synctest.Wait()
+		if got, want := log.scheduled(), []string{"20s", "30s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v; history %q", got, want, hists(store.runs()))
+		}
+		if reads.Load() < 2 {
+			t.Errorf("presence read %d times, want again after the failure", reads.Load())
+		}
+		if e := b.events(lock.FiringSkipped, at(30)); len(e) == 0 || !strings.Contains(e[0].Reason, "presence locks not read") {
+			t.Errorf("b's skipped events for 30s %+v, want one saying the presence locks were not read", e)
+		}
+		gate.close()
+		_ = b.s.Stop(context.Background())
+		_ = a.s.Stop(context.Background())
 	})
 }

@@ -390,10 +390,12 @@
 //     4, Err the write's error, or lock.ErrLeaseLost when the lease was
 //     lost before the start or while it was written; also when settling
 //     failed: not final, the next poll resumes the work, and the firing
-//     may still run; final where Reason adds "spent": the write applied
-//     after all and the claim moved on before it could be undone, and
-//     the firing is recorded as failed "not run: start not recorded",
-//     unless a taker of the claim recorded its own run of it); "stopping"
+//     may still run; where Reason adds "claim moved on meanwhile: spent,
+//     unless its taker runs it", the claim moved on before the start could
+//     be undone: if the write applied, the firing is spent, recorded as
+//     failed "not run: start not recorded" (where it has no record yet);
+//     if not, the claim was taken over while pending, and the taker runs
+//     it); "stopping"
 //     (Stop began, or the Session closed, before the job was called: the
 //     claim is left to be taken over); "presence lease not held" (step 2);
 //     "missed: not claimed in time", "catch-up window passed", "paused",

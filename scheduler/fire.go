@@ -456,10 +456,14 @@ func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) 
 
 // ran is what runLocked did.
 type ran struct {
-	started   bool       // fr's start was recorded
-	takenOver bool       // it was not: fr's work is another instance's now
-	hist      []Run      // to add to the history
-	end       lock.Event // fr's last event, once the lock is released and the history written
+	started   bool // fr's start was recorded
+	takenOver bool // it was not: fr's work is another instance's now
+	// movedOn: fr's start may have applied, settling the firings before
+	// it, and its claim moved on since: their records are written as if
+	// it started (only where there are none: a taker's replace them).
+	movedOn bool
+	hist    []Run      // to add to the history
+	end     lock.Event // fr's last event, once the lock is released and the history written
 	// notRunLeft are the records of the firings before fr that do not
 	// run, which its start settled, that are still to be written (if it
 	// started).
@@ -538,7 +542,8 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	// run, which the start settled, are written: not after a run this
 	// instance may not live through. (Should the start be undone after
 	// all, its lease lost meanwhile, the claim's next plan decides those
-	// firings again; a record it writes replaces this one, by its id.)
+	// firings again; a run it records replaces this record, by its id,
+	// while a record of them as not run keeps the first.)
 	out.notRunLeft = s.recordNotRunNow(fr, skippedBefore)
 	if err := lease.Err(); err != nil && jobCtx.Err() == nil {
 		cancelJob(err)
@@ -642,6 +647,7 @@ func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 		if err := s.addHistoryOnce(fr, r); err != nil {
 			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
 		}
+		return ran{movedOn: true, end: e}
 	}
 	return ran{end: e}
 }

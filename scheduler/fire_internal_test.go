@@ -516,16 +516,23 @@ func TestStartNotRecordedTakenOver(t *testing.T) {
 // pending, the taker ran it) is kept.
 func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		taker bool // the taker's run of the firing is in the history first
+		name    string
+		taker   bool // the taker's run of the firing is in the history first
+		earlier bool // the claim covers an earlier firing, not run
 	}{
-		{"spent", false},
-		{"run by its taker", true},
+		{"spent", false, false},
+		{"run by its taker", true, false},
+		{"spent, with an earlier firing not run", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			synctest.Test(t, func(t *testing.T) {
 				r := newRig(t, time.Second)
+				if tc.earlier {
+					// Claimed at Start: -1m fell while no instance was up.
+					old := epoch.Add(-2 * time.Minute)
+					r.store.docs["j"] = &jobDoc{ID: "j", Last: old, Done: old, Settled: old}
+				}
 				r.store.onStart = func(context.Context, Run) (bool, error) { return true, errBoom }
 				var f time.Time
 				r.store.afterStart = func(d *jobDoc) {
@@ -543,6 +550,9 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 				_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 				_ = r.s.Start()
 				e := r.end()
+				for e.Reason == ReasonMissed { // the earlier firing's, if any
+					e = r.end()
+				}
 				if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !strings.Contains(e.Reason, ": spent") || !errors.Is(e.Err, errBoom) {
 					t.Fatalf("firing ended with %+v, want skipped: %s, spent", e, ReasonNoStart)
 				}
@@ -563,6 +573,12 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 					t.Fatalf("history of the firing %+v, want the taker's run only", of)
 				case !tc.taker && (len(of) != 1 || of[0].Outcome != OutcomeFailed || !strings.HasPrefix(of[0].Error, "not run: ")):
 					t.Fatalf("history of the firing %+v, want it failed: not run", of)
+				}
+				if tc.earlier {
+					// The start, which may have applied, settled it.
+					if got, want := hists(r.store.runs()), "skipped -1m0s..-1m0s x1: "+ReasonMissed; !slices.Contains(got, want) {
+						t.Fatalf("history %q, want %q", got, want)
+					}
 				}
 				r.stop()
 			})

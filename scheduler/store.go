@@ -272,10 +272,11 @@ func fenceTS(f uint64) bson.Timestamp { return bson.Timestamp{T: uint32(f >> 32)
 // historyID is the _id of a run in the history: a firing runs at most once,
 // so the job, the firing (or trigger) and the attempt identify it, and
 // recording it twice is harmless. A record of one firing not run has its
-// firing's id, so that it and the firing's run never both stand (the run
-// is recorded over it; it is written only where the firing has no
-// record); a record of several is named by the first and the last, so
-// that a run of the first does not replace the records of the others.
+// firing's id: a run of the firing is recorded over it, and it is written
+// only where the firing has no record. A record of several is named by
+// the first and the last, so that a run of the first does not replace the
+// records of the others (a superseded decision's record and the run then
+// both stand).
 func historyID(r Run) string {
 	id := r.Job + "@" + r.Scheduled.UTC().Format(time.RFC3339Nano)
 	if r.Outcome == OutcomeSkipped && r.Through.After(r.Scheduled) {

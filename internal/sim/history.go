@@ -35,6 +35,11 @@ type History struct {
 	// spentLease are firings whose start was recorded but whose lease was
 	// lost before the job was called, another claim coming meanwhile.
 	spentLease map[firingKey]bool
+	// movedOn are firings whose start's reply never came and whose claim
+	// moved on before the start could be undone: spent if the start
+	// applied (a start record of the firing shows it), the taker's to run
+	// if not.
+	movedOn map[firingKey]bool
 }
 
 // Act is one action taken under a lease the actor trusted.

@@ -105,7 +105,14 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 // the trace.
 func (in *instance) observe(e lock.Event) {
 	in.sim.hist.update(func() { in.life.notePresence(e, in.sim.hist.now()) })
-	if e.Kind == lock.FiringSkipped && (e.Reason == scheduler.ReasonUntrusted || strings.Contains(e.Reason, ": spent")) {
+	if e.Kind == lock.FiringSkipped && strings.Contains(e.Reason, "claim moved on meanwhile") {
+		in.sim.hist.update(func() {
+			if in.sim.hist.movedOn == nil {
+				in.sim.hist.movedOn = map[firingKey]bool{}
+			}
+			in.sim.hist.movedOn[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
+		})
+	} else if e.Kind == lock.FiringSkipped && (e.Reason == scheduler.ReasonUntrusted || strings.Contains(e.Reason, ": spent")) {
 		// Its start recorded, its lease lost before the job was called,
 		// and a later claim made meanwhile, or its claim taken over
 		// before the start's reply came: spent, as by a death.

@@ -99,7 +99,7 @@ func checkLost(s *Sim, end time.Duration) []string {
 		to := epoch.Add(end + 20*time.Minute)
 		for f := from; f.Before(to); f = f.Add(p) {
 			k := firingKey{job: j.Name, at: f.UnixNano()}
-			if ran[k] || s.spent(started[k], end-tail) || h.spentLease[k] {
+			if ran[k] || s.spent(started[k], end-tail) || h.spentLease[k] || h.movedOn[k] && len(started[k]) > 0 {
 				continue
 			}
 			who, reach, ok := s.eligible(j, f, min(end-tail-2*p, closed(j.Name, f)-claimWindow))

@@ -7,7 +7,7 @@
 // server's clock stepped and its primary failed over. After each run the
 // whole history is checked against the promises (Check). Run it with
 // `go test ./internal/sim -run Sim` (-sim.seed=N replays one seed,
-// -sim.seeds=N runs N).
+// -sim.seeds=N runs N, -sim.open replays the seeds of known open bugs).
 package sim
 
 import (
