@@ -517,7 +517,7 @@ func TestStartNotRecordedTakenOver(t *testing.T) {
 func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		taker   bool // the taker's run of the firing is in the history first
+		taker   bool // the claim was taken over before the start applied; the taker ran the firing
 		earlier bool // the claim covers an earlier firing, not run
 	}{
 		{"spent", false, false},
@@ -533,18 +533,34 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 					old := epoch.Add(-2 * time.Minute)
 					r.store.docs["j"] = &jobDoc{ID: "j", Last: old, Done: old, Settled: old}
 				}
-				r.store.onStart = func(context.Context, Run) (bool, error) { return true, errBoom }
 				var f time.Time
-				r.store.afterStart = func(d *jobDoc) {
-					f = d.Run.Scheduled
-					later := f.Add(time.Minute)
-					d.By, d.ClaimID, d.Last, d.Done = "other", bson.NewObjectID(), later, later
-					d.Run = runDoc{Keeper: "other", Scheduled: later, Start: r.store.clock.Now(), Fence: fenceTS(99),
-						Outcome: string(OutcomeRunning), Attempt: 1}
-					if tc.taker {
+				if tc.taker {
+					// The start never applies: before it could, this
+					// instance's claim was taken over (its presence had
+					// lapsed), and the taker ran the firing and recorded it.
+					r.store.onStart = func(_ context.Context, run Run) (bool, error) {
+						r.store.mu.Lock()
+						defer r.store.mu.Unlock()
+						f = run.Scheduled
+						d := r.store.docs["j"]
+						d.By, d.ClaimID = "other", bson.NewObjectID()
+						d.Run = runDoc{Keeper: "other", Scheduled: f, Start: r.store.clock.Now(), Fence: fenceTS(99),
+							Outcome: string(OutcomeSucceeded), Attempt: 1}
 						r.store.hist = append(r.store.hist, Run{Job: "j", Keeper: "other", Scheduled: f, Outcome: OutcomeSucceeded})
+						return false, errBoom
 					}
-					r.store.afterStart = nil
+				} else {
+					// The start applied, its reply lost, and another
+					// instance claimed a later firing and started it.
+					r.store.onStart = func(context.Context, Run) (bool, error) { return true, errBoom }
+					r.store.afterStart = func(d *jobDoc) {
+						f = d.Run.Scheduled
+						later := f.Add(time.Minute)
+						d.By, d.ClaimID, d.Last, d.Done = "other", bson.NewObjectID(), later, later
+						d.Run = runDoc{Keeper: "other", Scheduled: later, Start: r.store.clock.Now(), Fence: fenceTS(99),
+							Outcome: string(OutcomeRunning), Attempt: 1}
+						r.store.afterStart = nil
+					}
 				}
 				ran := make(chan struct{}, 1)
 				_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
