@@ -1083,15 +1083,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 // once certain (their work settled, or a later firing of it started), and
 // emits their FiringSkipped events. It returns what failed, if anything.
 func (s *Scheduler) recordNotRun(fr *firing, runs []notRun) string {
-	failed := ""
-	for _, r := range runs {
-		if err := s.addHistoryOnce(s.notRunFiring(fr, r), r.Run); err != nil {
-			failed = "firings not run not recorded in the history: " + err.Error()
-			s.notRunWritten(fr, r, "not recorded in the history: "+err.Error())
-			continue
-		}
-		s.notRunWritten(fr, r, "")
-	}
+	_, failed := s.writeNotRun(fr, runs, false)
 	return failed
 }
 
@@ -1101,20 +1093,45 @@ func (s *Scheduler) recordNotRun(fr *firing, runs []notRun) string {
 // during the run must not take them along. It returns those not written,
 // for recordNotRun after the run.
 func (s *Scheduler) recordNotRunNow(fr *firing, runs []notRun) []notRun {
-	var left []notRun
-	for _, r := range runs {
-		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-		rec := r.Run
-		rec.End = s.clock.Now()
-		err := s.st.addHistoryOnce(ctx, rec)
-		cancel()
-		if err != nil {
-			left = append(left, r)
-			continue
-		}
-		s.notRunWritten(fr, r, "")
-	}
+	left, _ := s.writeNotRun(fr, runs, true)
 	return left
+}
+
+// writeNotRun writes the records of runs where their firings have none
+// (addHistoryOnce) and emits the events of those written: once, one
+// attempt each, returning those not written; else persisting, and
+// emitting the others' events too, with what failed.
+func (s *Scheduler) writeNotRun(fr *firing, runs []notRun, once bool) (left []notRun, failed string) {
+	for _, r := range runs {
+		var err error
+		if once {
+			ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+			err = s.st.addHistoryOnce(ctx, s.notRunRecord(r.Run))
+			cancel()
+		} else {
+			err = s.addHistoryOnce(s.notRunFiring(fr, r), r.Run)
+		}
+		switch {
+		case err != nil && once:
+			left = append(left, r)
+		case err != nil:
+			failed = "firings not run not recorded in the history: " + err.Error()
+			s.notRunWritten(fr, r, "not recorded in the history: "+err.Error())
+		default:
+			s.notRunWritten(fr, r, "")
+		}
+	}
+	return left, failed
+}
+
+// notRunRecord is r's history record, ended now: written only where its
+// firing has none, its end is not the server's ($currentDate would
+// change the end of a record kept).
+func (s *Scheduler) notRunRecord(r Run) Run {
+	if r.End.IsZero() {
+		r.End = s.clock.Now()
+	}
+	return r
 }
 
 func (s *Scheduler) notRunFiring(fr *firing, r notRun) *firing {

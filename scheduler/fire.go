@@ -776,9 +776,7 @@ func (s *Scheduler) addHistory(fr *firing, r Run) error {
 // its write, retried while the database could not be reached, land after
 // the run's record (seed 1510).
 func (s *Scheduler) addHistoryOnce(fr *firing, r Run) error {
-	if r.End.IsZero() {
-		r.End = s.clock.Now()
-	}
+	r = s.notRunRecord(r)
 	return s.persist(fr, func(ctx context.Context) error { return s.st.addHistoryOnce(ctx, r) })
 }
 
