@@ -128,6 +128,18 @@ func (tw *twin) slowClaims(lose func(f time.Time) bool) {
 	}
 }
 
+// failClaimsBefore makes tw's claims of firings before f fail (errBoom).
+func (tw *twin) failClaimsBefore(f time.Time) {
+	tw.st.hooks.Lock()
+	defer tw.st.hooks.Unlock()
+	tw.st.failClaim = func(_ string, at time.Time) error {
+		if at.Before(f) {
+			return errBoom
+		}
+		return nil
+	}
+}
+
 // next waits, letting time pass, for tw's next event of one of kinds.
 func (tw *twin) next(t *testing.T, kinds ...lock.EventKind) lock.Event {
 	t.Helper()
@@ -1642,15 +1654,10 @@ func TestTakerRunsClaimantsLateFirings(t *testing.T) {
 		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
 		locks := locktest.New(locktest.WithTTL(ttl))
 		store := newFakeStore(locks.Clock())
-		store.docs["j"] = &jobDoc{ID: "j", Last: epoch, Done: epoch, Settled: epoch}
+		store.settledThrough("j", epoch)
 		log := newRunLog()
 		a, b := newTwin(t, locks, store, "a"), newTwin(t, locks, store, "b")
-		a.st.failClaim = func(_ string, f time.Time) error {
-			if f.Before(at(30)) {
-				return errBoom
-			}
-			return nil
-		}
+		a.failClaimsBefore(at(30))
 		var dead atomic.Bool
 		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
 			now := time.Now()
@@ -1719,7 +1726,7 @@ func TestNotRunRecordKeepsRun(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				locks := locktest.New(locktest.WithTTL(time.Second))
 				store := newFakeStore(locks.Clock())
-				store.docs["j"] = &jobDoc{ID: "j", Last: at(tc.done), Done: at(tc.done), Settled: at(tc.done)}
+				store.settledThrough("j", at(tc.done))
 				other := Run{Job: "j", Keeper: "other", Scheduled: at(tc.ran), Start: at(tc.ran + 1), Outcome: OutcomeSucceeded}
 				if tc.runFirst {
 					store.hist = []Run{other}
@@ -1773,7 +1780,7 @@ func TestPresenceUnreadDecidesNothing(t *testing.T) {
 		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
 		locks := locktest.New(locktest.WithTTL(time.Second))
 		store := newFakeStore(locks.Clock())
-		store.docs["j"] = &jobDoc{ID: "j", Last: at(10), Done: at(10), Settled: at(10)}
+		store.settledThrough("j", at(10))
 		var reads atomic.Int32
 		ll := listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
 			if reads.Add(1) == 1 {
@@ -1825,7 +1832,7 @@ func TestPresenceUnreadKeepsTakenOverDecision(t *testing.T) {
 		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
 		locks := locktest.New(locktest.WithTTL(time.Second))
 		store := newFakeStore(locks.Clock())
-		store.docs["j"] = &jobDoc{ID: "j", Last: epoch, Done: epoch, Settled: epoch}
+		store.settledThrough("j", epoch)
 		var reads atomic.Int32
 		ll := listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
 			if reads.Add(1) == 1 {
@@ -1836,12 +1843,7 @@ func TestPresenceUnreadKeepsTakenOverDecision(t *testing.T) {
 		log := newRunLog()
 		a := newTwin(t, locks, store, "a")
 		b := newTwinOn(t, ll, store, "b")
-		a.st.failClaim = func(_ string, f time.Time) error {
-			if f.Before(at(30)) {
-				return errBoom
-			}
-			return nil
-		}
+		a.failClaimsBefore(at(30))
 		var dead atomic.Bool
 		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
 			if c.KeeperID == "a" && dead.Load() {

@@ -55,6 +55,13 @@ func (s *fakeStore) doc(job string) *jobDoc {
 	return d
 }
 
+// settledThrough makes job's document as a claim of f settled it.
+func (s *fakeStore) settledThrough(job string, f time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.docs[job] = &jobDoc{ID: job, Last: f, Done: f, Settled: f}
+}
+
 func (s *fakeStore) register(_ context.Context, jobs []claimReq) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -486,16 +486,7 @@ func TestStartNotRecordedTakenOver(t *testing.T) {
 		ran := make(chan struct{}, 1)
 		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 		_ = r.s.Start()
-		e := r.end()
-		if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !strings.Contains(e.Reason, "spent") || !errors.Is(e.Err, errBoom) {
-			t.Fatalf("firing ended with %+v, want skipped: %s, spent", e, ReasonNoStart)
-		}
-		r.idle()
-		select {
-		case <-ran:
-			t.Fatal("job ran without a start record")
-		default:
-		}
+		wantSpent(t, r, r.end(), ran)
 		rec := r.store.running("j")
 		if rec == nil || rec.Outcome != OutcomeFailed || !strings.HasPrefix(rec.Error, "not run: ") {
 			t.Fatalf("record %+v, want failed: not run", rec)
@@ -531,7 +522,7 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 				if tc.earlier {
 					// Claimed at Start: -1m fell while no instance was up.
 					old := epoch.Add(-2 * time.Minute)
-					r.store.docs["j"] = &jobDoc{ID: "j", Last: old, Done: old, Settled: old}
+					r.store.settledThrough("j", old)
 				}
 				var f time.Time
 				if tc.taker {
@@ -569,15 +560,7 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 				for e.Reason == ReasonMissed { // the earlier firing's, if any
 					e = r.end()
 				}
-				if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !strings.Contains(e.Reason, ": spent") || !errors.Is(e.Err, errBoom) {
-					t.Fatalf("firing ended with %+v, want skipped: %s, spent", e, ReasonNoStart)
-				}
-				r.idle()
-				select {
-				case <-ran:
-					t.Fatal("job ran without a start record")
-				default:
-				}
+				wantSpent(t, r, e, ran)
 				var of []Run
 				for _, h := range r.store.runs() {
 					if h.Scheduled.Equal(f) {
@@ -599,6 +582,22 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 				r.stop()
 			})
 		})
+	}
+}
+
+// wantSpent checks that e, a firing's last event, says its start was not
+// recorded and the firing is spent (errBoom the start's error), and that
+// the job was not called (ran).
+func wantSpent(t *testing.T, r *rig, e lock.Event, ran <-chan struct{}) {
+	t.Helper()
+	if e.Kind != lock.FiringSkipped || !strings.HasPrefix(e.Reason, ReasonNoStart) || !strings.Contains(e.Reason, ": spent") || !errors.Is(e.Err, errBoom) {
+		t.Fatalf("firing ended with %+v, want skipped: %s, spent", e, ReasonNoStart)
+	}
+	r.idle()
+	select {
+	case <-ran:
+		t.Fatal("job ran without a start record")
+	default:
 	}
 }
 
