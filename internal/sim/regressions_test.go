@@ -38,7 +38,7 @@ var open = []struct {
 }{
 	// Once a regression: a firing skipped as the lock was held, by a run
 	// whose end record was slow (fixed).
-	{1253, "about 1 replay in 30: firings that fell while both instances were up recorded as missed: each one's presence term was replaced since (a lapse, a takeover of the killed one's), and the presence locks show only the last term"},
+	{1253, "about 1 replay in 40: firings that fell while both instances were up recorded as missed: each one's presence term was replaced since (a lapse, a takeover of the killed one's), and the presence locks show only the last term"},
 	// Once also: a taker recorded as missed a firing its dead claimant
 	// had decided to run late (fixed: TestTakerRunsClaimantsLateFirings),
 	// or could not read the presence locks (fixed:
