@@ -227,8 +227,10 @@
 //     recorded as not run (ReasonBacklog);
 //   - otherwise fell while no instance was up to claim it, and the job's
 //     catch-up policy decides (ReasonMissed for those it does not run).
-//     If the presence locks could not be read, this is not decided: the
-//     claim stays pending, and the next poll plans it again.
+//     If the presence locks could not be read and the policy would not
+//     run the firing, that is not decided: the claim stays pending (a
+//     FiringSkipped event, "start not recorded", says why), and the next
+//     poll plans it again.
 //
 // A job's catch-up policy (WithCatchUp, JobCatchUp; DefaultCatchUp runs
 // the latest missed firing within a day) so governs only firings that no
