@@ -195,23 +195,7 @@ func (h *Handler) buildTimeline(rec scheduler.Record, runs []runView, acts []act
 	}
 	tl.AxisY = tlTop + len(tl.Lanes)*tlLaneH + 4
 	tl.Height = tl.AxisY + tlBottom
-	for i := range 6 {
-		t := lo.Add(time.Duration(float64(span) * float64(i) / 5))
-		layout := "15:04:05"
-		if span > 24*time.Hour {
-			layout = "01-02 15:04"
-		} else if span < 10*time.Second {
-			layout = "15:04:05.0"
-		}
-		anchor := "middle"
-		switch i {
-		case 0:
-			anchor = "start"
-		case 5:
-			anchor = "end"
-		}
-		tl.Ticks = append(tl.Ticks, tlTick{X: xOf(t), Label: t.UTC().Format(layout), Anchor: anchor})
-	}
+	tl.Ticks = axisTicks(lo, hi, xOf)
 	var parts []string
 	for _, k := range classes {
 		n := counts[k.Class]
@@ -222,6 +206,73 @@ func (h *Handler) buildTimeline(rec scheduler.Record, runs []runView, acts []act
 	}
 	tl.Summary = fmt.Sprintf("Firings from %s to %s (UTC, oldest on the left): %s.", fmtTime(lo), fmtTime(hi), strings.Join(parts, ", "))
 	return tl
+}
+
+// tickSteps are the steps the timeline's axis may take, each a round
+// number of its unit.
+var tickSteps = []time.Duration{
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 2 * 24 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
+}
+
+// axisTicks labels the axis from lo to hi at round times (UTC): the
+// smallest step of tickSteps that makes at most 6 ticks, each labelled as
+// precisely as the step needs, the date added where the span crosses one.
+func axisTicks(lo, hi time.Time, xOf func(time.Time) float64) []tlTick {
+	span := hi.Sub(lo)
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if span/s <= 5 {
+			step = s
+			break
+		}
+	}
+	for span/step > 5 { // beyond the longest step: a multiple of it
+		step *= 2
+	}
+	lo, hi = lo.UTC(), hi.UTC()
+	layout := "15:04:05"
+	switch {
+	case step < time.Second:
+		layout = "15:04:05.0"
+	case step >= 24*time.Hour:
+		layout = "2006-01-02"
+	case step >= time.Minute && !sameDay(lo, hi):
+		layout = "01-02 15:04"
+	case step >= time.Minute:
+		layout = "15:04"
+	case !sameDay(lo, hi):
+		layout = "01-02 15:04:05"
+	}
+	// Truncate works from the zero time, which is a Monday at midnight UTC:
+	// days and hours fall on midnight and the hour; weeks on Mondays.
+	t := lo.Truncate(step)
+	if t.Before(lo) {
+		t = t.Add(step)
+	}
+	var ticks []tlTick
+	for ; !t.After(hi); t = t.Add(step) {
+		ticks = append(ticks, tlTick{X: xOf(t), Label: t.Format(layout), Anchor: "middle"})
+	}
+	// The first and last labels stay inside the picture.
+	if n := len(ticks); n > 0 {
+		if ticks[0].X-float64(tlLeft) < 30 {
+			ticks[0].Anchor = "start"
+		}
+		if float64(tlWidth-tlRight)-ticks[n-1].X < 30 {
+			ticks[n-1].Anchor = "end"
+		}
+	}
+	return ticks
+}
+
+func sameDay(a, b time.Time) bool {
+	ay, am, ad := a.Date()
+	by, bm, bd := b.Date()
+	return ay == by && am == bm && ad == bd
 }
 
 // unrecorded returns the firings of rec's spec strictly between the oldest

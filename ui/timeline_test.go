@@ -77,3 +77,35 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("a run of a keeper up: %s", v.Class)
 	}
 }
+
+// TestAxisTicks: the axis is labelled at round times, at most 6, as
+// precisely as the step needs, with the date where the span crosses one.
+func TestAxisTicks(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		lo, hi string
+		want   string
+	}{
+		{"2026-11-27T23:26:43.86Z", "2026-11-27T23:26:46.14Z", "23:26:44.0,23:26:44.5,23:26:45.0,23:26:45.5,23:26:46.0"},
+		{"2026-11-27T23:26:43.86Z", "2026-11-27T23:26:44.5Z", "23:26:44.0,23:26:44.2,23:26:44.4"},
+		{"2026-11-27T10:03:00Z", "2026-11-27T10:58:00Z", "10:10,10:20,10:30,10:40,10:50"},
+		{"2026-11-27T22:00:00Z", "2026-11-28T03:30:00Z", "11-27 22:00,11-27 23:00,11-28 00:00,11-28 01:00,11-28 02:00,11-28 03:00"},
+		{"2026-11-20T05:00:00Z", "2026-11-27T05:00:00Z", "2026-11-21,2026-11-23,2026-11-25,2026-11-27"},
+	} {
+		lo, hi := at(c.lo), at(c.hi)
+		ticks := axisTicks(lo, hi, func(v time.Time) float64 { return tlLeft + float64(v.Sub(lo))/float64(hi.Sub(lo))*(tlWidth-tlLeft-tlRight) })
+		var got []string
+		for _, k := range ticks {
+			got = append(got, k.Label)
+		}
+		if g := strings.Join(got, ","); g != c.want {
+			t.Errorf("%s..%s: ticks %s, want %s", c.lo, c.hi, g, c.want)
+		}
+	}
+}
