@@ -99,7 +99,9 @@ func TestAxisTicks(t *testing.T) {
 		{"2026-11-20T05:00:00Z", "2026-11-27T05:00:00Z", "2026-11-21,2026-11-23,2026-11-25,2026-11-27"},
 	} {
 		lo, hi := at(c.lo), at(c.hi)
-		ticks := axisTicks(lo, hi, func(v time.Time) float64 { return tlLeft + float64(v.Sub(lo))/float64(hi.Sub(lo))*(tlWidth-tlLeft-tlRight) })
+		ticks := axisTicks(lo, hi, func(v time.Time) float64 {
+			return tlLeft + float64(v.Sub(lo))/float64(hi.Sub(lo))*(tlWidth-tlLeft-tlRight)
+		})
 		var got []string
 		for _, k := range ticks {
 			got = append(got, k.Label)
