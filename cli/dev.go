@@ -93,7 +93,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "  uri:   %s\n", srv.URI())
 	fmt.Fprintf(w, "  data:  %s (%s)\n", srv.Dir(), kept)
 	fmt.Fprintf(w, "  use:   export %s='%s'\n", envURI, srv.URI())
-	fmt.Fprintf(w, "         %s migrate up\n", a.name())
+	fmt.Fprintf(w, "         %s --db YOURDB migrate up   (your program's database: its indexes)\n", a.name())
 	fmt.Fprintln(w, "Ctrl-C stops it.")
 
 	<-ctx.Done()
