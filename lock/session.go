@@ -198,9 +198,11 @@ type Taken struct {
 // AcquireLocks tries once to take each of lockIDs, in one store call (two
 // round trips on MongoDB however many there are), and keeps the leases it
 // took alive until they are released (ReleaseLocks) or lost. Locks held by
-// another holder in this Session are refused without a round trip. On an
-// error, Leases holds the locks known to be acquired; the others may have
-// been written, and are released at Close if nobody takes them meanwhile.
+// another holder in this Session are refused without a round trip; one
+// whose release is still on its way (retried) is held by nobody here, and
+// is taken in a new term. On an error, Leases holds the locks known to be
+// acquired; the others may have been written, and are released at Close if
+// nobody takes them meanwhile.
 func (s *Session) AcquireLocks(ctx context.Context, lockIDs ...string) (Taken, error) {
 	if err := validateIDs("lockIDs", lockIDs); err != nil {
 		return Taken{}, err
@@ -223,9 +225,18 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	mine := make([]string, 0, len(ids))
 	refusedHere := make(map[string]bool)
 	for _, id := range ids {
-		if s.slots[id] != nil {
-			refusedHere[id] = true
-			continue
+		if sl := s.slots[id]; sl != nil {
+			if sl.lease == nil || !sl.lease.releasing {
+				refusedHere[id] = true
+				continue
+			}
+			// Its holder released it, and the release is still on its
+			// way (retried after a lost reply, or slow): nobody here
+			// holds it. Taking it begins a new term, which the release,
+			// naming the old term's fence, leaves alone; the old slot's
+			// waiters wake to find this one (sim seed 1253: the
+			// scheduler took its own release for a run still going).
+			s.freeLocked(id)
 		}
 		s.slots[id] = &slot{freed: make(chan struct{})}
 		mine = append(mine, id)
@@ -423,7 +434,11 @@ func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
 	err := s.releaseTerms(ctx, terms)
 	took := s.clock.Since(sent)
 	s.mu.Lock()
-	for _, t := range terms {
+	for i, t := range terms {
+		sl := s.slots[t.LockID]
+		if sl != nil && sl.lease != released[i] {
+			continue // taken again here meanwhile, in a new term (acquire)
+		}
 		if err != nil {
 			s.maybe[t.LockID] = t.Fence
 		}

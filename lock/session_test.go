@@ -342,3 +342,63 @@ type (
 
 func (noTTL) TTL() time.Duration       { return 0 }
 func (noClock) Clock() clockwork.Clock { return nil }
+
+// TestReleasingLockTakenAgain: a lock whose release this Session is still
+// sending (a lost reply, retried until the release timeout) is no longer
+// held here: the Session takes it again at once, in a new term, and the
+// release still on its way frees only the old term (sim seed 1253: the
+// scheduler took its own release for a run still going, and recorded the
+// next two firings of the job as not run).
+func TestReleasingLockTakenAgain(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemStore(3 * time.Second)
+		s := newSession(t, f, lock.WithReleaseTimeout(2*time.Second))
+		take := func() (*lock.Lease, error) {
+			got, err := s.AcquireLocks(context.Background(), "a")
+			if err != nil || len(got.Leases) == 0 {
+				return nil, err
+			}
+			return got.Leases[0], nil
+		}
+		old, err := take()
+		if err != nil || old == nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		f.FailAfter(locktest.OpRelease, -1, nil) // each release applies, its reply is lost
+		released := make(chan error, 1)
+		go func() { released <- s.ReleaseLocks(context.Background(), old) }()
+		synctest.Wait() // the release is being retried
+		select {
+		case err := <-released:
+			t.Fatalf("the release ended at once: %v", err)
+		default:
+		}
+		l, err := take()
+		if err != nil || l == nil {
+			<-released
+			t.Fatalf("acquire while the release of the last term is retried: %v, want it taken", err)
+		}
+		if l.Fence() <= old.Fence() {
+			t.Errorf("fence %d after %d", l.Fence(), old.Fence())
+		}
+		if err := <-released; err == nil {
+			t.Error("the release whose replies were all lost reported success")
+		}
+		f.Restore()
+		if got := f.HeldBy("a"); got != s.KeeperID() || l.Err() != nil {
+			t.Fatalf("after the old term's release ended: held by %q (lease err %v), want this Session's new term", got, l.Err())
+		}
+		// The slot is the new lease's: the same Session refuses it, and
+		// frees it on its release.
+		if again, _ := take(); again != nil {
+			t.Error("a lock held in this Session taken twice")
+		}
+		if err := s.ReleaseLocks(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := take(); again == nil {
+			t.Errorf("not taken after its release: %v", err)
+		}
+	})
+}
