@@ -908,8 +908,9 @@ func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.idle(j)
-		fr := &firing{job: j, at: w.at(), ctx: s.ctx, trig: w.triggered()}
+		b := &busy{}
+		defer s.idle(j, b)
+		fr := &firing{job: j, at: w.at(), ctx: s.ctx, trig: w.triggered(), busy: b}
 		if taken != nil {
 			s.emit(fr, *taken)
 		}
@@ -928,8 +929,9 @@ func (s *Scheduler) dispatchResume(j *job, cid bson.ObjectID) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.idle(j)
-		fr := &firing{job: j, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
+		b := &busy{}
+		defer s.idle(j, b)
+		fr := &firing{job: j, ctx: s.ctx, dispatched: s.clock.Now(), counted: true, busy: b}
 		defer s.setupDone(fr)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
 		sent := s.clock.Now()
@@ -957,8 +959,9 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.idle(j)
-		fr := &firing{job: j, at: t, ctx: s.ctx, trig: true}
+		b := &busy{}
+		defer s.idle(j, b)
+		fr := &firing{job: j, at: t, ctx: s.ctx, trig: true, busy: b}
 		if !s.present(s.ctx) {
 			return
 		}
@@ -1007,7 +1010,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		run := fr
 		run.prev = prev
 		if i > 0 || !st.at.Equal(fr.at) {
-			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig, dispatched: fr.dispatched, counted: fr.counted, prev: prev}
+			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig, dispatched: fr.dispatched, counted: fr.counted, prev: prev, busy: fr.busy}
 			fr.counted = false // its setup is this run's now
 			if i > 0 && !fr.dispatched.IsZero() {
 				// Its setup begins now: the runs before it are no load
@@ -1015,6 +1018,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 				run.dispatched = s.clock.Now()
 			}
 		}
+		run.last = i == len(steps)-1
 		res := s.runOne(run, w, skipped)
 		switch {
 		case res.takenOver:
@@ -1181,6 +1185,16 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 		}
 	}()
 	out := s.runLocked(fr, lease, w, skippedBefore)
+	if fr.last && out.started && fr.busy != nil {
+		// The work's last run ended, and its end is recorded: this
+		// instance is no longer busy with the job, whatever its release
+		// and its records take (a slow history write, or a release
+		// retried after a lost reply, made it skip the next firing,
+		// which nobody claimed: seeds 1296 and 1253). The next firing
+		// here takes the lock once released, or in a new term while the
+		// release is still retried (lock.Session.AcquireLocks).
+		s.idle(fr.job, fr.busy)
+	}
 	// Release before writing the history, which the next run does not
 	// need: the lock is held no longer than the run's own record needs.
 	s.release(fr, lease)

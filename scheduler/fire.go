@@ -25,9 +25,17 @@ func RunFromContext(ctx context.Context) (Run, bool) {
 	return r, ok
 }
 
-func (s *Scheduler) idle(j *job) {
+// busy is a dispatch's place in its job's inflight count, given back once
+// (idle): when the dispatch ends, or earlier, once its last run released
+// the job's lock (runOne), since only its records remain to write.
+type busy struct{ done bool }
+
+func (s *Scheduler) idle(j *job, b *busy) {
 	s.mu.Lock()
-	j.inflight--
+	if !b.done {
+		b.done = true
+		j.inflight--
+	}
 	s.mu.Unlock()
 }
 
@@ -69,6 +77,11 @@ type firing struct {
 	prev  time.Time
 	fence uint64 // once the job's lock is taken
 	tries int    // attempts to take the job's lock
+	// busy is the dispatch's place in the job's inflight count; last
+	// marks the last firing its work runs, which gives it back once it
+	// released the job's lock.
+	busy *busy
+	last bool
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
 	// once the claim is won and when the Session has a tracer; span is it,
@@ -143,7 +156,8 @@ func note(reason, more string) string {
 // a job deployed for the first time has missed nothing.
 func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	defer s.wg.Done()
-	defer s.idle(j)
+	b := &busy{}
+	defer s.idle(j, b)
 	if catchUp {
 		defer func() {
 			s.mu.Lock()
@@ -151,7 +165,7 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 			s.mu.Unlock()
 		}()
 	}
-	fr := &firing{job: j, at: f, ctx: s.ctx, dispatched: s.clock.Now(), counted: true}
+	fr := &firing{job: j, at: f, ctx: s.ctx, dispatched: s.clock.Now(), counted: true, busy: b}
 	defer s.setupDone(fr)
 
 	// Step 1 (skip while a firing of j is in progress here) was dispatch's.
@@ -822,6 +836,32 @@ func (s *Scheduler) stopping() bool {
 		return true
 	default:
 		return s.ctx.Err() != nil
+	}
+}
+
+// releaseBatch releases leases in one command (s.releases). The Session
+// bounds it, and retries it, within its release timeout; the batcher's
+// queue waits for it no longer than half a retry period, so that a release
+// retried after a lost reply holds back neither the releases of other
+// jobs (whose locks would stay held, and their next firings skipped
+// elsewhere as if their runs went on) nor this instance's next run of the
+// job, which takes the lock in a new term meanwhile. The rest goes on in a
+// goroutine the scheduler's stop waits for.
+func (s *Scheduler) releaseBatch(ctx context.Context, _ struct{}, leases []*lock.Lease) ([]struct{}, error) {
+	done := make(chan error, 1)
+	s.wg.Add(1) // within a firing's goroutine: never from zero
+	go func() {
+		defer s.wg.Done()
+		done <- s.session.ReleaseLocks(ctx, leases...)
+	}()
+	t := s.clock.NewTimer(s.session.Timings().RetryPeriod / 2)
+	defer t.Stop()
+	res := make([]struct{}, len(leases))
+	select {
+	case err := <-done:
+		return res, err
+	case <-t.Chan():
+		return res, nil // still on its way; its lock.Released events tell how it ends
 	}
 }
 

@@ -1067,3 +1067,66 @@ func TestEndNotRecordedSessionClosed(t *testing.T) {
 		r.stop()
 	})
 }
+
+// TestSlowRecordsDoNotSkipNextFiring: once a run's end is recorded and its
+// lock released, the instance is no longer busy with the job, however long
+// the run's history record or the release's reply take: the next firing
+// is claimed and run, not skipped as "previous run still going" with no
+// run going and nobody claiming it (sim seeds 1296 and 1253).
+func TestSlowRecordsDoNotSkipNextFiring(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		slow func(r *rig, release chan struct{})
+	}{
+		{"history write", func(r *rig, release chan struct{}) {
+			var waited atomic.Bool
+			r.store.onHistory = func(Run) {
+				if waited.CompareAndSwap(false, true) {
+					<-release // the first run's record, for two periods
+				}
+			}
+		}},
+		{"release retried", func(r *rig, release chan struct{}) {
+			// The first release applies, its replies are lost, and it
+			// is retried for the Session's release timeout.
+			r.locks.FailAfter(locktest.OpRelease, 1, errBoom)
+			r.locks.Fail(locktest.OpRelease, locktest.Always, errBoom)
+			go func() { <-release; r.locks.Restore() }()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, 3*time.Second)
+				release := make(chan struct{})
+				c.slow(r, release)
+				_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil })
+				_ = r.s.Start()
+				// The first firing's event may come after the others':
+				// it is emitted once its record is written.
+				ran := map[time.Time]bool{}
+				open := true
+				for len(ran) < 3 {
+					e := r.end()
+					if e.Kind != lock.RunEnded {
+						if open {
+							close(release)
+						}
+						t.Fatalf("firing %s: %v %q, want it run", e.Scheduled.Format("15:04:05"), e.Kind, e.Reason)
+					}
+					ran[e.Scheduled] = true
+					if open && ran[epoch.Add(2*time.Second)] {
+						close(release)
+						open = false
+					}
+				}
+				for i := 1; i <= 3; i++ {
+					if !ran[epoch.Add(time.Duration(i)*time.Second)] {
+						t.Errorf("firing %d did not run: %v", i, ran)
+					}
+				}
+				r.stop()
+			})
+		})
+	}
+}

@@ -201,11 +201,7 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
-	s.releases = newBatcher(cfg.opTimeout, func(ctx context.Context, _ struct{}, leases []*lock.Lease) ([]struct{}, error) {
-		// Bounded, and retried, by the Session's release timeout.
-		err := s.session.ReleaseLocks(ctx, leases...)
-		return make([]struct{}, len(leases)), err
-	})
+	s.releases = newBatcher(cfg.opTimeout, s.releaseBatch)
 	session.AddComponent(s) // for those who watch the session: metrics, health
 	s.slots = make(limiter, MaxConcurrentWrites)
 	s.st = limitedStore{store: st, slots: s.slots}
