@@ -1130,3 +1130,45 @@ func TestSlowRecordsDoNotSkipNextFiring(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowReleaseHoldsBackNoOtherJob: a job's release that hangs (its
+// reply lost, say) does not keep the next jobs' locks held behind it in
+// the release queue: another instance could not take them, and would skip
+// their firings as if their runs went on.
+func TestSlowReleaseHoldsBackNoOtherJob(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 3*time.Second)
+		slow, other := r.s.LockID("slow"), r.s.LockID("other")
+		unblock := make(chan struct{})
+		r.locks.BeforeCall(func(ctx context.Context, c locktest.Call) error {
+			if c.Op == locktest.OpRelease && slices.Contains(c.LockIDs, slow) {
+				<-unblock
+			}
+			return nil
+		})
+		_ = r.s.AddJob("slow", "@every 10s", func(context.Context) error { return nil })
+		_ = r.s.AddJob("other", "@every 10s", func(ctx context.Context) error {
+			// Ends after slow's release began.
+			return r.session.Sleep(ctx, 100*time.Millisecond)
+		})
+		_ = r.s.Start()
+		released := make(chan struct{})
+		go func() {
+			for r.locks.HeldBy(other) != "" || len(r.locks.Calls(locktest.OpRelease)) < 2 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			close(released)
+		}()
+		select {
+		case <-released:
+			if h := r.locks.HeldBy(slow); h == "" {
+				t.Error("slow's release was not held back, the test shows nothing")
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("other's lock still held by %q behind slow's release", r.locks.HeldBy(other))
+		}
+		close(unblock)
+		r.stop()
+	})
+}
