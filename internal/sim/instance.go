@@ -269,14 +269,31 @@ func (in *instance) act(ctx context.Context, what string) bool {
 // carries: an action at once, without checking the lease, for the call
 // itself is the library's promise that the lease is trusted (Do, a leader
 // task, a job, a migration). A process that is frozen when the call comes
-// makes it when it thaws.
+// makes it when it thaws. Its library's goroutines ran on meanwhile here,
+// which a real process's do not: the library's last check of the lease
+// before the call, which a real process makes after the thaw too, is made
+// again then, and a lease it no longer trusts means no call (seed 285: a
+// start's reply taken in during a suspend, the job called, and its action
+// recorded at the thaw, after another instance took the lock).
 func (in *instance) called(ctx context.Context, what string) bool {
+	in.mu.Lock()
+	running := in.running
+	in.mu.Unlock()
+	frozenAtCall := false
+	select {
+	case <-running:
+	default:
+		frozenAtCall = true
+	}
 	if !in.awake() {
 		return false
 	}
 	l, ok := lock.LeaseFrom(ctx)
 	if !ok {
 		in.sim.fatalf("%s: %s called without a lease in its context", in.life.Name, what)
+		return false
+	}
+	if frozenAtCall && (ctx.Err() != nil || l.Err() != nil) {
 		return false
 	}
 	in.sim.hist.act(Act{Instance: in.life.Name, LockID: l.LockID(), Fence: l.Fence(), What: what})
