@@ -31,7 +31,8 @@
 //
 // The Locker underneath is the store: one document {_id: lockID, kid:
 // keeperID, ts: server time of the last acquire or renew, at, epoch, seq,
-// ttl} per lock in one collection. Acquiring is one write-concern-majority
+// ttl} per lock in one collection (and since, where a holder noted it:
+// NoteSince). Acquiring is one write-concern-majority
 // findAndModify upsert keyed on the lock id and the keeper id: a
 // duplicate-key error means another keeper holds a live lease. A lease
 // whose time is up by the server's clock is taken over in that same round
