@@ -249,15 +249,21 @@
 // clocks differ by more than half the period, which firings run depends on
 // which clock reaches them first (see Clock skew).
 //
-// A known gap: the presence locks keep only each instance's current term.
-// A firing that fell while an instance was up but did not claim it (it
-// was overloaded or behind, or its claim failed), and that no later claim
-// of that instance covers, is recorded as missed by another instance's
-// claim if that instance's presence term was replaced before the claim
-// (its lease lapsed and was taken again, or another instance took it
-// over), and no other rule above runs it. The simulation met this 4 times
-// in 19 000 seeds, always at seed 1253 or 1296, and seed 1296 shows it in
-// about 1 replay in 25.
+// Each Scheduler also records in its presence lock when its first
+// presence term began (lock.Locker.NoteSince, kept across terms), so that
+// an instance whose lease lapsed and which took it again still counts as
+// up over its earlier terms.
+//
+// A claim counts such an instance as up from then until its presence
+// lease's end, or its release (a clean stop, or a takeover, which comes a
+// poll interval or so after the lease lapsed).
+//
+// A known gap: a firing that fell while an instance was up but did not
+// claim it (it was overloaded or behind, or its claim failed), and that no
+// later claim of that instance covers, is recorded as missed by another
+// instance's claim, unless another rule above runs it, if that instance's
+// presence lease had lapsed at the firing, its renewals late, and it took
+// the lease again only after the claim.
 //
 // # Control
 //

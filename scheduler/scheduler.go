@@ -66,6 +66,11 @@ type Scheduler struct {
 	// presenceNow is presence, for readers that must not wait for
 	// presenceMu (which an acquisition holds): presentSince.
 	presenceNow atomic.Pointer[lock.Lease]
+	// presentFrom is when this instance's first presence term began
+	// (server time), and sinceNoted whether its presence lock records it
+	// (noteSince); both under presenceMu.
+	presentFrom time.Time
+	sinceNoted  bool
 	leading     bool // leader-only: led at the last poll; guarded by mu
 
 	// Guarded by mu: when Start was called, and (leader-only) since when
