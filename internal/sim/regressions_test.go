@@ -42,12 +42,12 @@ var open = []struct {
 	// kept the lock held in its Session, and the next firing there was
 	// skipped as "lock held elsewhere" (fixed:
 	// TestReleasingLockTakenAgain, TestSlowRecordsDoNotSkipNextFiring).
-	{1253, "about 1 replay in 240 (4 in 960; 3 in 340 before the release fixes): firings recorded as missed after a presence lease lapsed (the gap of seed 1296); once, a firing skipped while a catch-up run at Start held the job's lock had no record (its not-run record never landed); once, firings skipped as \"lock held elsewhere\" with the lock free on the server, after this instance's lease on it was lost"},
+	{1253, "rare (3 in 1360 replays since the release fixes, none in the last 200): twice a firing with no record at all (once skipped while a catch-up run at Start held the job's lock: its not-run record never landed); once firings skipped as \"lock held elsewhere\", the lock free on the server, behind this instance's own lost lease of a catch-up firing whose start was still being written. Before the release fixes, about 1 replay in 110 (3 in 340); before NoteSince, also firings recorded as missed after a presence lease lapsed (2 in 960)"},
 	// Once also: a taker recorded as missed a firing its dead claimant
 	// had decided to run late (fixed: TestTakerRunsClaimantsLateFirings),
 	// or could not read the presence locks (fixed:
 	// TestPresenceUnreadDecidesNothing).
-	{1296, "about 1 replay in 25 (24 in 600): a firing an overloaded instance skipped recorded as missed by the next claimant, that instance's presence lease having lapsed (and been taken again) since"},
+	{1296, "about 1 replay in 250 (2 in 500): a start write of a killed instance, applied after its death, spent a firing that never ran. Until each Scheduler recorded when it came up in its presence lock (lock.Locker.NoteSince), about 1 replay in 25 (24 in 600): a firing an overloaded instance skipped recorded as missed by the next claimant, that instance's presence lease having lapsed and been taken again since (0 in 200 after)"},
 }
 
 var openFlag = flag.Bool("sim.open", false, "also run the seeds of known open bugs (TestSimOpen)")
