@@ -23,6 +23,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
+	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/runner"
@@ -325,13 +326,6 @@ func (in *instance) probe(fence uint64) {
 		Msg: errText(errors.Join(renewErr, relErr))})
 }
 
-// notSent reports whether err is one a command gets before it is sent: no
-// connection checked out, or no server selected, in time.
-func notSent(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "checking out a connection") || strings.Contains(msg, "server selection")
-}
-
 // job is every cron job: it counts its run in the database and reports it,
 // then goes on for cfg.RunTime. A triggered run is counted apart from the
 // firings, under its own id.
@@ -361,7 +355,7 @@ func (in *instance) job(ctx context.Context) error {
 			},
 			options.UpdateOne().SetUpsert(true))
 		cancel()
-		if err == nil || !notSent(err) {
+		if err == nil || !mongoutil.NotSent(err) {
 			break
 		}
 	}

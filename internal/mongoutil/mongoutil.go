@@ -90,6 +90,14 @@ func Transient(err error) bool {
 	return false
 }
 
+// NotSent reports whether err is one a command gets before it is sent: no
+// server selected, or no connection checked out of the pool, in time. Such
+// a command did not reach the server, so sending it again cannot apply it
+// twice.
+func NotSent(err error) bool {
+	return errors.As(err, new(topology.ServerSelectionError)) || errors.As(err, new(topology.WaitQueueTimeoutError))
+}
+
 // ServerTime reads the clock of the server the client talks to (hello's
 // localTime; isMaster on MongoDB before 4.4.2, which lacks hello). Behind
 // mongos or a load balancer that is mongos's clock, not that of the shard
