@@ -1152,20 +1152,25 @@ func TestSlowReleaseHoldsBackNoOtherJob(t *testing.T) {
 			// Ends after slow's release began.
 			return r.session.Sleep(ctx, 100*time.Millisecond)
 		})
-		_ = r.s.Start()
-		released := make(chan struct{})
-		go func() {
-			for r.locks.HeldBy(other) != "" || len(r.locks.Calls(locktest.OpRelease)) < 2 {
-				time.Sleep(10 * time.Millisecond)
+		released := make(chan struct{}, 1)
+		r.locks.AfterCall(func(c locktest.Call) {
+			if c.Op == locktest.OpRelease && slices.Contains(c.LockIDs, other) && c.Err == nil {
+				select {
+				case released <- struct{}{}:
+				default:
+				}
 			}
-			close(released)
-		}()
+		})
+		_ = r.s.Start()
 		select {
 		case <-released:
 			if h := r.locks.HeldBy(slow); h == "" {
 				t.Error("slow's release was not held back, the test shows nothing")
 			}
-		case <-time.After(time.Minute):
+			if h := r.locks.HeldBy(other); h != "" {
+				t.Errorf("other's lock held by %q after its release", h)
+			}
+		case <-time.After(time.Minute): // the bubble's time: no run lasts that long
 			t.Errorf("other's lock still held by %q behind slow's release", r.locks.HeldBy(other))
 		}
 		close(unblock)
