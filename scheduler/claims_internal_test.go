@@ -1769,6 +1769,18 @@ func (l listingLocks) LocksWithPrefix(context.Context, string) ([]lock.Holder, e
 	return l.list()
 }
 
+// unreadOnce is locks whose first listing fails and whose later ones show
+// then; reads counts them.
+func unreadOnce(locks *locktest.Store, then ...lock.Holder) (ll listingLocks, reads *atomic.Int32) {
+	reads = new(atomic.Int32)
+	return listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
+		if reads.Add(1) == 1 {
+			return nil, errBoom
+		}
+		return then, nil
+	}}, reads
+}
+
 // TestPresenceUnreadDecidesNothing: a plan that needs the presence locks
 // to tell whether a firing fell while an instance was up, and cannot read
 // them, decides nothing: the claim stays pending, and the next poll plans
@@ -1781,14 +1793,8 @@ func TestPresenceUnreadDecidesNothing(t *testing.T) {
 		locks := locktest.New(locktest.WithTTL(time.Second))
 		store := newFakeStore(locks.Clock())
 		store.settledThrough("j", at(10))
-		var reads atomic.Int32
-		ll := listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
-			if reads.Add(1) == 1 {
-				return nil, errBoom
-			}
-			// Another instance was present from 15s to 25s.
-			return []lock.Holder{{LockID: "other", AcquiredAt: at(15), RenewedAt: at(24), ExpiresAt: at(25)}}, nil
-		}}
+		// Another instance was present from 15s to 25s.
+		ll, reads := unreadOnce(locks, lock.Holder{LockID: "other", AcquiredAt: at(15), RenewedAt: at(24), ExpiresAt: at(25)})
 		session, err := lock.NewSession(ll, lock.WithKeeperID("a"))
 		if err != nil {
 			t.Fatal(err)
@@ -1833,13 +1839,7 @@ func TestPresenceUnreadKeepsTakenOverDecision(t *testing.T) {
 		locks := locktest.New(locktest.WithTTL(time.Second))
 		store := newFakeStore(locks.Clock())
 		store.settledThrough("j", epoch)
-		var reads atomic.Int32
-		ll := listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
-			if reads.Add(1) == 1 {
-				return nil, errBoom
-			}
-			return nil, nil
-		}}
+		ll, reads := unreadOnce(locks) // then no presence term to read
 		log := newRunLog()
 		a := newTwin(t, locks, store, "a")
 		b := newTwinOn(t, ll, store, "b")
