@@ -275,7 +275,7 @@ func (d *demo) run(ctx context.Context, db *mongo.Database, where string) error 
 		fmt.Fprintf(d.out, "FAILED: %s\n", strings.Join(failures, "; "))
 		return fmt.Errorf("demo failed: %s", strings.Join(failures, "; "))
 	}
-	fmt.Fprintln(d.out, "OK: no firing ran twice. None was missed.")
+	fmt.Fprintln(d.out, "OK: no firing ran twice. None misfired.")
 	return nil
 }
 

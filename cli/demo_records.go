@@ -97,11 +97,10 @@ func (h demoHistory) skipReason(k cluster.Firing) (string, bool) {
 
 // byPolicy reports whether reason is that of a firing a documented policy
 // does not run while instances are up: the overlap policy (the previous
-// run was still going), a pause, a removal, or a backlog beyond
-// scheduler.MaxLate. The catch-up policy's reasons are not among them: it
-// governs only firings that fell while no instance was up.
+// run was still going), a pause or a removal. The misfire policy's reason
+// is not among them: while an instance is up, no firing misfires.
 func byPolicy(reason string) bool {
-	for _, p := range []string{scheduler.ReasonRunGoing, scheduler.ReasonPaused, scheduler.ReasonRemoved, scheduler.ReasonBacklog} {
+	for _, p := range []string{scheduler.ReasonRunGoing, scheduler.ReasonPaused, scheduler.ReasonRemoved} {
 		if strings.HasPrefix(reason, p) {
 			return true // ReasonLockHeld begins with ReasonRunGoing
 		}

@@ -353,14 +353,13 @@ func (s demoSummary) print(w io.Writer, ttl time.Duration) {
 		fmt.Fprintln(w, "    again, anywhere. A firing claimed but not started when its claimant died is taken")
 		fmt.Fprintln(w, "    over once the claimant's lease lapsed, and runs late.)")
 	}
-	line("firings skipped", "%d due, as a policy says (previous run still going, job paused, over %d late)", len(s.skipped), scheduler.MaxLate)
+	line("firings skipped", "%d due, as a policy says (previous run still going, job paused)", len(s.skipped))
 	noted(s.skipped)
-	line("firings missed", "%d of %d due while an instance was up", len(s.missed), s.due)
+	line("firings misfired", "%d of %d due while an instance was up", len(s.missed), s.due)
 	noted(s.missed)
 	if len(s.missed) > 0 {
-		fmt.Fprintln(w, "    (a firing due while an instance was up runs, late if its claimant died, or an earlier")
-		fmt.Fprintln(w, "    claim waited to be taken over, or a dead run's lock to lapse; unless it is spent or a")
-		fmt.Fprintln(w, "    policy skipped it: these were lost)")
+		fmt.Fprintln(w, "    (a firing due while an instance was up starts within the misfire threshold, late if")
+		fmt.Fprintln(w, "    its claimant died; unless it is spent or a policy skipped it: these were lost)")
 	}
 	if len(s.scraped) > 0 {
 		line("metrics", "the /metrics of %s counted the runs their events show (killed instances are not scraped)", strings.Join(s.scraped, ", "))

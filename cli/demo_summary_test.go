@@ -91,7 +91,7 @@ func TestSummarizeClean(t *testing.T) {
 	for _, w := range []string{
 		"firings run:         13 (even-second 4, tick 9); runs by app1 2, app2 11",
 		"firings run twice:   0\n",
-		"firings missed:      0 of 11 due",
+		"firings misfired:    0 of 11 due",
 		"SIGKILL app1 (leader)  -> app2 led 2300 ms later (0.77 x TTL)",
 		"migrations applied:  -1000 by app1, -990 by app1",
 	} {
@@ -226,7 +226,7 @@ func TestSummarizeMissed(t *testing.T) {
 	var b strings.Builder
 	s.print(&b, 3*time.Second)
 	for _, w := range []string{
-		"firings missed:      1 of 11 due while an instance was up\n    tick " + s0("tick", 5).Scheduled.Local().Format("15:04:05") + ": no record of it\n",
+		"firings misfired:    1 of 11 due while an instance was up\n    tick " + s0("tick", 5).Scheduled.Local().Format("15:04:05") + ": no record of it\n",
 		"these were lost)",
 	} {
 		if !strings.Contains(b.String(), w) {
@@ -282,7 +282,7 @@ func TestSummarizeSpent(t *testing.T) {
 	for _, w := range []string{
 		"firings spent:       2 (started, then their instance died or lost its lease before running the job)\n",
 		"it is not run\n    again, anywhere.",
-		"firings missed:      0 of 11 due",
+		"firings misfired:    0 of 11 due",
 	} {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("summary lacks %q:\n%s", w, b.String())
@@ -298,13 +298,13 @@ func TestSummarizeSkipped(t *testing.T) {
 	l := cleanDemo().without("tick", 7).without("tick", 8)
 	hist := demoHistory{skipped: []skipRecord{
 		{job: "tick", from: l.t0.Add(7 * time.Second), through: l.t0.Add(7 * time.Second), reason: scheduler.ReasonLockHeld},
-		{job: "tick", from: l.t0.Add(8 * time.Second), through: l.t0.Add(8 * time.Second), reason: scheduler.ReasonMissed},
+		{job: "tick", from: l.t0.Add(8 * time.Second), through: l.t0.Add(8 * time.Second), reason: scheduler.ReasonMisfired},
 	}}
 	s := summarize(l.log, demoJobs(), hist)
 	if want := []noteFiring{{s0("tick", 7), scheduler.ReasonLockHeld}}; !slices.Equal(s.skipped, want) {
 		t.Errorf("skipped %v, want %v", s.skipped, want)
 	}
-	if want := []noteFiring{{s0("tick", 8), "recorded as not run: " + scheduler.ReasonMissed}}; !slices.Equal(s.missed, want) {
+	if want := []noteFiring{{s0("tick", 8), "recorded as not run: " + scheduler.ReasonMisfired}}; !slices.Equal(s.missed, want) {
 		t.Errorf("missed %v, want %v", s.missed, want)
 	}
 }
@@ -380,8 +380,7 @@ func TestSkipReason(t *testing.T) {
 	}
 	for reason, want := range map[string]bool{
 		scheduler.ReasonRunGoing: true, scheduler.ReasonLockHeld: true, scheduler.ReasonPaused: true,
-		scheduler.ReasonRemoved: true, scheduler.ReasonBacklog + " (2 through x)": true,
-		scheduler.ReasonMissed: false, scheduler.ReasonWindow: false, "": false,
+		scheduler.ReasonRemoved: true, scheduler.ReasonMisfired: false, "": false,
 	} {
 		if byPolicy(reason) != want {
 			t.Errorf("byPolicy(%q) = %v, want %v", reason, !want, want)

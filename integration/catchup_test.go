@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,50 +13,52 @@ import (
 	"github.com/mongolock/mongolock/scheduler"
 )
 
-// catchUpCase is a job of TestCatchUp, with the policy it has and what it
-// promises of the firings missed, D+1 to Z: the newest runs of them run,
-// and the others are recorded as not run, for reason, in one record.
-type catchUpCase struct {
+// misfireCase is a job of TestMisfires, with the misfire policy it has and
+// how many of the two misfires, D+1 and D+2, it runs: the newest; the
+// others are recorded as not run (ReasonMisfired), one record each.
+type misfireCase struct {
 	job    string
-	policy scheduler.CatchUp
+	policy scheduler.MisfirePolicy
 	runs   int
-	reason string
-	atZ    bool // the new instance's first claim is of Z, at its Start (else Z+1's)
 }
 
-// catchUpCases are the jobs of TestCatchUp when the new instance's clock is
-// skewed by skew.
-func catchUpCases(skew time.Duration) []catchUpCase {
-	return []catchUpCase{
-		{"skip", scheduler.CatchUpSkip(time.Hour), 0, scheduler.ReasonMissed, false},
-		{"latest", scheduler.CatchUpLatest(time.Hour), 1, scheduler.ReasonMissed, true},
-		{"all-max-3", scheduler.CatchUpAll(time.Hour, 3), 3, scheduler.ReasonMissed, true},
-		// Start reads Z + every/2 + skew, and the plan follows at once: Z-1
-		// is within the window, Z-2 past it, by 0.3 periods at least.
-		{"all-in-window", scheduler.CatchUpAll(2200*time.Millisecond+skew, 100), 2, scheduler.ReasonWindow, true},
+// misfireThreshold is TestMisfires' threshold: a little over the shortest
+// the scheduler accepts (TTL and two polls, 3.33s), so that of D+1..Z the
+// three newest are within it and the two oldest are misfires.
+const misfireThreshold = 3400 * time.Millisecond
+
+// misfireCases are the jobs of TestMisfires when the new instance's clock
+// is skewed by skew.
+func misfireCases(skew time.Duration) []misfireCase {
+	return []misfireCase{
+		{"skip", scheduler.MisfireSkip(), 0},
+		{"latest", scheduler.MisfireRunLatest(time.Hour), 1},
+		{"all-max-3", scheduler.MisfireRunAll(time.Hour, 3), 2},
+		// The claim at Start is made Z + every/2 - skew in true time (the
+		// server's clock): D+2 (Z-3) is within a window of 4s - skew,
+		// D+1 past it, by half a period.
+		{"all-in-window", scheduler.MisfireRunAll(4*time.Second-skew, 100), 1},
 	}
 }
 
-// Scenario 9: every instance is down for five periods, then one starts.
-// What runs of the firings missed meanwhile, D+1 to Z (D the last firing
-// that ran, Z the last before the new instance's Start), is what each
-// job's catch-up policy promises, each once, and the others are recorded
-// as not run, in one record with its reason, count and last firing:
+// Scenario 9: every instance is down for five periods, then one starts,
+// half a period after Z, the last firing before its Start (D the last
+// firing that ran, so D+1..Z fell while no instance was up). With a
+// misfire threshold of 3.4s, Z-2, Z-1 and Z can still start within it:
+// they run, late, whatever the policy. D+1 and D+2 are misfires, and what
+// runs of them is what each job's misfire policy promises, each once; each
+// of the others is recorded as not run (ReasonMisfired):
 //
-//   - CatchUpSkip: none runs; the first claim, of Z+1, records D+1..Z as
-//     missed.
-//   - CatchUpLatest: Start claims Z and runs it; D+1..Z-1 are missed.
-//   - CatchUpAll(hour, 3): Z-2, Z-1, Z run, oldest first; D+1..Z-3 are
-//     missed.
-//   - CatchUpAll(window, 100), the window just over a period and a half at
-//     the new instance's Start, by its clock: Z-1 and Z run; D+1..Z-2 are
-//     past the window.
+//   - MisfireSkip: none runs.
+//   - MisfireRunLatest: D+2 runs.
+//   - MisfireRunAll(hour, 3): both run, oldest first.
+//   - MisfireRunAll(window, 100), the window half a period past D+2's
+//     lateness: D+2 runs.
 //
-// The new instance starts its scheduler at a set instant (StartAt), half a
-// period after Z, so that which firings fell before its Start is known.
-// Clocks: all right, or the instance that stops 400 ms ahead and the one
-// that starts 400 ms behind.
-func TestCatchUp(t *testing.T) {
+// The new instance starts its scheduler at a set instant (StartAt), and
+// its Start claims Z. Clocks: all right, or the instance that stops 400 ms
+// ahead and the one that starts 400 ms behind.
+func TestMisfires(t *testing.T) {
 	for _, skews := range [][2]time.Duration{{0, 0}, {400 * time.Millisecond, -400 * time.Millisecond}} {
 		name := "no skew"
 		if skews != [2]time.Duration{} {
@@ -63,21 +66,22 @@ func TestCatchUp(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			catchUp(t, skews)
+			misfires(t, skews)
 		})
 	}
 }
 
-// catchUp runs TestCatchUp's scenario: the instance before the outage has
-// skews[0], the one after skews[1].
-func catchUp(t *testing.T, skews [2]time.Duration) {
-	cases := catchUpCases(skews[1])
+// misfires runs TestMisfires' scenario: the instance before the outage
+// has skews[0], the one after skews[1].
+func misfires(t *testing.T, skews [2]time.Duration) {
+	cases := misfireCases(skews[1])
 	c := newCluster(t, testTTL)
 	c.base.NoRunner = true
-	c.base.JobCatchUp = map[string]scheduler.CatchUp{}
+	c.base.MisfireThreshold = misfireThreshold
+	c.base.JobMisfirePolicy = map[string]scheduler.MisfirePolicy{}
 	for _, cs := range cases {
 		c.base.Jobs = append(c.base.Jobs, cs.job)
-		c.base.JobCatchUp[cs.job] = cs.policy
+		c.base.JobMisfirePolicy[cs.job] = cs.policy
 	}
 	first := c.spawn(func(cfg *instanceConfig) { cfg.Skew = skews[0] })
 	c.awaitUp(0, first.Name())
@@ -115,20 +119,23 @@ func catchUp(t *testing.T, skews [2]time.Duration) {
 	ran := c.firings()
 	evs := c.Events()
 	for _, cs := range cases {
-		// What ran, from D on: D, the newest runs of D+1..Z, Z+1, Z+2, once.
+		// What ran, from D on: D, the newest cs.runs of D+1 and D+2, Z-2..Z,
+		// Z+1, Z+2, once.
 		var wrong []string
 		for f := d; !f.After(z.Add(2 * every)); f = f.Add(every) {
 			n, want := ran[cluster.NewFiring(cs.job, f)], 0
-			if f.Equal(d) || f.After(z.Add(-time.Duration(cs.runs)*every)) {
+			if f.Equal(d) || f.After(z.Add(-time.Duration(3+cs.runs)*every)) {
 				want = 1
 			}
 			if n != want {
 				wrong = append(wrong, fmt.Sprintf("%s ran %d times, want %d", f.Local().Format("15:04:05"), n, want))
 			}
 		}
-		missed := int(z.Sub(d)/every) - cs.runs
-		wantRec := scheduler.Run{Job: cs.job, Keeper: second.Name(), Scheduled: d.Add(every), Through: d.Add(time.Duration(missed) * every),
-			Count: missed, Outcome: scheduler.OutcomeSkipped, Reason: cs.reason}
+		var want []string
+		for k := 1; k <= 2-cs.runs; k++ {
+			want = append(want, runText(scheduler.Run{Job: cs.job, Keeper: second.Name(), Scheduled: d.Add(time.Duration(k) * every),
+				Outcome: scheduler.OutcomeSkipped, Reason: scheduler.ReasonMisfired}))
+		}
 		var skipped []string
 		var lines []string
 		for _, r := range c.history(cs.job) {
@@ -141,23 +148,22 @@ func catchUp(t *testing.T, skews [2]time.Duration) {
 		if len(wrong) > 0 {
 			t.Errorf("%s: firings from D to Z+2: %s", cs.job, strings.Join(wrong, "; "))
 		}
-		if len(skipped) != 1 || skipped[0] != runText(wantRec) {
-			t.Errorf("%s: records of firings not run:\n  %s\nwant one:\n  %s", cs.job, strings.Join(skipped, "\n  "), runText(wantRec))
+		if !slices.Equal(skipped, want) {
+			t.Errorf("%s: records of firings not run:\n  %s\nwant:\n  %s", cs.job, strings.Join(skipped, "\n  "), strings.Join(want, "\n  "))
 		}
 		// The instance that recorded them reported them.
 		if ev := cluster.Filter(evs, func(e cluster.Event) bool {
 			return e.Kind == cluster.EvSkipped && e.Instance == second.Name() && e.Job == cs.job &&
-				e.Firing.Equal(wantRec.Scheduled) && strings.HasPrefix(e.Msg, cs.reason)
-		}); len(ev) != 1 {
-			t.Errorf("%s: %s reported %d FiringSkipped events of %s (%s), want 1", cs.job, second.Name(), len(ev),
-				wantRec.Scheduled.Local().Format("15:04:05"), cs.reason)
+				strings.HasPrefix(e.Msg, scheduler.ReasonMisfired)
+		}); len(ev) != len(want) {
+			t.Errorf("%s: %s reported %d FiringSkipped events of misfires, want %d", cs.job, second.Name(), len(ev), len(want))
 		}
-		// Start claimed Z, or not.
+		// Start claimed Z.
 		claims := cluster.Filter(evs, func(e cluster.Event) bool {
 			return e.Kind == cluster.EvClaimed && e.Instance == second.Name() && e.Job == cs.job
 		})
-		if want := map[bool]time.Time{true: z, false: z.Add(every)}[cs.atZ]; len(claims) == 0 || !claims[0].Firing.Equal(want) {
-			t.Errorf("%s: %s claimed %v; want its first claim to be of %s", cs.job, second.Name(), claims, want.Local().Format("15:04:05"))
+		if len(claims) == 0 || !claims[0].Firing.Equal(z) {
+			t.Errorf("%s: %s claimed %v; want its first claim to be of %s", cs.job, second.Name(), claims, z.Local().Format("15:04:05"))
 		}
 	}
 	c.checkExclusion()

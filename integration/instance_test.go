@@ -82,10 +82,13 @@ type instanceConfig struct {
 	Probe bool `json:"probe,omitzero"`
 	// MigrationTime is how long the test migration's Up takes.
 	MigrationTime time.Duration `json:"migrationTime,omitzero"`
-	// CatchUp is the scheduler's catch-up policy (WithCatchUp); nil
-	// leaves the default. JobCatchUp sets some jobs' own (JobCatchUp).
-	CatchUp    *scheduler.CatchUp           `json:"catchUp,omitzero"`
-	JobCatchUp map[string]scheduler.CatchUp `json:"jobCatchUp,omitzero"`
+	// Misfire is the scheduler's misfire policy (WithMisfirePolicy); nil
+	// leaves the default. JobMisfirePolicy sets some jobs' own
+	// (JobMisfirePolicy). MisfireThreshold, if set, is
+	// WithMisfireThreshold's.
+	Misfire          *scheduler.MisfirePolicy           `json:"misfire,omitzero"`
+	JobMisfirePolicy map[string]scheduler.MisfirePolicy `json:"jobMisfirePolicy,omitzero"`
+	MisfireThreshold time.Duration                      `json:"misfireThreshold,omitzero"`
 	// Poll is the scheduler's poll interval (WithPollInterval); 0 leaves
 	// the default, the Session's renew interval.
 	Poll time.Duration `json:"poll,omitzero"`
@@ -197,8 +200,11 @@ func startInstance(ctx context.Context, cfg instanceConfig, client, keepAlive *m
 		// StopWait: a clean stop, as in a deploy, lets a run that started
 		// count its firing rather than cancelling it halfway.
 		opts := []scheduler.Option{scheduler.WithStopMode(scheduler.StopWait)}
-		if cfg.CatchUp != nil {
-			opts = append(opts, scheduler.WithCatchUp(*cfg.CatchUp))
+		if cfg.Misfire != nil {
+			opts = append(opts, scheduler.WithMisfirePolicy(*cfg.Misfire))
+		}
+		if cfg.MisfireThreshold > 0 {
+			opts = append(opts, scheduler.WithMisfireThreshold(cfg.MisfireThreshold))
 		}
 		if cfg.Poll > 0 {
 			opts = append(opts, scheduler.WithPollInterval(cfg.Poll))
@@ -211,8 +217,8 @@ func startInstance(ctx context.Context, cfg instanceConfig, client, keepAlive *m
 		}
 		for _, name := range cfg.Jobs {
 			var opts []scheduler.JobOption
-			if cu, ok := cfg.JobCatchUp[name]; ok {
-				opts = append(opts, scheduler.JobCatchUp(cu))
+			if p, ok := cfg.JobMisfirePolicy[name]; ok {
+				opts = append(opts, scheduler.JobMisfirePolicy(p))
 			}
 			if err := in.sched.AddJob(name, fmt.Sprintf("@every %v", cfg.Every), in.job, opts...); err != nil {
 				return fail(err)

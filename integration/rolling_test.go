@@ -52,7 +52,7 @@ func TestRollingRestartRandom(t *testing.T) {
 func rollingRestart(t *testing.T, skews []time.Duration, n int, wait func(*cluster.Proc)) {
 	c := newCluster(t, testTTL, "tick-a", "tick-b")
 	c.skews = skews
-	c.base.CatchUp = &catchUpAll
+	c.base.Misfire = &catchUpAll
 	procs := c.spawnN(3)
 	c.awaitLeader(0, startTimeout)
 	windowStart := wallNow()

@@ -54,7 +54,7 @@ var takeoverBound = testTTL + 2*pollInterval + slack
 // claims of a job settle in order): they are missed, and the claim after
 // the takeover covers them. Only a policy that runs missed firings runs
 // them; the default, CatchUpLatest, records them as not run.
-var catchUpAll = scheduler.CatchUpAll(time.Hour, 100)
+var catchUpAll = scheduler.MisfireRunAll(time.Hour, 100)
 
 // Scenario 8: the instance that claimed a firing is killed (SIGKILL), or
 // stopped (SIGSTOP), before the run's start, round after round: right
@@ -184,7 +184,7 @@ func newClaimantCluster(tb testing.TB, skews []time.Duration, base func(*instanc
 	c := &claimantCluster{testCluster: newCluster(tb, testTTL, jobs...), errorf: tb.Errorf, logf: tb.Logf,
 		armDir: tb.TempDir(), stopped: map[string]bool{}, spent: map[cluster.Firing]string{}}
 	c.skews = skews
-	c.base.CatchUp = &catchUpAll
+	c.base.Misfire = &catchUpAll
 	if base == nil {
 		c.base.NoRunner = true
 	} else {

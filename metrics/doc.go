@@ -71,13 +71,11 @@
 // held past the wait), untrusted, no_lock (acquiring the lock failed),
 // no_start (the start was not recorded), no_claim (the claim failed),
 // stopping, behind (this instance fell behind and did not try some
-// firings), missed (no instance claimed it in time, and the catch-up
-// policy does not run it), catchup_window (older than the catch-up
-// window), paused, removed, taken_over (this instance's claim was taken
+// firings), misfired (it could not start within the misfire threshold,
+// and the misfire policy does not run it), paused, removed, taken_over (this instance's claim was taken
 // over by another, which runs it), absent (this instance's presence lease
 // could not be held): the scheduler.Reason* constants in that order; and
-// other. An event may stand for several firings (a record of firings not
-// run); it counts one.
+// other.
 //
 // Histograms of round trips use DefaultLatencyBuckets, the others
 // DefaultDurationBuckets (WithLatencyBuckets, WithDurationBuckets).

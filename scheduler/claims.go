@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongolock/mongolock/lock"
-	"github.com/mongolock/mongolock/runner"
 )
 
 // work is what a claim won, or took over, leaves its keeper to do: the
@@ -25,89 +23,34 @@ type work struct {
 	keeper string        // whose it is: the claimant that claimed or took it over
 	cid    bson.ObjectID // its token: every write of the work matches it
 	last   time.Time     // the claimed firing
-	// done is the last firing settled before this work's, or since: the
-	// firings of the work are those after it. Zero when the document
-	// predates it: then only last.
+	// done is the last firing settled before this work's, or since, or
+	// the job's registration: the firings of the work are those after
+	// it. Zero when the document predates it: then only last.
 	done    time.Time
 	trig    time.Time // non-zero: the work is the run triggered then
 	control controlDoc
-	// The claim before this one was pending, on the server's clock, from
-	// prevAt (its claim) to settled: firings that fell then could not be
-	// claimed. The instance that settled it was present from prevUp (its
-	// presence term's start) to settled: firings that fell then fell
-	// while an instance was up, whatever its presence lock shows by now
-	// (taken again, or taken over and released).
-	prevAt, settled, prevUp time.Time
-	// upSince is when the presence term of this instance began (server
-	// time), for the write settling w to record (prevUp of the next).
-	upSince time.Time
-	// claimed is the server's time this work's claim was made, stamped
-	// the time of its last claim, resume or takeover (the reply this work
-	// came in), and got the local time (wall clock) that reply came: the
-	// two tell how far the server's clock is from this instance's, within
-	// the round trip the request was sent at the start of (sent).
-	claimed, stamped, sent, got time.Time
+	// stamped is the server's time of the work's last claim, resume or
+	// takeover (the reply this work came in), and got the local time
+	// (wall clock) that reply came: the two tell how far the server's
+	// clock is from this instance's, within the round trip the request
+	// was sent at the start of (sent).
+	stamped, sent, got time.Time
 	// prevRun is the job's last run when the claim was made.
 	prevRun runDoc
 	// specSince is when the job's spec became the one it has (server
 	// time; zero if never changed): firings of the spec before then are
 	// not its firings (specs.go).
 	specSince time.Time
-	// claimantUp is, for work taken over, when its claimant was last
-	// present (its presence term, by the server's clock), as read before
-	// the takeover: the takeover's own acquisition of that presence lock
-	// replaces the term the lock's document shows.
-	claimantUp [2]time.Time
-	// lateFrom is what a plan of this work decided to run late: its
-	// firings from lateFrom on (as recorded with a start, or to record).
-	lateFrom time.Time
-}
-
-// pendingFrom is what the write settling w records of it, for the claim
-// after it: when it was made (it was pending from then on).
-func (w *work) pendingFrom() bson.D {
-	var d bson.D
-	if !w.claimed.IsZero() {
-		d = append(d, bson.E{Key: fieldPrevAt, Value: w.claimed})
-	}
-	if !w.upSince.IsZero() {
-		d = append(d, bson.E{Key: fieldPrevUp, Value: w.upSince})
-	}
-	return d
-}
-
-// settlerUp is when the instance that settled the claim before w was
-// present, as w's times say, in this instance's clock (as blocked): from
-// its presence term's start to the settling.
-func (w *work) settlerUp() (span, bool) {
-	if w.prevUp.IsZero() || w.settled.IsZero() || w.prevUp.After(w.settled) {
-		return span{}, false
-	}
-	lo, hi := w.offsets()
-	return span{from: w.prevUp.Add(-hi), to: w.settled.Add(-lo)}, true
-}
-
-// blocked reports whether firing f (by this instance's clock) fell while
-// the claim before w was pending, as w's times say. Server times are
-// turned into this instance's by the offset w's own claim showed (its
-// server time against the local time its reply came), so that a skewed
-// clock does not count old firings as blocked.
-func (w *work) blocked(f time.Time) bool {
-	if w.settled.IsZero() || w.prevAt.IsZero() || w.stamped.IsZero() || w.got.IsZero() {
-		return false
-	}
-	lo, hi := w.offsets()
-	from, to := w.prevAt.Add(-hi), w.settled.Add(-lo)
-	return !f.Before(from) && f.Before(to)
 }
 
 // runGoing reports whether the job's previous run, as the claim found it,
-// was going at f (by this instance's clock, as blocked): started before it
-// and ended after it, having started before the firing after its own (next
-// tells it) — a run on schedule that outlasted its period, which the
-// overlap policy is about. A late run, of a backlog being worked off, is
-// not counted: the firings that fall meanwhile are more of the backlog. Nor
-// is a run whose end is not recorded: it may be of an instance that died.
+// was going at f (by this instance's clock, as offset tells): started
+// before it and ended after it, having started before the firing after its
+// own (next tells it) — a run on schedule that outlasted its period, which
+// the overlap policy is about. A late run, of a backlog being worked off,
+// is not counted: the firings that fall meanwhile are more of the backlog.
+// Nor is a run whose end is not recorded: it may be of an instance that
+// died.
 func (w *work) runGoing(f time.Time, next func(time.Time) time.Time) bool {
 	r := &w.prevRun
 	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
@@ -128,20 +71,13 @@ func (w *work) offset() time.Duration {
 	return w.stamped.Sub(w.got.Round(0))
 }
 
-// offsets bounds offset: the server stamped the reply between the request
-// being sent and the reply coming, so its clock was ahead of this
-// instance's by between stamped-got and stamped-sent. Spans of server time
-// turned into this instance's clock by these bounds, widest, hold the
-// true span whatever the round trip was: a slow reply (seed 1253: 677 ms)
-// shifted a pending claim's span by offset alone past a firing that fell
-// in it, and the firing was recorded as missed.
-func (w *work) offsets() (lo, hi time.Duration) {
-	lo = w.offset()
-	hi = lo
-	if !w.sent.IsZero() && !w.stamped.IsZero() && !w.got.IsZero() {
-		hi = w.stamped.Sub(w.sent.Round(0))
+// serverNow is the server's time at local time now, as w's claim showed
+// it: how lateness is judged (misfire.go).
+func (w *work) serverNow(now time.Time) time.Time {
+	if w.stamped.IsZero() || w.got.IsZero() {
+		return now
 	}
-	return lo, hi
+	return w.stamped.Add(now.Sub(w.got))
 }
 
 func (w *work) triggered() bool { return !w.trig.IsZero() }
@@ -162,12 +98,9 @@ func (w *work) is(d *jobDoc) bool {
 // workOf is the work d's pending claim leaves to its claimant.
 func workOf(d *jobDoc) *work {
 	w := &work{job: d.ID, keeper: d.By, cid: d.ClaimID, last: d.Last, trig: d.PTrig, control: d.Control,
-		prevAt: d.PrevAt, settled: d.Settled, prevUp: d.PrevUp, claimed: d.Claimed, stamped: d.At, prevRun: d.Run, specSince: d.SpecSince}
+		stamped: d.At, prevRun: d.Run, specSince: d.SpecSince}
 	if d.Done.After(neverClaimed) {
 		w.done = d.Done
-	}
-	if d.PTrig.IsZero() && d.LateLast.Equal(d.Last) {
-		w.lateFrom = d.LateFrom
 	}
 	return w
 }
@@ -175,20 +108,14 @@ func workOf(d *jobDoc) *work {
 // Reasons a firing is recorded as not run, in the history (Run.Reason) and
 // in FiringSkipped events, besides those of fire.go.
 const (
-	// ReasonMissed: no instance claimed the firing in time, none being up
-	// to, and the catch-up policy does not run it.
-	ReasonMissed = "missed: not claimed in time"
+	// ReasonMisfired: the firing could not start within the misfire
+	// threshold of its time, and the job's misfire policy does not run it
+	// (misfire.go).
+	ReasonMisfired = "misfired"
 	// ReasonRunGoing: the firing fell while the job's previous run was
 	// still going, and nobody claimed it (the instance running it was
 	// busy): the overlap policy (see Overlap) skips it.
 	ReasonRunGoing = "previous run still going"
-	// ReasonBacklog: more than MaxLate firings of one claim were late (they
-	// fell while an earlier claim waited, or while the instances up were
-	// overloaded or behind): the oldest are not run.
-	ReasonBacklog = "too many firings late"
-	// ReasonWindow: the firing was older than the catch-up window when an
-	// instance could run it.
-	ReasonWindow = "catch-up window passed"
 	// ReasonPaused: the job was paused (PauseJob, Scheduler.Pause) at the
 	// firing.
 	ReasonPaused = "paused"
@@ -202,314 +129,91 @@ const (
 	ReasonAbsent = "presence lease not held"
 )
 
-// step is one thing a claim's work does: run firing at, or record the
-// firings from at through through (count of them) as not run for reason.
+// step is one thing a claim's work does: run firing at, or record it as
+// not run for reason.
 type step struct {
-	at, through time.Time
-	count       int
-	reason      string // empty: run
-	unread      error  // of reasonHeld: why the presence locks could not be read
+	at     time.Time
+	reason string // empty: run
 }
 
 // reasonHeld is the plan of work that waits: the job is paused, and
-// firings it covers that fell before the pause would run; or what some
-// firing's fate depends on, the presence locks, could not be read.
+// firings it covers that fell before the pause would run.
 const reasonHeld = "held"
 
-// maxEnumerated bounds how many missed firings a plan looks at one by
-// one; older ones are recorded as not run together, their count unknown.
+// maxEnumerated bounds how many firings of one claim's work a plan looks
+// at one by one, newest first; older ones are misfires, not recorded
+// (MaxRecorded).
 const maxEnumerated = 100_000
 
-// MaxLate bounds how many firings one claim runs late: firings that fell,
-// while some instance was up, without being claimed (an earlier claim of
-// the job was pending, waiting to be taken over from an instance that
-// died; or the instances up were overloaded, behind, or their claims
-// failed). They run in order, the newest MaxLate of them; the older ones
-// are recorded as not run (ReasonBacklog).
-const MaxLate = 100
-
 // plan says what w's work does, at now by this instance's clock: which of
-// its firings run, oldest first, and which are recorded as not run. The
-// claimed firing runs. Each other firing of the work fell without being
-// claimed, and
-//   - is not run if the job was paused or removed at it (ReasonPaused,
-//     ReasonRemoved), or if it is older than the catch-up window
-//     (ReasonWindow); if the job is paused now and a firing from before
-//     the pause would run, the plan is only reasonHeld: the work waits,
-//     pending, for the pause's end;
-//   - is not run if the job's previous run was still going at it
-//     (ReasonRunGoing): the overlap policy;
-//   - runs late if it fell while the claim before this one was pending,
-//     or while this Scheduler was up (leading, in leader-only mode), up
-//     to MaxLate of them (ReasonBacklog);
-//   - otherwise fell while no instance was up to claim it: the catch-up
-//     policy decides (ReasonMissed).
+// its firings run, oldest first, and which are recorded as not run, as
+// decide says, judging lateness by the server's clock (w.serverNow). Of
+// the firings not run, only the newest MaxRecorded get records; the
+// oldest of those says how many older ones it stands for.
 func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	if w.triggered() {
 		if w.control.Removed {
-			return []step{{at: w.trig, through: w.trig, count: 1, reason: ReasonRemoved}}
+			return []step{{at: w.trig, reason: ReasonRemoved}}
 		}
 		return []step{{at: w.trig}} // an operator asked for it: paused or not
 	}
-	cu := s.catchUp(j)
-	// The firings of the work, newest first, looked for backwards from
-	// last: only the newest can run, and there may be very many.
-	firings := []time.Time{w.last}
-	var older *step // firings not looked at one by one
-	// The firings after done, of the spec since it became the job's: a
-	// spec registered after done has no firings before it.
-	from := w.done
-	if since := w.specSince.Add(-w.offset()); !w.specSince.IsZero() && !from.IsZero() && since.After(from) {
-		from = since
+	firings, beyond := s.firingsOf(j, w)
+	next := func(t time.Time) time.Time { return nextAfter(j.sched, s.cfg.location, t) }
+	reasons, held := decide(fates{firings: firings, now: w.serverNow(now), threshold: s.threshold,
+		policy: s.misfirePolicy(j), control: w.control, runGoing: func(f time.Time) bool { return w.runGoing(f, next) }})
+	if held {
+		return []step{{at: w.last, reason: reasonHeld}}
 	}
-	// Mostly the work is last alone, which one step forward tells.
-	if !from.IsZero() && nextAfter(j.sched, s.cfg.location, from).Before(w.last) {
-		for x := w.last; ; {
-			f := s.prevFiring(j, x.Add(-time.Nanosecond), x.Sub(from))
-			if f.IsZero() || !f.After(from) {
-				break
-			}
-			if len(firings) == maxEnumerated {
-				// Far too many: the older ones are one record, their
-				// count not known (0), for the reason of the newest.
-				reason := ReasonMissed
-				if now.Sub(f) > cu.Window {
-					reason = ReasonWindow
-				}
-				older = &step{at: nextAfter(j.sched, s.cfg.location, from), through: f, reason: reason}
-				break
-			}
-			firings = append(firings, f)
-			x = f
-		}
-	}
-	up := s.upSince()
-	// A plan of this work made before decided to run late the firings
-	// from lateFrom on: here (resumed, its lock or start having failed),
-	// or by its claimant, which recorded it with a start (taken over).
-	// The presence locks that told it may be gone by now (taken over and
-	// released, expired, or taken again in a new term), and a decision to
-	// run a firing is not taken back (seeds 1253 and 1296 lost firings
-	// so).
-	lateFrom := w.lateFrom
-	s.mu.Lock()
-	if j.late.last.Equal(w.last) && (lateFrom.IsZero() || j.late.from.Before(lateFrom)) {
-		lateFrom = j.late.from
-	}
-	s.mu.Unlock()
-	reasons := make([]string, len(firings))
-	late, caught := 0, 0
-	var oldestLate time.Time
-	// Firings no rule here runs may have fallen while another instance
-	// was up: its presence lease tells (read once, only then).
-	var present []span
-	var presentErr error
-	presentRead := false
-	wasUp := func(f time.Time) bool {
-		if s.cfg.leader != nil {
-			// Leader-only: leading is presence; the current term is up, the
-			// terms before it here are these, and those of other leaders
-			// the runner saw while it campaigned (seed 266: a firing that
-			// fell while another led, busy, was recorded as missed).
-			if s.ledAt(f) {
-				return true
-			}
-			if ts, ok := s.cfg.leader.(termsSeen); ok {
-				lo, hi := w.offsets()
-				for _, t := range ts.TermsSeen() {
-					if !f.Before(t.From.Add(-hi)) && !f.After(t.To.Add(-lo)) {
-						return true
-					}
-				}
-			}
-			return false
-		}
-		if !presentRead {
-			present, presentErr = s.presentSpans(w)
-			presentRead = true
-			if up := w.claimantUp; !up[0].IsZero() {
-				lo, hi := w.offsets()
-				present = append(present, span{from: up[0].Add(-hi), to: up[1].Add(-lo)})
-			}
-			if sp, ok := w.settlerUp(); ok {
-				present = append(present, sp)
-			}
-		}
-		for _, sp := range present {
-			if !f.Before(sp.from) && !f.After(sp.to) {
-				return true
-			}
-		}
-		return false
-	}
-	// Paused now: firings that fell before the pause and would run wait
-	// for its end (the claim stays pending) rather than be dropped.
-	pausedNow := !w.control.Removed && w.control.pausedAt(now) && !w.control.PausedAt.IsZero()
-	held, undecided := false, false
-	for i, f := range firings { // newest first
-		reason := w.control.suspendedAt(f, now)
-		owed := pausedNow && reason == ReasonPaused && f.Before(w.control.PausedAt)
-		if owed {
-			reason = ""
-		}
-		switch {
-		case reason != "":
-		case now.Sub(f) > cu.Window:
-			reason = ReasonWindow
-		case i == 0:
-			caught++ // the claimed firing, one of the catch-up policy's Max
-		case w.runGoing(f, func(t time.Time) time.Time { return nextAfter(j.sched, s.cfg.location, t) }):
-			reason = ReasonRunGoing
-		case w.blocked(f) || !up.IsZero() && !f.Before(up) || !lateFrom.IsZero() && !f.Before(lateFrom) || wasUp(f):
-			if late++; late > MaxLate {
-				reason = ReasonBacklog
-			} else {
-				oldestLate = f
-			}
-		default:
-			if caught++; caught > max(cu.Max, 1) {
-				reason = ReasonMissed
-				// The presence locks, which might have shown an
-				// instance up at f, could not be read: f is not
-				// recorded as missed on that (seed 1296: recorded so
-				// for good).
-				undecided = undecided || presentErr != nil
-			}
-		}
-		if owed && reason == "" {
-			held = true
-		}
-		reasons[i] = reason
-	}
-	if !oldestLate.IsZero() && !w.triggered() {
-		// Kept also by a plan that waits: what told it (a taken-over
-		// claimant's presence, read before the takeover) may be gone
-		// when the work is planned again.
-		s.mu.Lock()
-		j.late.last, j.late.from = w.last, oldestLate
-		s.mu.Unlock()
-		w.lateFrom = oldestLate
-	}
-	if held || undecided {
-		st := step{at: w.last, through: w.last, reason: reasonHeld}
-		if undecided {
-			st.unread = presentErr
-		}
-		return []step{st}
-	}
-	slices.Reverse(firings)
-	slices.Reverse(reasons)
-	var steps []step
-	if older != nil {
-		steps = append(steps, *older)
-	}
-	for i, f := range firings {
+	steps := make([]step, 0, len(firings))
+	recorded, more := 0, 0
+	for i := len(firings) - 1; i >= 0; i-- {
 		reason := reasons[i]
-		if n := len(steps); reason != "" && n > 0 && steps[n-1].reason == reason && steps[n-1].count > 0 {
-			steps[n-1].through = f
-			steps[n-1].count++
-			continue
-		}
-		st := step{at: f, reason: reason}
 		if reason != "" {
-			st.through, st.count = f, 1
+			if recorded == MaxRecorded {
+				more += i + 1 // not recorded: the oldest record says so
+				break
+			}
+			recorded++
 		}
-		steps = append(steps, st)
+		steps = append(steps, step{at: firings[i], reason: reason})
+	}
+	slices.Reverse(steps)
+	switch {
+	case steps[0].reason == "":
+	case beyond:
+		steps[0].reason = fmt.Sprintf("%s; and over %d earlier firings, not recorded", steps[0].reason, more)
+	case more > 0:
+		steps[0].reason = fmt.Sprintf("%s; and %d earlier firings, not recorded", steps[0].reason, more)
 	}
 	return steps
 }
 
-// termsSeen is what a Leader may also tell (*runner.LeaderAwareRunner
-// does): the terms of other leaders it saw, on the server's clock.
-type termsSeen interface {
-	TermsSeen() []runner.TermSpan
-}
-
-// span is an interval of this instance's clock.
-type span struct{ from, to time.Time }
-
-// maxLed bounds the past terms as leader a Scheduler remembers.
-const maxLed = 64
-
-// ledAt reports whether this instance led at f in a past term.
-func (s *Scheduler) ledAt(f time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sp := range s.led {
-		if !f.Before(sp.from) && !f.After(sp.to) {
-			return true
+// firingsOf returns the firings of w's work, oldest first: those after
+// done (or after the job's spec became this one, if later), up to last,
+// at most maxEnumerated of them, and whether there were more.
+func (s *Scheduler) firingsOf(j *job, w *work) ([]time.Time, bool) {
+	firings := []time.Time{w.last}
+	from := w.done
+	if since := w.specSince.Add(-w.offset()); !w.specSince.IsZero() && !from.IsZero() && since.After(from) {
+		from = since
+	}
+	if from.IsZero() || !nextAfter(j.sched, s.cfg.location, from).Before(w.last) {
+		return firings, false // mostly the work is last alone, which one step forward tells
+	}
+	for x := w.last; ; {
+		f := s.prevFiring(j, x.Add(-time.Nanosecond), x.Sub(from))
+		if f.IsZero() || !f.After(from) {
+			break
 		}
-	}
-	return false
-}
-
-// presentSpans reads the presence locks of the jobs collection (through
-// the Session's store, a *lock.Locker: other stores tell nothing) and
-// returns when each instance was last present, in this instance's clock
-// (w's offset): from its presence term's start to its last renewal or
-// release, and its lease after that.
-func (s *Scheduler) presentSpans(w *work) ([]span, error) {
-	st, ok := s.session.Store().(interface {
-		LocksWithPrefix(context.Context, string) ([]lock.Holder, error)
-	})
-	if !ok {
-		return nil, nil
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-	defer cancel()
-	hs, err := st.LocksWithPrefix(ctx, s.cfg.lockPrefix+presenceMark+s.cfg.jobsColl+"/")
-	if err != nil {
-		return nil, err
-	}
-	lo, hi := w.offsets()
-	prefix := s.cfg.lockPrefix + presenceMark + s.cfg.jobsColl + "/"
-	out := make([]span, 0, len(hs))
-	for _, h := range hs {
-		end := h.ExpiresAt
-		if h.Released {
-			end = h.RenewedAt
+		if len(firings) == maxEnumerated {
+			slices.Reverse(firings)
+			return firings, true
 		}
-		out = append(out, span{from: h.AcquiredAt.Add(-hi), to: end.Add(-lo)})
-		// Its instance's earlier terms (noteSince): up since then, until
-		// the end of the last term, if its own keeper held it, or
-		// released it (a clean stop; or a takeover, which comes a poll
-		// interval or so after the lease lapsed); until the term of
-		// another instance began, if one holds it (a takeover under way).
-		if !h.Since.IsZero() && h.Since.Before(end) {
-			until := end
-			if !h.Released && h.KeeperID != keeperOf(strings.TrimPrefix(h.LockID, prefix)) {
-				until = h.AcquiredAt
-			}
-			out = append(out, span{from: h.Since.Add(-hi), to: until.Add(-lo)})
-		}
+		firings = append(firings, f)
+		x = f
 	}
-	return out, nil
-}
-
-// upSince is when, by its clock, this Scheduler began to claim firings:
-// its Start, or in leader-only mode when it began leading (zero while it
-// does not lead).
-func (s *Scheduler) upSince() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg.leader != nil {
-		return s.leadSince
-	}
-	return s.startedAt
-}
-
-// missedAtStart returns the firing of j that Start claims, as j's
-// catch-up policy says: the latest before now, if at most its window
-// ago, unless the policy runs no missed firing.
-func (s *Scheduler) missedAtStart(j *job, now time.Time) (time.Time, bool) {
-	cu := s.catchUp(j)
-	if cu.Max < 1 {
-		return time.Time{}, false
-	}
-	f := s.prevFiring(j, now, cu.Window)
-	// A firing before the job's spec became this one's is not the job's
-	// (specs.go).
-	return f, !f.IsZero() && (j.specFrom.IsZero() || f.After(j.specFrom))
+	slices.Reverse(firings)
+	return firings, false
 }
 
 // prevFiring returns the latest firing of j at or before now and at most
@@ -539,19 +243,17 @@ func (s *Scheduler) prevFiring(j *job, now time.Time, window time.Duration) time
 	}
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// catchUp is j's catch-up policy.
-func (s *Scheduler) catchUp(j *job) CatchUp {
-	if j.cfg.catchUp != nil {
-		return *j.cfg.catchUp
-	}
-	return s.cfg.catchUp
+// missedAtStart returns the firing of j that Start claims (and a new
+// leader, in leader-only mode): the latest before now, if at most the
+// misfire threshold or the policy's window ago. Its claim covers the
+// firings since the last claim, each as plan says: a firing that fell
+// while no instance was up runs if still within the threshold, and is a
+// misfire otherwise.
+func (s *Scheduler) missedAtStart(j *job, now time.Time) (time.Time, bool) {
+	f := s.prevFiring(j, now, max(s.threshold, s.misfirePolicy(j).Window))
+	// A firing before the job's spec became this one's is not the job's
+	// (specs.go).
+	return f, !f.IsZero() && (j.specFrom.IsZero() || f.After(j.specFrom))
 }
 
 // notRun is the record of firings not run.
@@ -563,8 +265,7 @@ type notRun struct {
 // notRun is the history record of st, a step of j's work that does not
 // run.
 func (s *Scheduler) notRun(j *job, st step) Run {
-	return Run{Job: j.name, Keeper: s.keeper, Scheduled: st.at, Through: st.through, Count: st.count,
-		Outcome: OutcomeSkipped, Reason: st.reason}
+	return Run{Job: j.name, Keeper: s.keeper, Scheduled: st.at, Outcome: OutcomeSkipped, Reason: st.reason}
 }
 
 // presenceMark begins the lock id of a Scheduler's presence lock (after the
@@ -592,9 +293,6 @@ func (s *Scheduler) present(ctx context.Context) bool {
 	}
 	defer s.presenceMu.Unlock()
 	if s.presence != nil && s.presence.Err() == nil {
-		if !s.sinceNoted {
-			s.noteSince(ctx)
-		}
 		return true
 	}
 	if s.presence != nil {
@@ -602,58 +300,15 @@ func (s *Scheduler) present(ctx context.Context) bool {
 		// still holds.
 		_ = s.session.ReleaseLocks(context.WithoutCancel(ctx), s.presence)
 		s.presence = nil
-		s.presenceNow.Store(nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
 	t, err := s.session.AcquireLocks(ctx, s.presenceID(s.claimant))
 	if err == nil && len(t.Leases) == 1 {
 		s.presence = t.Leases[0]
-		s.presenceNow.Store(s.presence)
-		if s.presentFrom.IsZero() {
-			s.presentFrom = s.presence.AcquiredAt()
-		}
-		if !s.sinceNoted {
-			s.noteSince(ctx)
-		}
 		return true
 	}
 	return false
-}
-
-// noteSince records in this instance's presence lock when its first
-// presence term began (lock.Locker.NoteSince), kept across its later
-// terms: a claim of another instance then counts the firings that fell in
-// this instance's earlier terms as fallen while it was up, after its lease
-// lapsed and it took it again (seed 1296: such a firing, which this
-// instance, overloaded, had not claimed, was recorded as missed). Tried
-// again by the next presence check until it is written. Stores other than
-// a *lock.Locker tell nothing. Called with presenceMu held.
-func (s *Scheduler) noteSince(ctx context.Context) {
-	st, ok := s.session.Store().(interface {
-		NoteSince(ctx context.Context, keeperID, lockID string, t time.Time) error
-	})
-	if !ok || s.presence == nil || s.presentFrom.IsZero() {
-		s.sinceNoted = !ok
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
-	defer cancel()
-	s.sinceNoted = st.NoteSince(ctx, s.presence.KeeperID(), s.presenceID(s.claimant), s.presentFrom) == nil
-}
-
-// presentSince is when this instance's presence term began (server time),
-// zero if it holds no presence lease (or leads, in leader-only mode:
-// there the terms it led tell).
-func (s *Scheduler) presentSince() time.Time {
-	if s.cfg.leader != nil {
-		return time.Time{}
-	}
-	p := s.presenceNow.Load()
-	if p == nil || p.Err() != nil {
-		return time.Time{}
-	}
-	return p.AcquiredAt()
 }
 
 // absent ends this instance's presence: its claims not started can be
@@ -664,7 +319,6 @@ func (s *Scheduler) absent() {
 	if s.presence != nil {
 		_ = s.session.ReleaseLocks(context.Background(), s.presence)
 		s.presence = nil
-		s.presenceNow.Store(nil)
 	}
 }
 
@@ -709,7 +363,7 @@ func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) {
 		before[r.Name] = r
 	}
 	now := s.clock.Now()
-	if s.st.register(ctx, jobs) != nil {
+	if s.st.register(ctx, jobs, now) != nil {
 		return // the next poll tries again
 	}
 	s.mu.Lock()
@@ -857,7 +511,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	if s.cfg.leader != nil {
 		// Leader-only: what Start does for missed firings, a new leader
 		// does when it starts leading.
-		leads := s.noteLeading()
+		leads := s.cfg.leader.IsLeader()
 		if leads && !s.leading && s.state == stateStarted {
 			now := s.clock.Now()
 			for _, j := range s.order {
@@ -894,22 +548,7 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []st
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
-	var up [2]time.Time
 	if s.cfg.leader == nil {
-		// The claimant's last presence, before this acquisition replaces
-		// it (plan: firings that fell while it was up run late).
-		for range 2 { // a second try, if the read failed
-			h, err := s.session.Holder(actx, s.presenceID(claimant))
-			if !h.AcquiredAt.IsZero() {
-				up = [2]time.Time{h.AcquiredAt, h.ExpiresAt}
-				if h.Released {
-					up[1] = h.RenewedAt
-				}
-			}
-			if err == nil || errors.Is(err, lock.ErrNotHeld) || actx.Err() != nil {
-				break
-			}
-		}
 		t, err := s.session.AcquireLocks(actx, s.presenceID(claimant))
 		if err != nil || len(t.Leases) != 1 {
 			return // alive, or unknown: the next poll looks again
@@ -923,7 +562,7 @@ func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []st
 	}
 	got := s.clock.Now()
 	for _, w := range ws {
-		w.sent, w.got, w.claimantUp = sent, got, up
+		w.sent, w.got = sent, got
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1028,16 +667,11 @@ func (s *Scheduler) dispatchTrigger(j *job, t time.Time) (lock.Event, bool) {
 // (plan), and settles it. It stops early if w was taken over.
 func (s *Scheduler) work(fr *firing, w *work) {
 	j := fr.job
-	w.upSince = s.presentSince()
 	steps := s.plan(j, w, s.clock.Now())
 	if len(steps) == 1 && steps[0].reason == reasonHeld {
 		// Left pending: the next poll resumes it and plans again; once
-		// the pause ended, or the presence locks could be read, each
-		// firing's event comes. A pause is told by its own events; a
-		// read that failed, here.
-		if err := steps[0].unread; err != nil {
-			s.emit(fr, skip(note(ReasonNoStart, "presence locks not read; claim pending again"), err))
-		}
+		// the pause ended, each firing's event comes. A pause is told by
+		// its own events.
 		return
 	}
 
@@ -1081,7 +715,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		default:
 			// Not run (its event said why): recorded with the others once
 			// certain, without a second event.
-			r := s.notRun(j, step{at: st.at, through: st.at, count: 1, reason: res.reason})
+			r := s.notRun(j, step{at: st.at, reason: res.reason})
 			r.Triggered = run.trig
 			skipped = append(skipped, notRun{Run: r, silent: true})
 			lastEnded = i == len(steps)-1
@@ -1191,9 +825,6 @@ func (s *Scheduler) notRunWritten(fr *firing, r notRun, problem string) {
 		return
 	}
 	e := skip(r.Reason, nil)
-	if r.Count > 1 {
-		e.Reason = fmt.Sprintf("%s: %d firings through %s", r.Reason, r.Count, r.Through.UTC().Format(time.RFC3339))
-	}
 	if problem != "" {
 		e.Reason = note(e.Reason, problem)
 	}

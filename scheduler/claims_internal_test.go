@@ -247,7 +247,7 @@ func (l *runLog) checkNoOverlap(t *testing.T) {
 func hist(r Run) string {
 	off := func(t time.Time) string { return t.Sub(epoch).String() }
 	if r.Outcome == OutcomeSkipped {
-		return fmt.Sprintf("skipped %s..%s x%d: %s", off(r.Scheduled), off(r.Through), r.Count, r.Reason)
+		return fmt.Sprintf("skipped %s: %s", off(r.Scheduled), r.Reason)
 	}
 	s := "ran " + off(r.Scheduled)
 	if r.Triggered {
@@ -283,22 +283,30 @@ func (s *fakeStore) docOf(job string) jobDoc {
 	return jobDoc{}
 }
 
-// TestCatchUpAfterOutage: the job last ran at F0; every instance was down
-// for the five firings after it; then one instance starts, 3s after the
-// last of them. Each catch-up policy runs exactly the missed firings it
-// promises, each once, oldest first, and records the others as not run,
-// merged, with why; the next firing runs as usual. A job never claimed
-// before has missed nothing.
-func TestCatchUpAfterOutage(t *testing.T) {
+// TestMisfiresAfterOutage: the job last ran at F0; every instance was
+// down for the five firings after it; then one instance starts, 3s after
+// the last of them, with a misfire threshold of 2s: the five are misfires.
+// Each misfire policy runs exactly the misfires it promises, each once,
+// oldest first, and records each of the others as not run (one record a
+// firing, ReasonMisfired); the next firing runs as usual. A job never
+// claimed before has missed nothing. With a threshold of 5s the latest
+// firing, 3s late, is not a misfire: it runs whatever the policy.
+func TestMisfiresAfterOutage(t *testing.T) {
 	const period = 10 * time.Second
 	// f(0) ran; f(1)..f(5) were missed, f(5) at the epoch; f(6) is the
 	// first firing after the start.
 	f := func(i int) time.Time { return epoch.Add(time.Duration(i-5) * period) }
 	off := func(i int) string { return f(i).Sub(epoch).String() }
-	ran := func(i int) string { return "ran " + off(i) }
-	skipped := func(from, through int, reason string) string {
-		return fmt.Sprintf("skipped %s..%s x%d: %s", off(from), off(through), through-from+1, reason)
+	ran := func(i int) []string { return []string{"ran " + off(i)} }
+	skipped := func(from, through int, reason string) []string {
+		var out []string
+		for i := from; i <= through; i++ {
+			out = append(out, fmt.Sprintf("skipped %s: %s", off(i), reason))
+		}
+		return out
 	}
+	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	threshold := WithMisfireThreshold(2 * time.Second)
 	startAt := epoch.Add(3 * time.Second)
 	for _, tc := range []struct {
 		name    string
@@ -308,31 +316,35 @@ func TestCatchUpAfterOutage(t *testing.T) {
 		atStart []int  // the firings run at Start, in order
 		hist    []string
 	}{
-		{"skip", []Option{WithCatchUp(CatchUpSkip(time.Hour))}, nil, "ran", nil,
-			[]string{skipped(1, 5, ReasonMissed), ran(6)}},
-		{"latest, the default", nil, nil, "ran", []int{5},
-			[]string{skipped(1, 4, ReasonMissed), ran(5), ran(6)}},
-		{"all", []Option{WithCatchUp(CatchUpAll(time.Hour, 10))}, nil, "ran", []int{1, 2, 3, 4, 5},
-			[]string{ran(1), ran(2), ran(3), ran(4), ran(5), ran(6)}},
-		{"all, exactly as many as missed", []Option{WithCatchUp(CatchUpAll(time.Hour, 5))}, nil, "ran", []int{1, 2, 3, 4, 5},
-			[]string{ran(1), ran(2), ran(3), ran(4), ran(5), ran(6)}},
-		{"the newest two", []Option{WithCatchUp(CatchUpAll(time.Hour, 2))}, nil, "ran", []int{4, 5},
-			[]string{skipped(1, 3, ReasonMissed), ran(4), ran(5), ran(6)}},
-		{"the job's policy over the scheduler's", []Option{WithCatchUp(CatchUpSkip(time.Hour))},
-			[]JobOption{JobCatchUp(CatchUpAll(time.Hour, 2))}, "ran", []int{4, 5},
-			[]string{skipped(1, 3, ReasonMissed), ran(4), ran(5), ran(6)}},
+		{"skip", []Option{threshold, WithMisfirePolicy(MisfireSkip())}, nil, "ran", nil,
+			cat(skipped(1, 5, ReasonMisfired), ran(6))},
+		{"latest, the default", []Option{threshold}, nil, "ran", []int{5},
+			cat(skipped(1, 4, ReasonMisfired), ran(5), ran(6))},
+		{"all", []Option{threshold, WithMisfirePolicy(MisfireRunAll(time.Hour, 10))}, nil, "ran", []int{1, 2, 3, 4, 5},
+			cat(ran(1), ran(2), ran(3), ran(4), ran(5), ran(6))},
+		{"all, exactly as many as missed", []Option{threshold, WithMisfirePolicy(MisfireRunAll(time.Hour, 5))}, nil, "ran", []int{1, 2, 3, 4, 5},
+			cat(ran(1), ran(2), ran(3), ran(4), ran(5), ran(6))},
+		{"the newest two", []Option{threshold, WithMisfirePolicy(MisfireRunAll(time.Hour, 2))}, nil, "ran", []int{4, 5},
+			cat(skipped(1, 3, ReasonMisfired), ran(4), ran(5), ran(6))},
+		{"the job's policy over the scheduler's", []Option{threshold, WithMisfirePolicy(MisfireSkip())},
+			[]JobOption{JobMisfirePolicy(MisfireRunAll(time.Hour, 2))}, "ran", []int{4, 5},
+			cat(skipped(1, 3, ReasonMisfired), ran(4), ran(5), ran(6))},
 		// At the start (3s), f(1) is 43s old and f(2) 33s: out of a 25s
 		// window; f(3), 23s old, is in it.
-		{"window", []Option{WithCatchUp(CatchUpAll(25*time.Second, 10))}, nil, "ran", []int{3, 4, 5},
-			[]string{skipped(1, 2, ReasonWindow), ran(3), ran(4), ran(5), ran(6)}},
+		{"window", []Option{threshold, WithMisfirePolicy(MisfireRunAll(25*time.Second, 10))}, nil, "ran", []int{3, 4, 5},
+			cat(skipped(1, 2, ReasonMisfired), ran(3), ran(4), ran(5), ran(6))},
 		// The latest missed firing is 3s old at the start: out of a 2s
-		// window, so Start claims nothing, and the next claim records
-		// them all.
-		{"window passed for the latest", []Option{WithCatchUp(CatchUpLatest(2 * time.Second))}, nil, "ran", nil,
-			[]string{skipped(1, 5, ReasonWindow), ran(6)}},
-		{"never claimed: registered", []Option{WithCatchUp(CatchUpAll(time.Hour, 10))}, nil, "registered", nil,
-			[]string{ran(6)}},
-		{"never claimed: no document", nil, nil, "", nil, []string{ran(6)}},
+		// window and the threshold, so Start claims nothing, and the next
+		// claim records them all.
+		{"window passed for the latest", []Option{threshold, WithMisfirePolicy(MisfireRunLatest(2 * time.Second))}, nil, "ran", nil,
+			cat(skipped(1, 5, ReasonMisfired), ran(6))},
+		// f(5), 3s late, is within a 5s threshold: it runs, and the
+		// policy (skip) drops the misfires before it.
+		{"within the threshold", []Option{WithMisfireThreshold(5 * time.Second), WithMisfirePolicy(MisfireSkip())}, nil, "ran", []int{5},
+			cat(skipped(1, 4, ReasonMisfired), ran(5), ran(6))},
+		{"never claimed: registered", []Option{threshold, WithMisfirePolicy(MisfireRunAll(time.Hour, 10))}, nil, "registered", nil,
+			ran(6)},
+		{"never claimed: no document", []Option{threshold}, nil, "", nil, ran(6)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -411,29 +423,30 @@ func TestCatchUpAfterOutage(t *testing.T) {
 	}
 }
 
-// TestCatchUpAfterLongOutage: after an outage of more firings than plan
-// looks at one by one (maxEnumerated), every missed firing is still in a
-// record of firings not run, from the first after the last settled one
-// to the one before the firing that runs, without gaps or overlaps, with
-// the right reason: older than the window, or missed.
-func TestCatchUpAfterLongOutage(t *testing.T) {
-	for _, window := range []time.Duration{DefaultCatchUpWindow, 3 * DefaultCatchUpWindow} {
+// TestMisfiresAfterLongOutage: after an outage of more firings than plan
+// looks at one by one (maxEnumerated), the firings within the threshold
+// and the latest misfire run, and the newest MaxRecorded misfires before
+// them each have a record (ReasonMisfired), consecutive, the oldest saying
+// that older ones were not recorded.
+func TestMisfiresAfterLongOutage(t *testing.T) {
+	for _, window := range []time.Duration{DefaultMisfireWindow, 3 * DefaultMisfireWindow} {
 		t.Run(window.String(), func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			synctest.Test(t, func(t *testing.T) {
-				r := newRig(t, time.Second, WithCatchUp(CatchUpLatest(window)))
+				r := newRig(t, time.Second, WithMisfireThreshold(2*time.Second), WithMisfirePolicy(MisfireRunLatest(window)))
 				const period = time.Second
-				f0 := epoch.Add(-2 * DefaultCatchUpWindow) // 172 800 firings ago
+				f0 := epoch.Add(-2 * DefaultMisfireWindow) // 172 800 firings ago
 				d := r.store.doc("j")
 				d.Last, d.Done, d.By, d.At = f0, f0, "gone", f0
 				log := newRunLog()
 				_ = r.s.AddJob("j", "@every 1s", log.job(nil))
 				time.Sleep(500 * time.Millisecond)
-				now := time.Now()
 				_ = r.s.Start()
 				r.idle()
-				if got := log.scheduled(); !slices.Equal(got, []string{"0s"}) {
-					t.Fatalf("ran %v at the start, want the latest missed firing", got)
+				// At 0.5s: 0s and -1s are within the threshold, -2s is the
+				// latest misfire.
+				if got := log.scheduled(); !slices.Equal(got, []string{"-2s", "-1s", "0s"}) {
+					t.Fatalf("ran %v at the start, want the firings within the threshold and the latest misfire", got)
 				}
 				var skipped []Run
 				for _, run := range r.store.runs() {
@@ -441,22 +454,16 @@ func TestCatchUpAfterLongOutage(t *testing.T) {
 						skipped = append(skipped, run)
 					}
 				}
-				next := f0.Add(period) // the first firing no record covers yet
-				for _, run := range skipped {
-					if !run.Scheduled.Equal(next) || run.Through.Before(run.Scheduled) {
-						t.Errorf("record %s: want one from %v", hist(run), next.Sub(epoch))
-					}
-					old := now.Sub(run.Through) > window
-					if old != (run.Reason == ReasonWindow) || !old && run.Reason != ReasonMissed {
-						t.Errorf("record %s: reason for firings %v old", hist(run), now.Sub(run.Through))
-					}
-					if run.Count != 0 && run.Count != int(run.Through.Sub(run.Scheduled)/period)+1 {
-						t.Errorf("record %s: count %d", hist(run), run.Count)
-					}
-					next = run.Through.Add(period)
+				if len(skipped) != MaxRecorded {
+					t.Fatalf("%d records of firings not run, want %d", len(skipped), MaxRecorded)
 				}
-				if !next.Equal(epoch) {
-					t.Errorf("records cover the firings up to %v, want up to the latest (0s)", next.Sub(epoch))
+				next := epoch.Add(-time.Duration(MaxRecorded+2) * period)
+				for i, run := range skipped {
+					if !run.Scheduled.Equal(next) || !strings.HasPrefix(run.Reason, ReasonMisfired) ||
+						(i == 0) != strings.Contains(run.Reason, "earlier firings, not recorded") {
+						t.Errorf("record %d %s: want firing %v misfired", i, hist(run), next.Sub(epoch))
+					}
+					next = next.Add(period)
 				}
 				r.stop()
 			})
@@ -512,10 +519,10 @@ func TestPauseSkipsFirings(t *testing.T) {
 			t.Fatalf("ran %v, want %v", got, want)
 		}
 		want := []string{
-			"skipped 10s..10s x1: " + ReasonPaused,
-			"skipped 20s..20s x1: " + ReasonPaused,
+			"skipped 10s: " + ReasonPaused,
+			"skipped 20s: " + ReasonPaused,
 			"ran 30s",
-			"skipped 40s..40s x1: " + ReasonPaused,
+			"skipped 40s: " + ReasonPaused,
 			"ran 50s",
 			"ran 1m0s",
 		}
@@ -550,7 +557,7 @@ func TestRemovedJob(t *testing.T) {
 		if c := r.store.lastClaim("j"); !c.Equal(at(10)) {
 			t.Fatalf("last claim %v, want 10s: no poll saw the removal", c.Sub(epoch))
 		}
-		if got, want := hists(r.store.runs()), []string{"skipped 10s..10s x1: " + ReasonRemoved}; !slices.Equal(got, want) {
+		if got, want := hists(r.store.runs()), []string{"skipped 10s: " + ReasonRemoved}; !slices.Equal(got, want) {
 			t.Fatalf("history %q, want %q", got, want)
 		}
 
@@ -576,8 +583,8 @@ func TestRemovedJob(t *testing.T) {
 			t.Fatalf("ran %v, want %v", got, want)
 		}
 		runs := r.store.runs()
-		if len(runs) != 3 || hist(runs[0]) != "skipped 10s..10s x1: "+ReasonRemoved ||
-			runs[1].Outcome != OutcomeSkipped || !runs[1].Scheduled.Equal(at(20)) || runs[1].Count != 1 ||
+		if len(runs) != 3 || hist(runs[0]) != "skipped 10s: "+ReasonRemoved ||
+			runs[1].Outcome != OutcomeSkipped || !runs[1].Scheduled.Equal(at(20)) ||
 			hist(runs[2]) != "ran 30s" {
 			t.Fatalf("history %q", hists(runs))
 		}
@@ -593,7 +600,7 @@ func TestRemovedJob(t *testing.T) {
 func TestResumeAfterRemoveRunsNoFiringOfTheRemoval(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r, log, at := jobRig(t, nil, WithPollInterval(time.Hour), WithCatchUp(CatchUpAll(time.Hour, 10)))
+		r, log, at := jobRig(t, nil, WithPollInterval(time.Hour), WithMisfirePolicy(MisfireRunAll(time.Hour, 10)))
 		_ = r.s.Start()
 		sleepUntil(at(15))
 		r.idle()
@@ -610,7 +617,7 @@ func TestResumeAfterRemoveRunsNoFiringOfTheRemoval(t *testing.T) {
 		}
 		// 20s, 30s and 40s are recorded as not run because the job was
 		// removed: in one record or several.
-		removed := notRunAs(r.store.runs(), ReasonRemoved, 10*time.Second)
+		removed := notRunAs(r.store.runs(), ReasonRemoved)
 		if want := []string{"20s", "30s", "40s"}; !slices.Equal(removed, want) {
 			t.Errorf("recorded as removed %v, want %v; history %q", removed, want, hists(r.store.runs()))
 		}
@@ -619,14 +626,12 @@ func TestResumeAfterRemoveRunsNoFiringOfTheRemoval(t *testing.T) {
 }
 
 // notRunAs returns the firings (offsets from the epoch) that runs record
-// as not run for reason, one by one, for a job firing every period.
-func notRunAs(runs []Run, reason string, period time.Duration) []string {
+// as not run for reason.
+func notRunAs(runs []Run, reason string) []string {
 	var out []string
 	for _, run := range runs {
 		if run.Outcome == OutcomeSkipped && run.Reason == reason {
-			for f := run.Scheduled; !f.After(run.Through); f = f.Add(period) {
-				out = append(out, f.Sub(epoch).String())
-			}
+			out = append(out, run.Scheduled.Sub(epoch).String())
 		}
 	}
 	return out
@@ -640,7 +645,7 @@ func notRunAs(runs []Run, reason string, period time.Duration) []string {
 func TestResumeAfterPauseRunsNoFiringOfThePause(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r, log, at := jobRig(t, longFirst, WithCatchUp(CatchUpAll(time.Hour, 10)))
+		r, log, at := jobRig(t, longFirst, WithMisfirePolicy(MisfireRunAll(time.Hour, 10)))
 		_ = r.s.Start()
 		sleepUntil(at(15))
 		r.ctl(r.s.Pause(context.Background(), "j", Pause{}))
@@ -651,7 +656,7 @@ func TestResumeAfterPauseRunsNoFiringOfThePause(t *testing.T) {
 		if got, want := log.scheduled(), []string{"10s", "40s"}; !slices.Equal(got, want) {
 			t.Errorf("ran %v, want %v: firings of the pause ran after the resume", got, want)
 		}
-		if got, want := notRunAs(r.store.runs(), ReasonPaused, 10*time.Second), []string{"20s", "30s"}; !slices.Equal(got, want) {
+		if got, want := notRunAs(r.store.runs(), ReasonPaused), []string{"20s", "30s"}; !slices.Equal(got, want) {
 			t.Errorf("recorded as paused %v, want %v; history %q", got, want, hists(r.store.runs()))
 		}
 		r.stop()
@@ -668,7 +673,7 @@ func TestResumeAfterPauseEnded(t *testing.T) {
 		t.Run(fmt.Sprintf("resumed %v", resumed), func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			synctest.Test(t, func(t *testing.T) {
-				r, log, at := jobRig(t, longFirst, WithCatchUp(CatchUpAll(time.Hour, 10)))
+				r, log, at := jobRig(t, longFirst, WithMisfirePolicy(MisfireRunAll(time.Hour, 10)))
 				_ = r.s.Start()
 				sleepUntil(at(15))
 				r.ctl(r.s.Pause(context.Background(), "j", Pause{Until: at(18)}))
@@ -681,7 +686,7 @@ func TestResumeAfterPauseEnded(t *testing.T) {
 				if got, want := log.scheduled(), []string{"10s", "40s"}; !slices.Equal(got, want) {
 					t.Errorf("ran %v, want %v; history %q", got, want, hists(r.store.runs()))
 				}
-				if got, want := notRunAs(r.store.runs(), ReasonRunGoing, 10*time.Second), []string{"20s", "30s"}; !slices.Equal(got, want) {
+				if got, want := notRunAs(r.store.runs(), ReasonRunGoing), []string{"20s", "30s"}; !slices.Equal(got, want) {
 					t.Errorf("recorded as overlapping the previous run %v, want %v; history %q", got, want, hists(r.store.runs()))
 				}
 				r.stop()
@@ -701,7 +706,7 @@ func jobRig(t *testing.T, body func(context.Context, Run) error, opts ...Option)
 	if err := r.s.AddJob("j", "@every 10s", log.job(body)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.store.register(context.Background(), []claimReq{{"j", "@every 10s"}}); err != nil {
+	if err := r.store.register(context.Background(), []claimReq{{"j", "@every 10s"}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return r, log, func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
@@ -779,7 +784,7 @@ func TestTrigger(t *testing.T) {
 			if got, want := log.scheduled(), []string{"T12s"}; !slices.Equal(got, want) {
 				t.Fatalf("ran %v, want %v", got, want)
 			}
-			want := []string{"skipped 10s..10s x1: " + ReasonPaused, "ran T12s", "skipped 20s..20s x1: " + ReasonPaused}
+			want := []string{"skipped 10s: " + ReasonPaused, "ran T12s", "skipped 20s: " + ReasonPaused}
 			if got := hists(r.store.runs()); !slices.Equal(got, want) {
 				t.Fatalf("history %q, want %q", got, want)
 			}
@@ -1120,7 +1125,7 @@ func TestOverlap(t *testing.T) {
 func TestOverlapCancelSparesItsOwnClaim(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10))) // polls every 333ms
+		r := newRig(t, time.Second, WithMisfirePolicy(MisfireRunAll(time.Hour, 10))) // polls every 333ms
 		f0 := epoch.Add(-50 * time.Second)
 		d := r.store.doc("j")
 		d.Last, d.Done, d.By, d.At = f0, f0, "gone", f0
@@ -1273,10 +1278,12 @@ func TestTakeOver(t *testing.T) {
 		})
 	})
 
-	t.Run("claimant dead, window passed", func(t *testing.T) {
+	// The takeover of a dead claimant's claim fits within the misfire
+	// threshold: the firing runs, late, whatever the misfire policy.
+	t.Run("claimant dead, policy skip", func(t *testing.T) {
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		synctest.Test(t, func(t *testing.T) {
-			locks, a, b, log, gate := setup(t, WithCatchUp(CatchUpLatest(time.Second)))
+			locks, a, b, log, gate := setup(t, WithMisfirePolicy(MisfireSkip()))
 			revive := kill(locks, a, gate, nil)
 			start(t, log, nil, nil, a, b)
 			b.next(t, lock.FiringTakenOver)
@@ -1285,18 +1292,11 @@ func TestTakeOver(t *testing.T) {
 			gate.close()
 			sleepUntil(at(15000))
 			synctest.Wait()
-			if got := log.scheduled(); len(got) != 0 {
-				t.Fatalf("ran %v, want f1, more than the window late, not run", got)
-			}
-			want := []string{"skipped 10s..10s x1: " + ReasonWindow}
-			if got := hists(a.st.runs()); !slices.Equal(got, want) {
-				t.Fatalf("history %q, want %q", got, want)
+			if got, want := log.scheduled(), []string{"10s"}; !slices.Equal(got, want) {
+				t.Fatalf("ran %v, want %v: taken over within the threshold", got, want)
 			}
 			if d := a.st.docOf("j"); d.Pending || !d.Done.Equal(f1) || d.By != b.s.claimant {
 				t.Errorf("document %+v, want settled by b", d)
-			}
-			if e := b.events(lock.FiringSkipped, f1); len(e) != 1 || e[0].Reason != ReasonWindow {
-				t.Errorf("b's skipped events %+v, want one: %s", e, ReasonWindow)
 			}
 		})
 	})
@@ -1525,30 +1525,6 @@ func TestControlsOnFakeStore(t *testing.T) {
 	})
 }
 
-// TestBlockedBySlowReply: a pending claim's span, in server time, turned
-// into this instance's clock through a claim reply that came slowly,
-// still holds the firings that fell in it (seed 1253: the reply came 677
-// ms after the server stamped it, the span shifted by that much, and a
-// firing in it was recorded as missed).
-func TestBlockedBySlowReply(t *testing.T) {
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	w := &work{
-		prevAt: at(9.439), settled: at(11.468), // the claim before was pending then (server time)
-		sent: at(13.634), stamped: at(13.638), got: at(14.314), // this claim's round trip
-	}
-	if !w.blocked(at(10)) {
-		t.Error("firing 10 s, in the pending span, not counted blocked")
-	}
-	if w.blocked(at(8)) || w.blocked(at(12.5)) {
-		t.Error("a firing outside the span, by more than the round trip, counted blocked")
-	}
-	w.prevUp = at(9)
-	if sp, ok := w.settlerUp(); !ok || sp.from.After(at(9)) || sp.to.Before(at(11.468)) {
-		t.Errorf("settler's presence %v %v, want at least 9 s to 11.468 s", sp, ok)
-	}
-}
-
 // TestNotRunRecordedBeforeTheJob: the records of the firings a claim
 // covers that do not run are written once the start of the firing that
 // runs settled them, before its job is called: an instance killed during
@@ -1560,7 +1536,7 @@ func TestNotRunRecordedBeforeTheJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const period = 10 * time.Second
 		f := func(i int) time.Time { return epoch.Add(time.Duration(i-5) * period) }
-		r := newRig(t, time.Second)
+		r := newRig(t, time.Second, WithMisfireThreshold(2*time.Second))
 		d := r.store.doc("j")
 		d.Last, d.Done, d.By, d.At = f(0), f(0), "gone", f(0)
 		d.Run = runDoc{Keeper: "gone", Scheduled: f(0), Start: f(0), End: f(0), Outcome: string(OutcomeSucceeded)}
@@ -1574,8 +1550,9 @@ func TestNotRunRecordedBeforeTheJob(t *testing.T) {
 		sleepUntil(epoch.Add(3 * time.Second))
 		_ = r.s.Start()
 		runs := recv(t, seen, "the run of the latest missed firing")
-		if len(runs) != 1 || runs[0].Outcome != OutcomeSkipped || !runs[0].Scheduled.Equal(f(1)) || runs[0].Count != 4 {
-			t.Fatalf("history when the job was called: %+v, want the record of the 4 firings missed before it", runs)
+		if got, want := hists(runs), []string{"skipped -40s: misfired", "skipped -30s: misfired", "skipped -20s: misfired",
+			"skipped -10s: misfired"}; !slices.Equal(got, want) {
+			t.Fatalf("history when the job was called: %q, want %q: the records of the 4 firings missed before it", got, want)
 		}
 		r.idle()
 		r.stop()
@@ -1640,65 +1617,6 @@ func TestPauseKeepsOwedFirings(t *testing.T) {
 	})
 }
 
-// TestTakerRunsClaimantsLateFirings: a claimant whose claims failed for a
-// while (10s, 20s) claims 30s, and its plan runs 10s and 20s late: they
-// fell while it was up. Its presence term was replaced meanwhile (a blip
-// after 20s), and it dies during the run of 10s. Its taker, up only since
-// after 20s, cannot tell from the presence locks that 20s fell while an
-// instance was up: the claimant's decision, recorded with its start, must
-// hold, and 20s run late, not be recorded as missed (seed 1296).
-func TestTakerRunsClaimantsLateFirings(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	synctest.Test(t, func(t *testing.T) {
-		const ttl = time.Second
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-		locks := locktest.New(locktest.WithTTL(ttl))
-		store := newFakeStore(locks.Clock())
-		store.settledThrough("j", epoch)
-		log := newRunLog()
-		a, b := newTwin(t, locks, store, "a"), newTwin(t, locks, store, "b")
-		a.failClaimsBefore(at(30))
-		var dead atomic.Bool
-		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
-			now := time.Now()
-			blip := !now.Before(at(21)) && now.Before(at(24)) && c.Op == locktest.OpRenew
-			if c.KeeperID == "a" && (dead.Load() || blip) {
-				return errBoom
-			}
-			return nil
-		})
-		body := func(ctx context.Context, r Run) error {
-			if r.Keeper == "a" {
-				dead.Store(true) // a dies during its run
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return nil
-		}
-		for _, tw := range []*twin{a, b} {
-			if err := tw.s.AddJob("j", "@every 10s", log.job(body)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_ = a.s.Start()
-		sleepUntil(at(31))
-		_ = b.s.Start()
-		sleepUntil(at(38))
-		synctest.Wait()
-		if got, want := log.scheduled(), []string{"10s", "20s", "30s"}; !slices.Equal(got, want) {
-			t.Errorf("ran %v, want %v; history %q", got, want, hists(a.st.runs()))
-		}
-		for _, r := range a.st.runs() {
-			if r.Outcome == OutcomeSkipped {
-				t.Errorf("history %q: a firing that fell while a was up not run", hists(a.st.runs()))
-				break
-			}
-		}
-		_ = a.s.Stop(context.Background())
-		_ = b.s.Stop(context.Background())
-	})
-}
-
 // TestNotRunRecordKeepsRun: a record of firings as not run never replaces
 // a record of a run. An instance's decision not to run a firing can be
 // superseded (its claim taken over, and the taker ran it), and the write
@@ -1717,9 +1635,9 @@ func TestNotRunRecordKeepsRun(t *testing.T) {
 	}{
 		{"one firing", 10, 20, true, []string{"ran 20s by other", "ran 30s by a"}},
 		{"first of several", 0, 10, true,
-			[]string{"ran 10s by other", "skipped 10s..20s x2: " + ReasonMissed + " by a", "ran 30s by a"}},
+			[]string{"ran 10s by other", "skipped 20s: " + ReasonMisfired + " by a", "ran 30s by a"}},
 		{"run recorded after", 0, 10, false,
-			[]string{"skipped 10s..20s x2: " + ReasonMissed + " by a", "ran 30s by a", "ran 10s by other"}},
+			[]string{"ran 10s by other", "skipped 20s: " + ReasonMisfired + " by a", "ran 30s by a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -1732,7 +1650,7 @@ func TestNotRunRecordKeepsRun(t *testing.T) {
 					store.hist = []Run{other}
 				}
 				log := newRunLog()
-				a := newTwin(t, locks, store, "a")
+				a := newTwin(t, locks, store, "a", WithMisfireThreshold(2*time.Second))
 				if err := a.s.AddJob("j", "@every 10s", log.job(nil)); err != nil {
 					t.Fatal(err)
 				}
@@ -1757,125 +1675,4 @@ func TestNotRunRecordKeepsRun(t *testing.T) {
 			})
 		})
 	}
-}
-
-// listingLocks is a lock store whose presence locks list as list says.
-type listingLocks struct {
-	*locktest.Store
-	list func() ([]lock.Holder, error)
-}
-
-func (l listingLocks) LocksWithPrefix(context.Context, string) ([]lock.Holder, error) {
-	return l.list()
-}
-
-// unreadOnce is locks whose first listing fails and whose later ones show
-// then; reads counts them.
-func unreadOnce(locks *locktest.Store, then ...lock.Holder) (ll listingLocks, reads *atomic.Int32) {
-	reads = new(atomic.Int32)
-	return listingLocks{Store: locks, list: func() ([]lock.Holder, error) {
-		if reads.Add(1) == 1 {
-			return nil, errBoom
-		}
-		return then, nil
-	}}, reads
-}
-
-// TestPresenceUnreadDecidesNothing: a plan that needs the presence locks
-// to tell whether a firing fell while an instance was up, and cannot read
-// them, decides nothing: the claim stays pending, and the next poll plans
-// again. Read as showing no one up, the firing would be recorded as missed
-// for good (seed 1296, a second time: the read failed under faults).
-func TestPresenceUnreadDecidesNothing(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	synctest.Test(t, func(t *testing.T) {
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-		locks := locktest.New(locktest.WithTTL(time.Second))
-		store := newFakeStore(locks.Clock())
-		store.settledThrough("j", at(10))
-		// Another instance was present from 15s to 25s.
-		ll, reads := unreadOnce(locks, lock.Holder{LockID: "other", AcquiredAt: at(15), RenewedAt: at(24), ExpiresAt: at(25)})
-		session, err := lock.NewSession(ll, lock.WithKeeperID("a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer session.Close()
-		cfg, err := buildConfig(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := newScheduler(store, session, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log := newRunLog()
-		if err := s.AddJob("j", "@every 10s", log.job(nil)); err != nil {
-			t.Fatal(err)
-		}
-		sleepUntil(at(35))
-		_ = s.Start() // claims 30s; 20s fell while the other was up
-		sleepUntil(at(39))
-		synctest.Wait()
-		_ = s.Stop(context.Background())
-		if got, want := log.scheduled(), []string{"20s", "30s"}; !slices.Equal(got, want) {
-			t.Fatalf("ran %v, want %v; history %q", got, want, hists(store.runs()))
-		}
-		if reads.Load() < 2 {
-			t.Fatalf("presence read %d times, want again after the failure", reads.Load())
-		}
-	})
-}
-
-// TestPresenceUnreadKeepsTakenOverDecision: a taker's plan of work taken
-// over runs late a firing that fell while the dead claimant was up (its
-// presence term, read before the takeover, tells), and cannot read the
-// presence locks to decide an older one: it waits. Planned again at the
-// next poll, with the claimant's term no longer to be read (the takeover
-// replaced it), it keeps its decision to run the firing late.
-func TestPresenceUnreadKeepsTakenOverDecision(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	synctest.Test(t, func(t *testing.T) {
-		at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
-		locks := locktest.New(locktest.WithTTL(time.Second))
-		store := newFakeStore(locks.Clock())
-		store.settledThrough("j", epoch)
-		ll, reads := unreadOnce(locks) // then no presence term to read
-		log := newRunLog()
-		a := newTwin(t, locks, store, "a")
-		b := newTwinOn(t, ll, store, "b")
-		a.failClaimsBefore(at(30))
-		var dead atomic.Bool
-		locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
-			if c.KeeperID == "a" && dead.Load() {
-				return errBoom
-			}
-			return nil
-		})
-		gate := newCloser()
-		defer gate.close()
-		a.st.afterClaim = func(string, time.Time) { dead.Store(true); <-gate.c } // a dies after its claim of 30s
-		for _, tw := range []*twin{a, b} {
-			if err := tw.s.AddJob("j", "@every 10s", log.job(nil)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		sleepUntil(at(15))
-		_ = a.s.Start() // up from 15s: 10s fell while no one was, 20s while a was
-		sleepUntil(at(31))
-		_ = b.s.Start()
-		sleepUntil(at(39))
-		synctest.Wait()
-		if got, want := log.scheduled(), []string{"20s", "30s"}; !slices.Equal(got, want) {
-			t.Errorf("ran %v, want %v; history %q", got, want, hists(store.runs()))
-		}
-		if reads.Load() < 2 {
-			t.Errorf("presence read %d times, want again after the failure", reads.Load())
-		}
-		if e := b.events(lock.FiringSkipped, at(30)); len(e) == 0 || !strings.Contains(e[0].Reason, "presence locks not read") {
-			t.Errorf("b's skipped events for 30s %+v, want one saying the presence locks were not read", e)
-		}
-		gate.close()
-		_ = b.s.Stop(context.Background())
-		_ = a.s.Stop(context.Background())
-	})
 }

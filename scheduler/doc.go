@@ -1,7 +1,19 @@
 // Package scheduler runs cron jobs on a cluster of instances: each firing of
 // a job runs on the instance that wins that firing's claim and holds that
-// job's lock, at most once across the whole cluster. Any instance may run
-// any job; there is no leader.
+// job's lock. Any instance may run any job; there is no leader. Its promise,
+// in one sentence:
+//
+//	Every firing runs at most once; a firing that can start within the
+//	job's misfire threshold of its time runs (late if need be, in order);
+//	one that cannot is a misfire, and the job's misfire policy decides.
+//
+// Lateness is judged by the server's clock. The default threshold
+// (MisfireThresholdFor) is a lease TTL plus three poll intervals plus an op
+// timeout, 70s with the default timings: the longest a claim whose
+// claimant died can wait to be taken over, so that no firing misfires
+// while an instance is up and reaches the database. The misfire policy
+// (MisfirePolicy) skips misfires, runs the latest of each claim (the
+// default), or runs them all up to a maximum.
 //
 //	locker, _ := lock.New(db)
 //	session, _ := lock.NewSession(locker) // this process's keeper; keeps the leases alive
@@ -37,7 +49,7 @@
 // and the dashboard show the spec the cluster follows), and fires it again
 // if an instance registers its spec again (lock.JobSpecRestored). A firing
 // of the new spec before its registration is none of the job's: neither
-// catch-up nor a late firing runs it. A claim made under the old spec is
+// the claim covering the firings since nor a late firing runs it. A claim made under the old spec is
 // done as it was claimed.
 //
 // So the newest deployment's spec wins once its first instance starts, and
@@ -74,7 +86,7 @@
 // A claim is work: the firings after "done" (the last firing settled)
 // up to F. Normally that is F alone; it also covers the firings nobody
 // claimed in between, and the claimant decides, oldest first, what each
-// does (see Catch-up and late firings). The work stays pending, and no
+// does (see Misfires). The work stays pending, and no
 // later firing of the job can be claimed, until its last firing starts or
 // is recorded as not run: the claims of a job are settled one at a time,
 // in order.
@@ -93,7 +105,7 @@
 //     (with OverlapWait and OverlapCancel, if one also waits for it);
 //  2. claims F as above, and gives up if it lost. It claims only while it
 //     holds its presence lease (see Taking over);
-//  3. for each firing G of the claim's work that runs (the catch-up policy,
+//  3. for each firing G of the claim's work that runs (the misfire threshold and policy,
 //     pause and window decide), oldest first, acquires J's lock through the
 //     Session. If another keeper holds it, the previous run is still going
 //     there, or still recording its end; with OverlapSkip (the default) the
@@ -196,74 +208,39 @@
 // it, until the Session closes). In leader-only mode the election's lease
 // stands for presence: claims of a leader that stopped scheduling but
 // still leads wait for the next leader. Firings that fall meanwhile, while
-// a claim waits to be taken over, run late (see Catch-up and late
-// firings).
+// a claim waits to be taken over, run late (see Misfires): all of it fits
+// in the default misfire threshold.
 //
-// # Catch-up and late firings
+// # Misfires
 //
 // The firings a claim covers besides its own fell without being claimed.
-// Oldest first, each
-//   - is recorded as not run if the job was paused or removed when it fell,
-//     or is removed now (ReasonPaused, ReasonRemoved), or if it is older
-//     than the catch-up window (ReasonWindow); nothing starts while a job
+// When the claim is made, resumed or taken over, its plan judges each of
+// them, oldest first, by the server's clock at that reply (decide, in
+// misfire.go, is the one place that does):
+//   - a firing that fell while the job was paused or removed is recorded
+//     as not run (ReasonPaused, ReasonRemoved); nothing starts while a job
 //     is paused: a firing that fell before the pause and would run waits
 //     for its end (the claim stays pending), then runs late;
-//   - is skipped if the job's previous run, on schedule, was still going
-//     when it fell (ReasonRunGoing: the overlap policy; a late run of a
-//     backlog does not count);
-//   - runs late if it fell while some instance was up: while the claim
-//     before was pending (a claimant that died, waiting to be taken over;
-//     the claim records when it was pending), while this Scheduler was up
-//     (it was busy, behind, overloaded, or its claim failed), or while
-//     another instance was present: it held its presence lease (as the
-//     presence locks show), or it settled the claim before (the claim
-//     records when its presence began), or, in leader-only mode, it led
-//     (this Scheduler's own terms, and those of other leaders its runner
-//     saw: runner.LeaderAwareRunner.TermsSeen). A plan made again of the
-//     same work keeps what the first ran late: on one instance, and on a
-//     taker, as the claimant's first start recorded it (llast, lfrom in
-//     the job document), whatever the presence locks show by then. Late
-//     firings run in order, the newest MaxLate of them; older ones are
-//     recorded as not run (ReasonBacklog);
-//   - otherwise fell while no instance was up to claim it, and the job's
-//     catch-up policy decides (ReasonMissed for those it does not run).
-//     If the presence locks could not be read and the policy would not
-//     run the firing, that is not decided: the claim stays pending (a
-//     FiringSkipped event, "start not recorded", says why), and the next
-//     poll plans it again.
+//   - one that fell while the job's previous run, on schedule, was still
+//     going is skipped (ReasonRunGoing: the overlap policy);
+//   - one at most the misfire threshold late runs, late, in order;
+//   - the others are misfires: the newest MisfirePolicy.Max of them at most
+//     MisfirePolicy.Window late run, oldest first, and the rest are
+//     recorded as not run (ReasonMisfired).
 //
-// A job's catch-up policy (WithCatchUp, JobCatchUp; DefaultCatchUp runs
-// the latest missed firing within a day) so governs only firings that no
-// live instance could claim. CatchUpSkip records them as not run;
-// CatchUpLatest runs the latest of them; CatchUpAll runs all of them, up
-// to a maximum, oldest first. A Scheduler whose policy runs missed
-// firings also claims, at Start, the latest firing before now, if within
-// the window and if the job was claimed before: so a firing that fell
-// while no instance was up runs when the first one starts.
+// Each firing not run has a record of its own, written only where the
+// firing has none (a run's record replaces it); of a very long outage, the
+// newest MaxRecorded per claim, the oldest of them saying how many older
+// ones were not recorded. A job's registration records the registering
+// instance's time as the last firing settled, so that its first claim
+// covers every firing since, and none before.
 //
-// Times of the server (when a claim was pending, when an instance was
-// present) are turned into the claimant's clock by the offset its own
-// claim showed, within both bounds its round trip leaves (the widest
-// span), so skew does not make old firings late by more than the round
-// trip, nor late ones missed. Between instances whose
-// clocks differ by more than half the period, which firings run depends on
-// which clock reaches them first (see Clock skew).
-//
-// Each Scheduler also records in its presence lock when its first
-// presence term began (lock.Locker.NoteSince, kept across terms), so that
-// an instance whose lease lapsed and which took it again still counts as
-// up over its earlier terms.
-//
-// A claim counts such an instance as up from then until its presence
-// lease's end, or its release (a clean stop, or a takeover, which comes a
-// poll interval or so after the lease lapsed).
-//
-// A known gap: a firing that fell while an instance was up but did not
-// claim it (it was overloaded or behind, or its claim failed), and that no
-// later claim of that instance covers, is recorded as missed by another
-// instance's claim, unless another rule above runs it, if that instance's
-// presence lease had lapsed at the firing, its renewals late, and it took
-// the lease again only after the claim.
+// Start claims the latest firing before it (and, in leader-only mode, a
+// new leader when it starts to lead): the firings since the last claim
+// are then run or recorded at once, not at the job's next firing. A claim
+// that fails (the server unreachable, or its reply lost) is sent again
+// until half the misfire threshold, or half the time to the job's next
+// firing, has passed.
 //
 // # Control
 //
@@ -287,13 +264,13 @@
 // and when: F is claimed by the first instance whose clock reaches F, so it
 // runs up to s early or late where s is that instance's skew, and the
 // instance whose clock is most ahead does most of the work while the others
-// stand by. With skews within half the period, the windows [F-s, F+s] of
-// consecutive firings do not overlap. While instances are up, every firing
-// runs (unless the previous run still holds the lock when the wait of step
-// 3 ends) provided that claims reach the server in less than a period: the
-// instance most ahead claims F before anyone can claim F's successor. When
-// an instance whose clock is s ahead stops, the firings it had already
-// claimed, those within s of real time, are taken over by the others.
+// stand by. A firing that an instance ahead of the others claims past one
+// that no claim reached yet covers it: it runs late, or is a misfire, as
+// its lateness by the server's clock says. When an instance whose clock is
+// s ahead stops, the firings it had already claimed, those within s of
+// real time, are taken over by the others. An instance behind the server
+// by s starts every firing s late: by more than the threshold, each is a
+// misfire.
 //
 // # Load
 //
@@ -322,24 +299,23 @@
 //
 // # What is not promised
 //
-// Every firing runs at most once. Every firing that falls while some
-// instance that registers the job is up, and whose clock agrees with the
-// others' within half the period, runs: on time, or late if its claimant
-// died (taken over), or if it fell while an earlier claim was pending or
-// while the instances up were busy, behind or overloaded (up to MaxLate
-// late firings a claim), unless the operator paused or removed the job, or
-// the overlap policy skips it (the previous run still goes), or it is
-// older than the catch-up window. A firing whose run had started (its
-// start recorded) on an instance that then died, or that lost its lease
-// before calling the job while another claim came, is spent: it is not
-// run again, and its record says so ("running" until the job's next run,
-// or failed "not run: ..."). Firings that fell while no instance was up run
-// as the catch-up policy says, and are recorded as not run otherwise. Every
-// firing not run is recorded, with its reason, by the instance whose claim
-// covered it, once that claim is settled: a range of firings missed while
-// no instance was up is recorded when the next claim is made. An instance
-// that falls behind its own schedule (suspended, overloaded) tries only
-// the latest due firing; the claim of it covers the others, late.
+// Every firing runs at most once, whatever the clocks say. Every firing
+// that can start within the misfire threshold runs: on time, or late if
+// its claimant died (taken over), or if it fell while an earlier claim was
+// pending or while the instances up were busy, behind or overloaded;
+// unless the operator paused or removed the job, or the overlap policy
+// skips it (the previous run still goes). An instance whose clock is
+// behind the server's by more than the threshold makes every firing it
+// claims a misfire: clocks must agree with the server's within the
+// threshold, less the time a takeover takes. A firing whose run had
+// started (its start recorded) on an instance that then died, or that lost
+// its lease before calling the job while another claim came, is spent: it
+// is not run again, and its record says so ("running" until the job's next
+// run, or failed "not run: ..."). Every firing not run is recorded, with
+// its reason, by the instance whose claim covered it, once that claim is
+// settled. An instance that falls behind its own schedule (suspended,
+// overloaded) tries only the latest due firing; the claim of it covers the
+// others.
 //
 // These promises are checked by a seeded simulation of whole clusters
 // (internal/sim, run by the module's tests): crashes, pauses, suspends,
@@ -416,10 +392,9 @@
 //     it); "stopping"
 //     (Stop began, or the Session closed, before the job was called: the
 //     claim is left to be taken over); "presence lease not held" (step 2);
-//     "missed: not claimed in time", "catch-up window passed", "paused",
-//     "removed", "previous run still going", "too many firings late"
-//     (records of firings not run; for a range, Reason adds how many and
-//     through which firing).
+//     "misfired", "paused", "removed", "previous run still going"
+//     (records of firings not run, one a firing; the oldest of a claim
+//     whose older misfires were not recorded adds how many).
 //     One more does not end a firing tried here: when the instance fell
 //     behind (suspended, overloaded), one event, Scheduled the first
 //     firing missed, Reason "this instance fell behind: N firings from

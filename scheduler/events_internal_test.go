@@ -168,7 +168,7 @@ func TestTakenOverClaimNamedByItsFiring(t *testing.T) {
 		store := newFakeStore(locks.Clock())
 		d := store.doc("j") // settled through -20s
 		d.Last, d.Done, d.By, d.At = at(-20), at(-20), "gone", at(-20)
-		opts := []Option{WithCatchUp(CatchUpAll(time.Hour, 10))}
+		opts := []Option{WithMisfirePolicy(MisfireRunAll(time.Hour, 10))}
 		a, b := newTwin(t, locks, store, "a", opts...), newTwin(t, locks, store, "b", opts...)
 		for _, tw := range []*twin{a, b} {
 			tw.st.beforeClaim = func(_ string, f time.Time) {

@@ -111,7 +111,7 @@ func ExampleWithLeaderOnly() {
 	}()
 	s, err := scheduler.New(db, session, scheduler.WithLeaderOnly(leader),
 		// Firings missed while no instance led run, up to ten, within the hour.
-		scheduler.WithCatchUp(scheduler.CatchUpAll(time.Hour, 10)))
+		scheduler.WithMisfirePolicy(scheduler.MisfireRunAll(time.Hour, 10)))
 	if err != nil {
 		log.Fatal(err)
 	}

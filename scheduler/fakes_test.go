@@ -59,16 +59,19 @@ func (s *fakeStore) doc(job string) *jobDoc {
 func (s *fakeStore) settledThrough(job string, f time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.docs[job] = &jobDoc{ID: job, Last: f, Done: f, Settled: f}
+	s.docs[job] = &jobDoc{ID: job, Last: f, Done: f}
 }
 
-func (s *fakeStore) register(_ context.Context, jobs []claimReq) error {
+func (s *fakeStore) register(_ context.Context, jobs []claimReq, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range jobs {
 		if d := s.docs[j.job]; d == nil || d.Hash == "" {
 			d := s.doc(j.job)
 			d.Spec, d.Hash = j.spec, j.hash()
+		}
+		if d := s.docs[j.job]; d.Last.Equal(neverClaimed) && d.Done.IsZero() {
+			d.Done = now // settleRegistered
 		}
 		if d := s.docs[j.job]; d.Hash != j.hash() {
 			d.Spec, d.Hash, d.SpecSince = j.spec, j.hash(), s.clock.Now()
@@ -82,14 +85,13 @@ func (s *fakeStore) claim(_ context.Context, job, spec string, f time.Time, keep
 	d, ok := s.docs[job]
 	switch {
 	case catchUp && (!ok || !d.Last.After(neverClaimed)),
-		ok && (!d.Last.Before(f) || d.Pending || d.Hash != "" && d.Hash != specHash(job, spec)):
+		ok && (!d.Last.Before(f) || !d.Done.Before(f) || d.Pending || d.Hash != "" && d.Hash != specHash(job, spec)):
 		s.mu.Unlock()
 		return nil, nil
 	}
 	d = s.doc(job)
 	d.Last, d.By, d.Pending, d.Spec, d.At, d.ClaimID = f, keeper, true, spec, s.clock.Now(), bson.NewObjectID()
 	d.Hash = specHash(job, spec)
-	d.Claimed = d.At
 	w := workOf(d)
 	hook := s.onClaim
 	s.mu.Unlock()
@@ -107,7 +109,6 @@ func (s *fakeStore) claimTrigger(_ context.Context, job string, t time.Time, kee
 		return nil, nil
 	}
 	d.Control.Trigger, d.PTrig, d.By, d.Pending, d.At, d.ClaimID = time.Time{}, t, keeper, true, s.clock.Now(), bson.NewObjectID()
-	d.Claimed = d.At
 	return workOf(d), nil
 }
 
@@ -175,12 +176,9 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 		case w.triggered():
 			d.Pending, d.PTrig = false, time.Time{}
 		case r.Scheduled.Equal(w.last):
-			d.Done, d.Pending, d.Settled, d.PrevAt = r.Scheduled, false, s.clock.Now(), w.claimed
+			d.Done, d.Pending = r.Scheduled, false
 		default:
 			d.Done = r.Scheduled
-		}
-		if !w.triggered() && !w.lateFrom.IsZero() {
-			d.LateLast, d.LateFrom = w.last, w.lateFrom
 		}
 		d.Run = runDoc{Keeper: r.Keeper, Scheduled: r.Scheduled, Start: s.clock.Now(), Fence: fenceTS(r.Fence),
 			Outcome: string(OutcomeRunning), Attempt: max(r.Attempt, 1), Trigger: r.Triggered, ClaimID: w.cid}
@@ -215,7 +213,7 @@ func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
 	}
 	d.Pending, d.PTrig = false, time.Time{}
 	if !w.triggered() {
-		d.Done, d.Settled, d.PrevAt = w.last, s.clock.Now(), w.claimed
+		d.Done = w.last
 	}
 	return true, nil
 }
@@ -656,7 +654,7 @@ func (s *fakeStore) running(job string) *Run {
 func (s *fakeStore) notRunOnly(f time.Time, reason string) bool {
 	runs := s.runs()
 	return len(runs) == 1 && runs[0].Outcome == OutcomeSkipped && runs[0].Scheduled.Equal(f) &&
-		runs[0].Count == 1 && runs[0].Reason == reason && runs[0].Fence == 0
+		runs[0].Reason == reason && runs[0].Fence == 0
 }
 
 // holdAlive makes another keeper, "other", hold lockID through a Session

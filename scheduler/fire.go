@@ -188,13 +188,7 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
-	sent := s.clock.Now()
-	w, err := s.st.claim(ctx, j.name, j.req.spec, f, s.claimant, catchUp)
-	cancel()
-	if w != nil {
-		w.sent, w.got = sent, s.clock.Now()
-	}
+	w, err := s.claim(fr, catchUp)
 	switch {
 	case err != nil && s.ctx.Err() != nil:
 		s.emit(fr, skip(ReasonStopping, ErrStopped))
@@ -211,6 +205,36 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	s.emit(fr, lock.Event{Kind: lock.FiringClaimed})
 	// 3-6, for each firing the claim covers (claims.go).
 	s.work(fr, w)
+}
+
+// claim claims fr's firing, trying again after an error (its outcome
+// unknown, or the server unreachable) until half the time to the job's
+// next firing or half the misfire threshold has passed since it: a firing
+// whose claim failed must still start within the threshold while the
+// database can be reached, and the claim of the next firing covers it
+// after that. A claim that applied with its reply lost loses when sent
+// again; the poll then finds it pending, this instance's, and resumes it.
+func (s *Scheduler) claim(fr *firing, catchUp bool) (*work, error) {
+	j, f := fr.job, fr.at
+	giveUp := f.Add(s.threshold / 2)
+	if next := nextAfter(j.sched, s.cfg.location, f); !next.IsZero() && next.Sub(f)/2 < s.threshold/2 {
+		giveUp = f.Add(next.Sub(f) / 2)
+	}
+	b := s.lockBackoff()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.opTimeout)
+		sent := s.clock.Now()
+		w, err := s.st.claim(ctx, j.name, j.req.spec, f, s.claimant, catchUp)
+		cancel()
+		if w != nil {
+			w.sent, w.got = sent, s.clock.Now()
+		}
+		pause := b.Pause(attempt)
+		if err == nil || s.ctx.Err() != nil || !s.clock.Now().Add(pause).Before(giveUp) ||
+			lock.Sleep(s.ctx, s.clock, pause) != nil {
+			return w, err
+		}
+	}
 }
 
 // lockWait is how long after firing f the lock of j is waited for: half the
@@ -872,4 +896,11 @@ func (s *Scheduler) releaseBatch(ctx context.Context, _ struct{}, leases []*lock
 // It goes on while the scheduler stops, which waits for it.
 func (s *Scheduler) release(fr *firing, lease *lock.Lease) {
 	_, _ = s.releases.submit(fr.detached(), struct{}{}, lease)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -518,7 +518,11 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			synctest.Test(t, func(t *testing.T) {
-				r := newRig(t, time.Second)
+				var opts []Option
+				if tc.earlier {
+					opts = append(opts, WithMisfirePolicy(MisfireSkip())) // -1m, a misfire, is not run
+				}
+				r := newRig(t, time.Second, opts...)
 				if tc.earlier {
 					// Claimed at Start: -1m fell while no instance was up.
 					old := epoch.Add(-2 * time.Minute)
@@ -557,7 +561,7 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 				_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 				_ = r.s.Start()
 				e := r.end()
-				for e.Reason == ReasonMissed { // the earlier firing's, if any
+				for e.Reason == ReasonMisfired { // the earlier firing's, if any
 					e = r.end()
 				}
 				wantSpent(t, r, e, ran)
@@ -575,7 +579,7 @@ func TestStartNotRecordedClaimMovedOn(t *testing.T) {
 				}
 				if tc.earlier {
 					// The start, which may have applied, settled it.
-					if got, want := hists(r.store.runs()), "skipped -1m0s..-1m0s x1: "+ReasonMissed; !slices.Contains(got, want) {
+					if got, want := hists(r.store.runs()), "skipped -1m0s: "+ReasonMisfired; !slices.Contains(got, want) {
 						t.Fatalf("history %q, want %q", got, want)
 					}
 				}

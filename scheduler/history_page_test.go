@@ -24,7 +24,7 @@ func seedHistory(t *testing.T, runs *mongo.Collection, job string, base time.Tim
 		r := Run{Job: job, Keeper: "k", Scheduled: f, Start: f, Outcome: OutcomeSucceeded, Attempt: 1, Fence: uint64(i + 1)}
 		switch {
 		case i%7 == 0:
-			r = Run{Job: job, Scheduled: f, Through: f, Count: 1, Outcome: OutcomeSkipped, Reason: ReasonMissed, Attempt: 1}
+			r = Run{Job: job, Scheduled: f, Through: f, Count: 1, Outcome: OutcomeSkipped, Reason: ReasonMisfired, Attempt: 1}
 		case i%5 == 0:
 			r.Outcome, r.Error = OutcomeFailed, "boom"
 			all = append(all, r)
@@ -114,8 +114,8 @@ func TestLoadHistoryPage(t *testing.T) {
 	if n := count(HistoryQuery{Outcomes: []Outcome{OutcomeFailed}}); n != 6 {
 		t.Errorf("failed: %d records, want 6", n)
 	}
-	if n := count(HistoryQuery{ReasonPrefix: "missed"}); n != 6 {
-		t.Errorf("missed: %d records, want 6", n)
+	if n := count(HistoryQuery{ReasonPrefix: "misf"}); n != 6 {
+		t.Errorf("misfired: %d records, want 6", n)
 	}
 	if n := count(HistoryQuery{Retries: true}); n != 6 {
 		t.Errorf("retries: %d records, want 6", n)
@@ -167,7 +167,7 @@ func TestLoadRecordsPage(t *testing.T) {
 		reqs = append(reqs, claimReq{fmt.Sprintf("job-%02d", i), "@every 1m"})
 	}
 	reqs = append(reqs, claimReq{"x.y", "@every 1m"}, claimReq{"xay", "@every 1m"})
-	if err := st.register(ctx, reqs); err != nil {
+	if err := st.register(ctx, reqs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := PauseJob(ctx, jobs, "job-03", Pause{Note: "n", By: "alice"}); err != nil {
@@ -223,7 +223,7 @@ func TestRegisteredSpecs(t *testing.T) {
 	ctx := context.Background()
 	for _, r := range []struct{ keeper, spec string }{{"a", "@every 1m"}, {"b", "@every 1m"}, {"c", "*/5 * * * *"}} {
 		st := &mongoStore{jobs: jobs, keeper: r.keeper}
-		if err := st.register(ctx, []claimReq{{"j", r.spec}}); err != nil {
+		if err := st.register(ctx, []claimReq{{"j", r.spec}}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,56 +29,7 @@ const (
 	DefaultOpTimeout = 10 * time.Second
 	// DefaultStopMode is what Stop does with running jobs.
 	DefaultStopMode = StopCancel
-	// DefaultCatchUpWindow is how late a firing may still run: a missed
-	// firing, or one taken over from an instance that died, older than
-	// this is recorded as not run.
-	DefaultCatchUpWindow = 24 * time.Hour
-	// MaxCatchUp bounds CatchUp.Max.
-	MaxCatchUp = 1000
 )
-
-// DefaultCatchUp is the catch-up policy of jobs that set none: the latest
-// missed firing runs, if at most DefaultCatchUpWindow late (Quartz's
-// "fire once now").
-var DefaultCatchUp = CatchUpLatest(DefaultCatchUpWindow)
-
-// CatchUp is what a job does with firings that no instance claimed in
-// time: those that fell while no instance was up, or while an earlier
-// claim of the job waited to be taken over. Whatever the policy, a firing
-// that an instance claimed runs, late if need be (taken over from a
-// claimant that died), unless it is older than Window.
-type CatchUp struct {
-	// Window: a firing older than this, by the clock of the instance
-	// working on it, is recorded as not run (ReasonWindow).
-	Window time.Duration
-	// Max is how many firings one claim runs at most: the newest of those
-	// it covers, oldest first. 0 runs only the claimed firing and makes
-	// no claim at Start; from 1 on, Start also claims the latest firing
-	// missed while no instance was up.
-	Max int
-}
-
-// CatchUpSkip records missed firings as not run (ReasonMissed) and runs
-// only firings claimed on time (or taken over within window).
-func CatchUpSkip(window time.Duration) CatchUp { return CatchUp{Window: window} }
-
-// CatchUpLatest runs the latest missed firing, if within window, and
-// records the others as not run.
-func CatchUpLatest(window time.Duration) CatchUp { return CatchUp{Window: window, Max: 1} }
-
-// CatchUpAll runs every missed firing within window, oldest first, up to
-// max of them (the newest), and records the others as not run.
-func CatchUpAll(window time.Duration, max int) CatchUp { return CatchUp{Window: window, Max: max} }
-
-func (c CatchUp) check(opt string) error {
-	switch {
-	case c.Window < time.Second:
-		return fmt.Errorf("%w: %s: window %v is shorter than 1s", ErrInvalidOption, opt, c.Window)
-	case c.Max < 0 || c.Max > MaxCatchUp:
-		return fmt.Errorf("%w: %s: max %d is not from 0 to %d", ErrInvalidOption, opt, c.Max, MaxCatchUp)
-	}
-	return nil
-}
 
 // Overlap is what a firing does when the job's previous run, on any
 // instance, still holds the job's lock.
@@ -143,7 +94,8 @@ type config struct {
 	runsColl   string
 	retention  time.Duration // 0: no history
 	opTimeout  time.Duration
-	catchUp    CatchUp
+	misfire    MisfirePolicy
+	threshold  time.Duration // 0: MisfireThresholdFor the Session's timings
 	poll       time.Duration // 0: the Session's renew interval
 	leader     Leader        // nil: per-job locks only
 }
@@ -157,19 +109,7 @@ func defaultConfig() config {
 		runsColl:   DefaultRunsCollection,
 		retention:  DefaultHistoryRetention,
 		opTimeout:  DefaultOpTimeout,
-		catchUp:    DefaultCatchUp,
-	}
-}
-
-// WithCatchUp sets the catch-up policy of jobs that set none (JobCatchUp).
-// Default: DefaultCatchUp.
-func WithCatchUp(c CatchUp) Option {
-	return func(cfg *config) error {
-		if err := c.check("WithCatchUp"); err != nil {
-			return err
-		}
-		cfg.catchUp = c
-		return nil
+		misfire:    DefaultMisfirePolicy,
 	}
 }
 
@@ -188,10 +128,11 @@ type Leader interface {
 // goes through its claim, its job's lock and fence, so every guarantee of
 // the package holds across a change of leader: a new leader takes over the
 // claims the previous one left pending (its lease lapsed or was released,
-// or it would not lead), runs late the firings that fell while another
-// instance led (its own past terms, and those of others the runner saw:
-// runner.LeaderAwareRunner.TermsSeen), the others missed meanwhile as the
-// catch-up policy says, and a run the previous leader still has going keeps its
+// or it would not lead), and claims the latest firing when it starts to
+// lead, which covers the firings since the last claim: those within the
+// misfire threshold run late, the misfires as the misfire policy says (a
+// handover takes about a TTL, within the threshold); a run the previous
+// leader still has going keeps its
 // job's lock until it ends (the overlap policy applies), while a job's lock
 // that a leader which died left held is waited out, as any lock whose
 // holder stopped renewing it (see the package documentation). Default: none
@@ -332,7 +273,7 @@ func checkCollection(opt, name string) error {
 
 type jobConfig struct {
 	timeout    time.Duration
-	catchUp    *CatchUp // nil: the Scheduler's
+	misfire    *MisfirePolicy // nil: the Scheduler's
 	overlap    Overlap
 	retries    int
 	backoff    lock.Backoff
@@ -351,18 +292,6 @@ func JobTimeout(d time.Duration) JobOption {
 			return fmt.Errorf("%w: JobTimeout: %v is not positive", ErrInvalidOption, d)
 		}
 		c.timeout = d
-		return nil
-	}
-}
-
-// JobCatchUp sets the job's catch-up policy. Default: the Scheduler's
-// (WithCatchUp).
-func JobCatchUp(c CatchUp) JobOption {
-	return func(jc *jobConfig) error {
-		if err := c.check("JobCatchUp"); err != nil {
-			return err
-		}
-		jc.catchUp = &c
 		return nil
 	}
 }

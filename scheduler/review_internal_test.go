@@ -42,7 +42,7 @@ func TestAdmissionIgnoresRunningJobs(t *testing.T) {
 			case <-time.After(50 * time.Minute):
 			}
 			return nil
-		}, JobCatchUp(CatchUpSkip(time.Hour)))
+		}, JobMisfirePolicy(MisfireSkip()))
 		_ = a.s.AddJob("short", "@every 1s", func(context.Context) error { shortRuns.Add(1); return nil })
 		_ = a.s.Start()
 		store.control("long", func(c *controlDoc) { c.Trigger = epoch.Add(time.Second) }) // long runs now
@@ -286,7 +286,7 @@ func TestStalePollDoesNotResumeSettledWork(t *testing.T) {
 // own start, not from the claim's dispatch, else the runs before it count
 // as load, the admission limit falls to one, and jobs that fire together
 // afterwards are refused as overloaded. (Found by the leader-only
-// integration test: after a failover with CatchUpAll the limit stayed at
+// integration test: after a failover with MisfireRunAll the limit stayed at
 // one.)
 func TestAdmissionTimesEachCatchUpRunOnItsOwn(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -294,7 +294,7 @@ func TestAdmissionTimesEachCatchUpRunOnItsOwn(t *testing.T) {
 		const period = 10 * time.Second
 		// f(0) ran; f(1)..f(5) were missed, f(5) at the epoch.
 		f := func(i int) time.Time { return epoch.Add(time.Duration(i-5) * period) }
-		r := newRig(t, time.Second, WithCatchUp(CatchUpAll(time.Hour, 10)))
+		r := newRig(t, time.Second, WithMisfirePolicy(MisfireRunAll(time.Hour, 10)))
 		log := newRunLog()
 		jobs := []string{"a", "b", "c"}
 		for _, name := range jobs {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -41,6 +40,9 @@ type Scheduler struct {
 	cfg      config
 	parser   cron.Parser
 	ttl      time.Duration // the Session's
+	// threshold is how late a firing may start and still count as on
+	// time (misfire.go).
+	threshold time.Duration
 
 	mu       sync.Mutex
 	jobs     map[string]*job
@@ -63,22 +65,11 @@ type Scheduler struct {
 	// presenceMu, which also serializes taking it.
 	presenceMu *ctxlock.Mutex
 	presence   *lock.Lease
-	// presenceNow is presence, for readers that must not wait for
-	// presenceMu (which an acquisition holds): presentSince.
-	presenceNow atomic.Pointer[lock.Lease]
-	// presentFrom is when this instance's first presence term began
-	// (server time), and sinceNoted whether its presence lock records it
-	// (noteSince); both under presenceMu.
-	presentFrom time.Time
-	sinceNoted  bool
-	leading     bool // leader-only: led at the last poll; guarded by mu
+	leading    bool // leader-only: led at the last poll; guarded by mu
 
-	// Guarded by mu: when Start was called, and (leader-only) since when
-	// this instance leads, by its clock (upSince); the pending claims the
-	// last poll saw, by job (pollOnce).
+	// Guarded by mu: when Start was called, by its clock; the pending
+	// claims the last poll saw, by job (pollOnce).
 	startedAt time.Time
-	leadSince time.Time
-	led       []span // this instance's past terms as leader, newest last (at most maxLed)
 	pending   map[string]pendingClaim
 
 	// Admission (admission.go), guarded by mu: firings dispatched here
@@ -130,12 +121,6 @@ type job struct {
 	// otherwise the document's (server time, zero if it never changed).
 	// Catch-up claims no firing before it.
 	specFrom time.Time
-	// late is what the first plan of this instance's pending work (the
-	// claim of the firing last) decided to run late: the firings from
-	// from on. A plan of the same work again (resumed after its lock or
-	// start failed) keeps that decision, whatever the presence locks
-	// it went by show by then (plan).
-	late struct{ last, from time.Time }
 }
 
 // New returns a Scheduler that stores claims and runs in db (collections
@@ -202,6 +187,15 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 
 		admitLimit: admissionMax,
 	}
+	timings := session.Timings()
+	s.threshold = cfg.threshold
+	if s.threshold == 0 {
+		s.threshold = MisfireThresholdFor(timings, s.pollInterval(), cfg.opTimeout)
+	}
+	if least := minMisfireThreshold(timings, s.pollInterval()); s.threshold < least {
+		return nil, fmt.Errorf("%w: WithMisfireThreshold: %v is shorter than a dead claimant's takeover: TTL %v and two poll intervals of %v (%v)",
+			ErrInvalidOption, s.threshold, timings.TTL, s.pollInterval(), least)
+	}
 	if err := lock.ValidateID("presence lock id (lock prefix, jobs collection and keeper id)", s.presenceID(s.claimant)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
@@ -228,25 +222,6 @@ func claimantSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// noteLeading reports whether this instance leads (leader-only mode), and
-// notes since when. Called with s.mu held.
-func (s *Scheduler) noteLeading() bool {
-	leads := s.cfg.leader.IsLeader()
-	switch {
-	case !leads:
-		if !s.leadSince.IsZero() {
-			// A firing that fell while this instance led, not tried (busy,
-			// behind), runs late if it leads again (plan).
-			s.led = append(s.led, span{from: s.leadSince, to: s.clock.Now()})
-			s.led = s.led[max(0, len(s.led)-maxLed):]
-		}
-		s.leadSince = time.Time{}
-	case s.leadSince.IsZero():
-		s.leadSince = s.clock.Now()
-	}
-	return leads
 }
 
 // LockID returns the lock id of the job called name.
@@ -537,7 +512,7 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		limit += j.catchUps
 	}
 	switch {
-	case s.cfg.leader != nil && !s.noteLeading():
+	case s.cfg.leader != nil && !s.cfg.leader.IsLeader():
 		return lock.Event{}, true // a follower tries nothing
 	case j.removed:
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonRemoved}, false

@@ -23,8 +23,10 @@ import (
 // timing logic use a fake.
 type store interface {
 	// register makes the documents of jobs that have none, so that they
-	// can be paused before their first claim.
-	register(ctx context.Context, jobs []claimReq) error
+	// can be paused before their first claim, and records now (this
+	// instance's clock) as the last firing settled of those never
+	// claimed.
+	register(ctx context.Context, jobs []claimReq, now time.Time) error
 	// claim records that keeper claimed firing f of job, unless a firing
 	// at or after f was claimed before or an earlier claim's work is still
 	// pending, and returns the work it won, nil if it lost. It may report
@@ -100,7 +102,6 @@ const (
 	fieldSpec      = "spec"
 	fieldBy        = "by"  // keeper of the last claim
 	fieldAt        = "at"  // server time of the last claim, resume or takeover
-	fieldClaimed   = "cat" // server time of the last claim
 	fieldClaimID   = "cid" // the pending claim's token: every write of its work matches it
 	fieldJob       = "job"
 	fieldKeeper    = "keeper"
@@ -116,13 +117,6 @@ const (
 	fieldPending = "pend"  // true while the last claim's work is not settled
 	fieldDone    = "done"  // the last firing settled: started, or recorded as not run
 	fieldPTrig   = "ptrig" // the time of the triggered run the pending claim is for
-	fieldSettled = "sat"   // server time the last claim's work was settled
-	fieldPrevAt  = "pcat"  // server time that claim was made: it was pending from pcat to sat
-	fieldPrevUp  = "pup"   // server time the presence term of the instance that settled it began
-	// What the claim of the firing llast decided to run late: its firings
-	// from lfrom on (written with its starts; a taker keeps the decision).
-	fieldLateLast = "llast"
-	fieldLateFrom = "lfrom"
 
 	// Control, written by Pause, Resume, Trigger and Remove (control.go)
 	// from any instance or tool, and read by every claim.
@@ -162,16 +156,9 @@ type jobDoc struct {
 	Pending bool          `bson:"pend,omitempty"`
 	Done    time.Time     `bson:"done,omitempty"`
 	PTrig   time.Time     `bson:"ptrig,omitempty"`
-	Claimed time.Time     `bson:"cat,omitempty"`
-	Settled time.Time     `bson:"sat,omitempty"`
-	PrevAt  time.Time     `bson:"pcat,omitempty"`
-	PrevUp  time.Time     `bson:"pup,omitempty"`
-	// LateLast, LateFrom: fieldLateLast, fieldLateFrom.
-	LateLast time.Time  `bson:"llast,omitempty"`
-	LateFrom time.Time  `bson:"lfrom,omitempty"`
-	Control  controlDoc `bson:",inline"`
-	Run      runDoc     `bson:",inline"`
-	Regs     regsDoc    `bson:"regs,omitempty"` // specs.go
+	Control controlDoc    `bson:",inline"`
+	Run     runDoc        `bson:",inline"`
+	Regs    regsDoc       `bson:"regs,omitempty"` // specs.go
 	// Hash identifies the spec the cluster follows (Spec), SpecSince when
 	// it became the job's: specs.go.
 	Hash      string    `bson:"sh,omitempty"`
@@ -273,15 +260,9 @@ func fenceTS(f uint64) bson.Timestamp { return bson.Timestamp{T: uint32(f >> 32)
 // so the job, the firing (or trigger) and the attempt identify it, and
 // recording it twice is harmless. A record of one firing not run has its
 // firing's id: a run of the firing is recorded over it, and it is written
-// only where the firing has no record. A record of several is named by
-// the first and the last, so that a run of the first does not replace the
-// records of the others (a superseded decision's record and the run then
-// both stand).
+// only where the firing has no record: one record per firing.
 func historyID(r Run) string {
 	id := r.Job + "@" + r.Scheduled.UTC().Format(time.RFC3339Nano)
-	if r.Outcome == OutcomeSkipped && r.Through.After(r.Scheduled) {
-		id += ".." + r.Through.UTC().Format(time.RFC3339Nano)
-	}
 	if r.Triggered {
 		// A trigger's server time can equal a firing's instant.
 		id += "!trigger"
@@ -478,7 +459,7 @@ func (s *mongoStore) claimPart(ctx context.Context, key firingKey, reqs []claimR
 			if !key.catchUp {
 				missing = append(missing, i)
 			}
-		case updateErr != nil && d.Hash == r.hash() && d.Last.Before(f) && !d.Pending && (!key.catchUp || d.Last.After(neverClaimed)):
+		case updateErr != nil && d.Hash == r.hash() && d.Last.Before(f) && d.Done.Before(f) && !d.Pending && (!key.catchUp || d.Last.After(neverClaimed)):
 			retry = append(retry, i) // not written: claimable still
 		}
 		// Otherwise lost: out[i] stays zero.
@@ -566,7 +547,11 @@ func claimFilter(id, hash any, f time.Time, catchUp bool) bson.D {
 	if catchUp {
 		last = append(last, bson.E{Key: "$gt", Value: neverClaimed})
 	}
-	return bson.D{{Key: fieldID, Value: id}, {Key: fieldHash, Value: hash}, {Key: fieldLast, Value: last}, notPending}
+	// Nor before the last firing settled: after a registration that is
+	// the registration's time (settleRegistered), and a firing before it,
+	// reached by a clock behind the server's, is none of the job's.
+	done := bson.E{Key: fieldDone, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: f}}}}}
+	return bson.D{{Key: fieldID, Value: id}, {Key: fieldHash, Value: hash}, {Key: fieldLast, Value: last}, done, notPending}
 }
 
 // notPending matches documents whose last claim's work is settled.
@@ -579,7 +564,7 @@ func claimUpdate(f time.Time, keeper, spec string, cid bson.ObjectID) bson.D {
 	if spec != "" {
 		set = append(set, bson.E{Key: fieldSpec, Value: spec})
 	}
-	return bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}, {Key: fieldClaimed, Value: true}}}, {Key: "$set", Value: set}}
+	return bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}, {Key: "$set", Value: set}}
 }
 
 // recoveryContext is the context of the read that finds out which claims
@@ -710,13 +695,8 @@ func startUpdate(r Run, w *work) bson.D {
 		unset = append(unset, bson.E{Key: fieldPTrig, Value: ""})
 	case r.Scheduled.Equal(w.last):
 		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled}, bson.E{Key: fieldPending, Value: false})
-		set = append(set, w.pendingFrom()...)
-		now = append(now, bson.E{Key: fieldSettled, Value: true})
 	default:
 		set = append(set, bson.E{Key: fieldDone, Value: r.Scheduled})
-	}
-	if !w.triggered() && !w.lateFrom.IsZero() {
-		set = append(set, bson.E{Key: fieldLateLast, Value: w.last}, bson.E{Key: fieldLateFrom, Value: w.lateFrom})
 	}
 	return bson.D{
 		{Key: "$set", Value: set},
@@ -792,8 +772,6 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 		filter = append(filter, bson.E{Key: fieldLast, Value: w.last},
 			bson.E{Key: fieldPTrig, Value: bson.D{{Key: "$exists", Value: false}}})
 		set = append(set, bson.E{Key: fieldDone, Value: w.last})
-		set = append(set, w.pendingFrom()...)
-		update = append(update, bson.E{Key: "$currentDate", Value: bson.D{{Key: fieldSettled, Value: true}}})
 	}
 	res, err := s.jobs.UpdateOne(ctx, filter, append(update, bson.E{Key: "$set", Value: set}))
 	if err != nil {
@@ -873,7 +851,7 @@ func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, 
 			{Key: "$set", Value: bson.D{{Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}, {Key: fieldPTrig, Value: t},
 				{Key: fieldClaimID, Value: bson.NewObjectID()}}},
 			{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
-			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}, {Key: fieldClaimed, Value: true}}},
+			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
 		},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
@@ -957,7 +935,7 @@ var neverClaimed = time.Unix(0, 0).UTC()
 // is another gets this one, and the time it changed. Two instances
 // registering a job at once may collide on its _id: the write is then
 // sent again, and finds the document there.
-func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
+func (s *mongoStore) register(ctx context.Context, jobs []claimReq, now time.Time) error {
 	models := make([]mongo.WriteModel, 0, 3*len(jobs))
 	for _, j := range jobs {
 		h := j.hash()
@@ -985,6 +963,30 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq) error {
 			break
 		}
 	}
+	if err != nil {
+		return mongoutil.WrapErr(ctx, fmt.Sprintf("register %d jobs", len(jobs)), err)
+	}
+	return s.settleRegistered(ctx, jobs, now)
+}
+
+// settleRegistered records, in the documents of jobs never claimed, the
+// registering instance's time now as the last firing settled: a job's
+// first claim then covers every firing since its registration, not its
+// own alone (a first claim that failed left the firings before the next
+// one unrecorded). Firings are times of the instances' clocks, as the
+// claims' are, not of the server's: an instance whose clock is behind the
+// server's still claims the firings after its registration. A claim made
+// meanwhile has moved last on, and the document is left as it is; so is
+// one settled before. A failure is tried again by the next registration.
+func (s *mongoStore) settleRegistered(ctx context.Context, jobs []claimReq, now time.Time) error {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.job
+	}
+	_, err := s.jobs.UpdateMany(ctx,
+		bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: fieldLast, Value: neverClaimed},
+			{Key: fieldDone, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldDone, Value: now}}}})
 	if err != nil {
 		return mongoutil.WrapErr(ctx, fmt.Sprintf("register %d jobs", len(jobs)), err)
 	}
@@ -1197,8 +1199,10 @@ func historyDoc(r Run) (set, unset bson.D) {
 	opt(fieldAttempt, r.Attempt, r.Attempt > 1)
 	opt(fieldTriggered, true, r.Triggered)
 	skipped := r.Outcome == OutcomeSkipped
-	opt(fieldThrough, r.Through, skipped)
-	opt(fieldCount, r.Count, skipped)
+	// One record a firing: through and count are of older versions'
+	// records of several, which a record written now replaces.
+	opt(fieldThrough, nil, false)
+	opt(fieldCount, nil, false)
 	opt(fieldReason, r.Reason, skipped)
 	return set, unset
 }

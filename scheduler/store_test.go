@@ -232,7 +232,7 @@ func testHistoryRecordReplaced(t *testing.T, b backend) {
 	db := b.newDB(t)
 	s, ctx := newTestStore(t, db)
 	f := testFiring
-	skipped := Run{Job: "j", Keeper: "K", Scheduled: f, Through: f, Count: 1, Outcome: OutcomeSkipped, Reason: "why"}
+	skipped := Run{Job: "j", Keeper: "K", Scheduled: f, Outcome: OutcomeSkipped, Reason: "why"}
 	if err := s.addHistory(ctx, skipped); err != nil {
 		t.Fatal(err)
 	}
@@ -262,22 +262,6 @@ func testHistoryRecordReplaced(t *testing.T, b backend) {
 	}
 	if raw[0][fieldKeeper] != "L" || raw[0][fieldOutcome] != string(OutcomeSucceeded) {
 		t.Fatalf("record %v, want L's run, kept", raw[0])
-	}
-	// A record of several firings not run, the first of them run: both
-	// stand.
-	several := skipped
-	several.Through, several.Count = f.Add(time.Minute), 2
-	if err := s.addHistoryOnce(ctx, several); err != nil {
-		t.Fatal(err)
-	}
-	if cur, err = s.runs.Find(ctx, bson.D{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cur.All(ctx, &raw); err != nil || len(raw) != 2 {
-		t.Fatalf("history %v (%v), want the run and the record of several not run", raw, err)
-	}
-	if _, err := s.runs.DeleteOne(ctx, bson.D{{Key: fieldID, Value: historyID(several)}}); err != nil {
-		t.Fatal(err)
 	}
 	later := spent
 	later.Scheduled = f.Add(time.Hour)

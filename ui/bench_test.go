@@ -104,7 +104,7 @@ func seed(b testing.TB, db *mongo.Database, jobs, runs int) {
 			switch {
 			case n%11 == 0:
 				d = bson.D{{Key: "_id", Value: name + "@" + f.Format(time.RFC3339Nano)}, {Key: "job", Value: name}, {Key: "scheduled", Value: f},
-					{Key: "end", Value: f.Add(time.Minute)}, {Key: "outcome", Value: "skipped"}, {Key: "reason", Value: scheduler.ReasonMissed},
+					{Key: "end", Value: f.Add(time.Minute)}, {Key: "outcome", Value: "skipped"}, {Key: "reason", Value: scheduler.ReasonMisfired},
 					{Key: "through", Value: f}, {Key: "count", Value: 1}}
 			case n%7 == 0:
 				d = append(d, bson.E{Key: "outcome", Value: "failed"}, bson.E{Key: "error", Value: "boom"})

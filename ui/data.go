@@ -333,7 +333,7 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 			switch {
 			case d.Outcome == string(scheduler.OutcomeFailed):
 				p.Failed++
-			case isMissed(d.Reason):
+			case isMisfire(d.Reason):
 				p.Missed += n
 			default:
 				p.Skipped += n
@@ -347,8 +347,11 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 	})
 }
 
-func isMissed(reason string) bool {
-	return strings.HasPrefix(reason, "missed") || strings.HasPrefix(reason, scheduler.ReasonWindow)
+// isMisfire reports whether reason is a misfire's, or one of the reasons
+// older versions recorded for what is now a misfire.
+func isMisfire(reason string) bool {
+	return strings.HasPrefix(reason, scheduler.ReasonMisfired) || strings.HasPrefix(reason, "missed") ||
+		strings.HasPrefix(reason, "catch-up window passed")
 }
 
 // jobRow is a job as the jobs table shows it.

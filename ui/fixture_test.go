@@ -177,7 +177,7 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 		d := bson.D{{Key: "_id", Value: "ok@" + f.Format(time.RFC3339Nano)}, {Key: "job", Value: "ok"}, {Key: "scheduled", Value: f},
 			{Key: "end", Value: f.Add(time.Second)}}
 		if i%5 == 0 {
-			d = append(d, bson.E{Key: "outcome", Value: "skipped"}, bson.E{Key: "reason", Value: scheduler.ReasonMissed},
+			d = append(d, bson.E{Key: "outcome", Value: "skipped"}, bson.E{Key: "reason", Value: scheduler.ReasonMisfired},
 				bson.E{Key: "through", Value: f}, bson.E{Key: "count", Value: 1})
 		} else {
 			d = append(d, bson.E{Key: "outcome", Value: "succeeded"}, bson.E{Key: "keeper", Value: "old/1"},

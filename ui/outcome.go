@@ -13,14 +13,14 @@ import (
 type class string
 
 const (
-	classRan     class = "ran"
-	classLate    class = "late"
-	classRetried class = "retried"
-	classFailed  class = "failed"
-	classSkipped class = "skipped"
-	classMissed  class = "missed"
-	classSpent   class = "spent"
-	classRunning class = "running"
+	classRan      class = "ran"
+	classLate     class = "late"
+	classRetried  class = "retried"
+	classFailed   class = "failed"
+	classSkipped  class = "skipped"
+	classMisfired class = "misfired"
+	classSpent    class = "spent"
+	classRunning  class = "running"
 )
 
 // classes in the order of the legend, with their symbol (shown in tables,
@@ -36,7 +36,7 @@ var classes = []struct {
 	{classRetried, "◆", "retried", "an attempt that failed and was tried again"},
 	{classFailed, "✕", "failed", "the last attempt failed"},
 	{classSkipped, "▽", "skipped", "not run on purpose or by the protocol: the reason says why"},
-	{classMissed, "○", "missed", "not claimed in time, or past the catch-up window"},
+	{classMisfired, "○", "misfired", "could not start within the misfire threshold, and the misfire policy did not run it"},
 	{classSpent, "□", "spent", "started on an instance that stopped before recording the end"},
 	{classRunning, "◔", "running", "started, not ended yet"},
 }
@@ -75,8 +75,8 @@ func (h *Handler) viewRun(r scheduler.Run, present map[string]bool, retried map[
 	switch r.Outcome {
 	case scheduler.OutcomeSkipped:
 		v.Class = classSkipped
-		if isMissed(r.Reason) {
-			v.Class = classMissed
+		if isMisfire(r.Reason) {
+			v.Class = classMisfired
 		}
 		v.Label = v.Class.word() + ": " + cmpOr(r.Reason, "no reason recorded")
 		if r.Count > 1 {

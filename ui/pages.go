@@ -221,8 +221,8 @@ var outcomeFilters = []struct{ Value, Label string }{
 	{"ran", "ran (succeeded)"},
 	{"failed", "failed"},
 	{"retried", "retried attempts"},
-	{"skipped", "not run (skipped or missed)"},
-	{"missed", "missed"},
+	{"skipped", "not run (skipped or misfired)"},
+	{"misfired", "misfired"},
 }
 
 // jobPage is the data of a job's page.
@@ -283,10 +283,10 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 		hq.Retries = true
 	case "skipped":
 		hq.Outcomes = []scheduler.Outcome{scheduler.OutcomeSkipped}
-	case "missed":
-		hq.Outcomes, hq.ReasonPrefix = []scheduler.Outcome{scheduler.OutcomeSkipped}, "missed"
+	case "misfired":
+		hq.Outcomes, hq.ReasonPrefix = []scheduler.Outcome{scheduler.OutcomeSkipped}, scheduler.ReasonMisfired
 	default:
-		h.badInput(w, r, "outcome %q: want ran, failed, retried, skipped or missed", outcome)
+		h.badInput(w, r, "outcome %q: want ran, failed, retried, skipped or misfired", outcome)
 		return
 	}
 	var err error

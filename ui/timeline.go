@@ -70,7 +70,7 @@ func shape(c class, x, y float64) string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	X, Y := f(x), f(y)
 	switch c {
-	case classRan, classMissed, classRunning:
+	case classRan, classMisfired, classRunning:
 		return "M" + f(x-5) + "," + Y + "a5,5 0 1,0 10,0a5,5 0 1,0 -10,0Z"
 	case classLate:
 		return "M" + f(x-2) + "," + f(y-5) + "h2a5,5 0 0,1 0,10h-2Z"

@@ -20,7 +20,7 @@ func TestTimeline(t *testing.T) {
 		{Keeper: "app2/y", Scheduled: at(1), Start: at(4), End: at(5), Outcome: scheduler.OutcomeSucceeded, Attempt: 1},
 		{Keeper: "app1/x", Scheduled: at(2), Start: at(2), End: at(2), Outcome: scheduler.OutcomeFailed, Attempt: 1},
 		{Keeper: "app1/x", Scheduled: at(2), Start: at(2), End: at(3), Outcome: scheduler.OutcomeSucceeded, Attempt: 2},
-		{Scheduled: at(3), Through: at(3), Count: 1, Outcome: scheduler.OutcomeSkipped, Reason: scheduler.ReasonMissed},
+		{Scheduled: at(3), Through: at(3), Count: 1, Outcome: scheduler.OutcomeSkipped, Reason: scheduler.ReasonMisfired},
 		{Scheduled: at(4), Through: at(5), Count: 2, Outcome: scheduler.OutcomeSkipped, Reason: scheduler.ReasonPaused},
 		// at(6): no record.
 		{Keeper: "app2/y", Scheduled: at(7), Start: at(7), End: at(7), Outcome: scheduler.OutcomeFailed, Attempt: 1},
@@ -52,7 +52,7 @@ func TestTimeline(t *testing.T) {
 			t.Errorf("mark %+v without a shape or a title", m)
 		}
 	}
-	want := map[class]int{classRan: 2, classLate: 1, classRetried: 1, classFailed: 1, classMissed: 1, classSkipped: 1, classSpent: 1, classAction: 1}
+	want := map[class]int{classRan: 2, classLate: 1, classRetried: 1, classFailed: 1, classMisfired: 1, classSkipped: 1, classSpent: 1, classAction: 1}
 	for c, n := range want {
 		if count[c] != n {
 			t.Errorf("%d marks of %s, want %d (%v)", count[c], c, n, count)
