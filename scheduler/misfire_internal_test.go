@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mongolock/mongolock/lock"
+	"go.uber.org/goleak"
+)
+
+// TestDecide: the promise's one decision, without a store or a clock. Of
+// the firings of a claim's work, those at most the threshold late run;
+// the misfires before them run as the policy says, the newest first; a
+// pause, a removal or a run still going says otherwise first.
+func TestDecide(t *testing.T) {
+	at := func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+	firings := []time.Time{at(10), at(20), at(30), at(40), at(50)}
+	now := at(55) // 45s, 35s, 25s, 15s, 5s late
+	const threshold = 20 * time.Second
+	mis := ReasonMisfired
+	for _, tc := range []struct {
+		name     string
+		policy   MisfirePolicy
+		control  controlDoc
+		runGoing func(time.Time) bool
+		want     []string
+		held     bool
+	}{
+		{"skip", MisfireSkip(), controlDoc{}, nil, []string{mis, mis, mis, "", ""}, false},
+		{"latest", MisfireRunLatest(time.Hour), controlDoc{}, nil, []string{mis, mis, "", "", ""}, false},
+		{"all", MisfireRunAll(time.Hour, 10), controlDoc{}, nil, []string{"", "", "", "", ""}, false},
+		{"the newest two", MisfireRunAll(time.Hour, 2), controlDoc{}, nil, []string{mis, "", "", "", ""}, false},
+		// 35s and 45s late: past a 30s window.
+		{"window", MisfireRunAll(30*time.Second, 10), controlDoc{}, nil, []string{mis, mis, "", "", ""}, false},
+		{"paused between 15s and 35s", MisfireRunAll(time.Hour, 10),
+			controlDoc{PausedAt: at(15), ResumedAt: at(35)}, nil, []string{"", ReasonPaused, ReasonPaused, "", ""}, false},
+		{"removed", MisfireRunAll(time.Hour, 10), controlDoc{Removed: true},
+			nil, []string{ReasonRemoved, ReasonRemoved, ReasonRemoved, ReasonRemoved, ReasonRemoved}, false},
+		// The claimed firing is the lock wait's to decide.
+		{"previous run going", MisfireRunAll(time.Hour, 10), controlDoc{},
+			func(f time.Time) bool { return f.After(at(25)) }, []string{"", "", ReasonRunGoing, ReasonRunGoing, ""}, false},
+		// A pause now holds the work while firings from before it would
+		// run; those after it are paused.
+		{"paused now", MisfireSkip(), controlDoc{Paused: true, PausedAt: at(45)}, nil,
+			[]string{mis, mis, mis, "", ReasonPaused}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, held := decide(fates{firings: firings, now: now, threshold: threshold, policy: tc.policy,
+				control: tc.control, runGoing: tc.runGoing})
+			if !slices.Equal(got, tc.want) || held != tc.held {
+				t.Errorf("decide = %q held %v, want %q held %v", got, held, tc.want, tc.held)
+			}
+		})
+	}
+}
+
+// TestMisfireThreshold: the default threshold is derived from the
+// Session's timings, and New refuses one too short for a takeover.
+func TestMisfireThreshold(t *testing.T) {
+	d := lock.DefaultTimings(30 * time.Second)
+	if got, want := MisfireThresholdFor(d, d.RenewInterval, DefaultOpTimeout), 70*time.Second; got != want {
+		t.Errorf("MisfireThresholdFor(the defaults) = %v, want %v", got, want)
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) { testMisfireThreshold(t) })
+}
+
+func testMisfireThreshold(t *testing.T) {
+	r := newRig(t, time.Second)
+	if got, want := r.s.MisfireThreshold(), time.Second+3*r.s.pollInterval()+DefaultOpTimeout; got != want {
+		t.Errorf("MisfireThreshold() = %v, want %v", got, want)
+	}
+	if _, err := newScheduler(r.store, r.session, mustConfig(t, WithMisfireThreshold(time.Second))); err == nil {
+		t.Error("New accepted a misfire threshold of 1s with a 1s TTL")
+	}
+	if _, err := newScheduler(r.store, r.session, mustConfig(t, WithMisfireThreshold(2*time.Second))); err != nil {
+		t.Errorf("New refused a threshold of a TTL and two polls: %v", err)
+	}
+	r.stop()
+}
+
+func mustConfig(t *testing.T, opts ...Option) config {
+	t.Helper()
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
