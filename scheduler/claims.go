@@ -44,22 +44,19 @@ type work struct {
 }
 
 // runGoing reports whether the job's previous run, as the claim found it,
-// was going at f (by this instance's clock, as offset tells): started
-// before it and ended after it, having started before the firing after its
-// own (next tells it) — a run on schedule that outlasted its period, which
-// the overlap policy is about. A late run, of a backlog being worked off,
-// is not counted: the firings that fall meanwhile are more of the backlog.
-// Nor is a run whose end is not recorded: it may be of an instance that
-// died.
-func (w *work) runGoing(f time.Time, next func(time.Time) time.Time) bool {
+// was going at f (by this instance's clock, as offset tells), past the
+// wait for its lock that f's own claim would have made: started before it
+// and ended after f plus wait, the overlap policy's to skip (as
+// overlapped, for the runs of one work). A run whose end is not recorded
+// is not counted: it may be of an instance that died.
+func (w *work) runGoing(f time.Time, wait time.Duration) bool {
 	r := &w.prevRun
 	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
 		return false
 	}
 	offset := w.offset()
 	start, end := r.Start.Add(-offset), r.End.Add(-offset)
-	n := next(r.Scheduled)
-	return !start.After(f) && end.After(f) && (n.IsZero() || start.Before(n))
+	return !start.After(f) && end.After(f.Add(wait))
 }
 
 // offset is how far ahead of this instance's clock the server's was, as
@@ -158,9 +155,8 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		return []step{{at: w.trig}} // an operator asked for it: paused or not
 	}
 	firings, beyond := s.firingsOf(j, w)
-	next := func(t time.Time) time.Time { return nextAfter(j.sched, s.cfg.location, t) }
 	reasons, held := decide(fates{firings: firings, now: w.serverNow(now), threshold: s.threshold,
-		policy: s.misfirePolicy(j), control: w.control, runGoing: func(f time.Time) bool { return w.runGoing(f, next) }})
+		policy: s.misfirePolicy(j), control: w.control, runGoing: func(f time.Time) bool { return w.runGoing(f, s.lockWait(j, f)) }})
 	if held {
 		return []step{{at: w.last, reason: reasonHeld}}
 	}
@@ -679,7 +675,11 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	prev := w.done       // the last firing settled
 	lastStarted := false
 	lastEnded := false // the last step, fr's firing, did not start: its event is out
+	var before *firing // the last run of this work
 	for i, st := range steps {
+		if st.reason == "" && i < len(steps)-1 && before != nil && s.overlapped(j, before, st.at) {
+			st.reason = ReasonRunGoing
+		}
 		if st.reason != "" {
 			skipped = append(skipped, notRun{Run: s.notRun(j, st)})
 			continue
@@ -697,6 +697,9 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		}
 		run.last = i == len(steps)-1
 		res := s.runOne(run, w, skipped)
+		if res.started {
+			before = run
+		}
 		switch {
 		case res.takenOver:
 			return // the taker records what is left
@@ -758,6 +761,17 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		return
 	}
 	s.recordNotRun(fr, skipped)
+}
+
+// overlapped reports whether firing f of j, after prev's in one claim's
+// work, fell while prev's run went on, past the wait for its lock that a
+// firing of its own would have made (lockWait): the overlap policy skips
+// it, as it would had it been claimed on its own while prev ran
+// (OverlapSkip waits no longer; OverlapWait and OverlapCancel let one
+// firing wait, the claimed one). A backlog of late firings, run one
+// after the other, so does not outrun a job slower than its period.
+func (s *Scheduler) overlapped(j *job, prev *firing, f time.Time) bool {
+	return !prev.began.IsZero() && !prev.began.After(f) && prev.ended.After(f.Add(s.lockWait(j, f)))
 }
 
 // recordNotRun writes the records of firings of fr's job that do not run,

@@ -231,9 +231,10 @@
 // Each firing not run has a record of its own, written only where the
 // firing has none (a run's record replaces it); of a very long outage, the
 // newest MaxRecorded per claim, the oldest of them saying how many older
-// ones were not recorded. A job's registration records the registering
-// instance's time as the last firing settled, so that its first claim
-// covers every firing since, and none before.
+// ones were not recorded. A job's registration records its time (the
+// server's, or the registering instance's if earlier) as the last firing
+// settled, so that its first claim covers every firing since, and none
+// before.
 //
 // Start claims the latest firing before it (and, in leader-only mode, a
 // new leader when it starts to lead): the firings since the last claim

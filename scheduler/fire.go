@@ -82,6 +82,11 @@ type firing struct {
 	// released the job's lock.
 	busy *busy
 	last bool
+	// began and ended are when its run's start was recorded and when its
+	// job last returned, by this instance's clock (zero if it did not
+	// run): the firings after it in its work that fell while it went on
+	// are the overlap policy's (overlapped).
+	began, ended time.Time
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
 	// once the claim is won and when the Session has a tracer; span is it,
@@ -566,6 +571,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		return ran{takenOver: true, end: skip(ReasonTakenOver, nil)}
 	}
 	r.Start = start
+	fr.began = s.clock.Now()
 	s.setupDone(fr)
 	out := ran{started: true, notRunLeft: skippedBefore}
 	if !fr.dispatched.IsZero() && fr.tries == 1 {
@@ -620,6 +626,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		r.Outcome, r.Error, r.End = OutcomeRunning, "", time.Time{}
 	}
 
+	fr.ended = s.clock.Now()
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {

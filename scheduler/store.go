@@ -23,9 +23,9 @@ import (
 // timing logic use a fake.
 type store interface {
 	// register makes the documents of jobs that have none, so that they
-	// can be paused before their first claim, and records now (this
-	// instance's clock) as the last firing settled of those never
-	// claimed.
+	// can be paused before their first claim, and records the
+	// registration's time as the last firing settled of those never
+	// claimed: the server's, or now (this instance's clock) if earlier.
 	register(ctx context.Context, jobs []claimReq, now time.Time) error
 	// claim records that keeper claimed firing f of job, unless a firing
 	// at or after f was claimed before or an earlier claim's work is still
@@ -969,24 +969,27 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq, now time.Tim
 	return s.settleRegistered(ctx, jobs, now)
 }
 
-// settleRegistered records, in the documents of jobs never claimed, the
-// registering instance's time now as the last firing settled: a job's
-// first claim then covers every firing since its registration, not its
-// own alone (a first claim that failed left the firings before the next
-// one unrecorded). Firings are times of the instances' clocks, as the
-// claims' are, not of the server's: an instance whose clock is behind the
-// server's still claims the firings after its registration. A claim made
-// meanwhile has moved last on, and the document is left as it is; so is
-// one settled before. A failure is tried again by the next registration.
+// settleRegistered records, in the documents of jobs never claimed, when
+// the job was registered as the last firing settled: the server's time or
+// the registering instance's (now), whichever is earlier. A job's first
+// claim then covers every firing since its registration, not its own
+// alone (a first claim that failed left the firings before the next one
+// unrecorded), and no firing before it: a claim of one loses (claimFilter).
+// The earlier of the two clocks, so that an instance whose clock is behind
+// the server's still claims the firings after its registration by its
+// own. A claim made meanwhile has moved last on, and the document is left
+// as it is. A failure is tried again by the next registration.
 func (s *mongoStore) settleRegistered(ctx context.Context, jobs []claimReq, now time.Time) error {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.job
 	}
-	_, err := s.jobs.UpdateMany(ctx,
-		bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: fieldLast, Value: neverClaimed},
-			{Key: fieldDone, Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fieldDone, Value: now}}}})
+	never := bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}, {Key: fieldLast, Value: neverClaimed}}
+	_, err := s.jobs.BulkWrite(ctx, []mongo.WriteModel{
+		mongo.NewUpdateManyModel().SetFilter(append(never, bson.E{Key: fieldDone, Value: bson.D{{Key: "$exists", Value: false}}})).
+			SetUpdate(bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldDone, Value: true}}}}),
+		mongo.NewUpdateManyModel().SetFilter(never).SetUpdate(bson.D{{Key: "$min", Value: bson.D{{Key: fieldDone, Value: now}}}}),
+	}, options.BulkWrite().SetOrdered(true))
 	if err != nil {
 		return mongoutil.WrapErr(ctx, fmt.Sprintf("register %d jobs", len(jobs)), err)
 	}
