@@ -294,7 +294,6 @@ func newLedgerCluster(t *testing.T, dbName string, srv *simdb.Server) ([]*instan
 	ins := newCluster(t, dbName, clusterConfig{sim: srv,
 		skews: []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond},
 		ttl:   2 * time.Second,
-		opts:  []scheduler.Option{scheduler.WithSeconds()},
 	})
 	led := &ledger{}
 	addLedgerJobs(t, led, ins)

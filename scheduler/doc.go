@@ -11,11 +11,16 @@
 //	_ = s.Start()
 //	defer s.Stop(ctx) // before session.Close
 //
-// Specs are parsed by github.com/robfig/cron/v3: five fields (six with
-// WithSeconds), descriptors such as @daily and "@every 10m", and a CRON_TZ=
-// prefix. A spec without CRON_TZ= is read in UTC unless WithLocation says
-// otherwise: instances configured with different local zones would otherwise
-// disagree on the firings. "@every D" fires at the multiples of D since the
+// Specs are parsed by github.com/robfig/cron/v3: five fields (minute first,
+// as in crontab) or six (a leading seconds field), whichever a spec has;
+// descriptors such as @daily and "@every 10m"; and a CRON_TZ= prefix. A
+// step larger than the range it steps through ("*/75" seconds, "*/25"
+// hours), which would fire at the range's first value only, is refused, as
+// is CRON_TZ=Local. A spec without CRON_TZ= is read in UTC unless
+// WithLocation says otherwise: instances configured with different local
+// zones would otherwise disagree on the firings; with WithLocation, the
+// spec is registered with the zone's IANA name (time.Local's is looked
+// up), so that instances in different zones do not count as agreeing. "@every D" fires at the multiples of D since the
 // Unix epoch, not D after each process started, so that every instance
 // computes the same firings; D must be a whole number of seconds.
 //
