@@ -448,6 +448,10 @@
 //     the job with another spec since this one (Reason names both), so
 //     this instance no longer fires it; or its spec is the job's again
 //     (see One spec per job).
+//   - lock.DocumentUnreadable: a read of Jobs or History (or of the
+//     documents before a registration) skipped a document it could not
+//     read; Reason names its collection, _id and field, Err says what is
+//     wrong (see Records). Logged as a warning.
 //
 // With no observer, lock.Session.Emit returns at once.
 //
@@ -462,8 +466,14 @@
 //
 // Every run is reported (Events) and persisted: the job document holds the
 // last claim and the last run, the runs collection the history
-// (WithHistory). Jobs, History, LoadRecords and LoadHistory read them from
-// any instance or tool. All writes use write concern majority with
+// (WithHistory). Jobs, History, LoadRecords, LoadRecordsPage, LoadHistory
+// and LoadHistoryPage read them from any instance or tool. A document one
+// of them cannot read (a field of the wrong type, such as outcome: 7 or
+// last: "x"; a run record without scheduled) is skipped and reported as a
+// BadDocument naming its collection, _id and field: returned beside the
+// others by the Load functions (in bad, or the page's Bad), and as the
+// event lock.DocumentUnreadable by a Scheduler's. It never fails the whole
+// read, nor panics it. All writes use write concern majority with
 // journal, so a claim survives a failover. A run's end and history are
 // written however long the database cannot be reached while the Scheduler
 // runs (the job's lock stays held meanwhile, so its next run waits). Each

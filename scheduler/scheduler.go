@@ -159,7 +159,19 @@ func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler,
 	}
 	s.mst = st
 	st.keeper = s.keeper
+	st.bad = s.reportBad
 	return s, nil
+}
+
+// reportBad reports a document a read of the Scheduler skipped
+// (BadDocument): lock.DocumentUnreadable, a warning in the log.
+func (s *Scheduler) reportBad(b BadDocument) {
+	e := lock.Event{Kind: lock.DocumentUnreadable, At: s.clock.Now(), KeeperID: s.keeper, Err: b.Err,
+		Reason: fmt.Sprintf("%s document %s, field %q", b.Collection, b.ID, b.Field)}
+	if b.Collection == s.cfg.jobsColl {
+		e.Job = b.ID
+	}
+	s.session.Emit(e)
 }
 
 func buildConfig(opts []Option) (config, error) {

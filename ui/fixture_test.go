@@ -155,7 +155,7 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 			stop()
 			return nil, nil, err
 		}
-		recs, err := scheduler.LoadRecords(ctx, db.Collection(scheduler.DefaultJobsCollection), "ok")
+		recs, _, err := scheduler.LoadRecords(ctx, db.Collection(scheduler.DefaultJobsCollection), "ok")
 		if err != nil {
 			stop()
 			return nil, nil, err
