@@ -105,7 +105,8 @@ type HistoryPage struct {
 // to newer records that comes out short is the newest page instead. Bad
 // arguments return an error wrapping ErrInvalidOption and read nothing. A
 // record that cannot be read takes its place on the page, in Bad instead
-// of Runs.
+// of Runs; one whose firing time is missing or not a time sorts after
+// every other, and only the newest page (no cursor) can reach it.
 func LoadHistoryPage(ctx context.Context, coll *mongo.Collection, q HistoryQuery) (HistoryPage, error) {
 	filter, err := q.filter()
 	if err != nil {
