@@ -239,7 +239,7 @@ func (in *instance) build(db *mongo.Database, em *emitter, work time.Duration) e
 	if in.migrator, err = migrations.New(db, migrations.WithSession(in.session)); err != nil {
 		return usagef("%v", err)
 	}
-	if in.sched, err = scheduler.New(db, in.session, scheduler.WithSeconds()); err != nil {
+	if in.sched, err = scheduler.New(db, in.session); err != nil {
 		return usagef("%v", err)
 	}
 	for _, j := range demoJobs() {

@@ -48,9 +48,12 @@ type skipRecord struct {
 func loadDemoHistory(ctx context.Context, db *mongo.Database, jobs []demoJob) (demoHistory, error) {
 	h := demoHistory{notRun: make(map[cluster.Firing]startRecord)}
 	for _, j := range jobs {
-		hist, err := scheduler.LoadHistory(ctx, db.Collection(scheduler.DefaultRunsCollection), j.name, 0)
-		if err != nil {
+		hist, bad, err := scheduler.LoadHistory(ctx, db.Collection(scheduler.DefaultRunsCollection), j.name, 0)
+		switch {
+		case err != nil:
 			return demoHistory{}, err
+		case len(bad) > 0: // the demo's own records: a check cannot skip one
+			return demoHistory{}, fmt.Errorf("history of %s: %s", j.name, bad[0])
 		}
 		starts := make(map[cluster.Firing]int)
 		for _, r := range hist {
@@ -134,8 +137,11 @@ func (d *demo) watchStarts(name, keeper string) {
 				<-d.clock.After(margin / (reads - 1))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), d.a.g.timeout)
-			recs, err := scheduler.LoadRecords(ctx, coll, names...)
+			recs, bad, err := scheduler.LoadRecords(ctx, coll, names...)
 			cancel()
+			if err == nil && len(bad) > 0 {
+				err = fmt.Errorf("%s", bad[0])
+			}
 			if err != nil {
 				d.c.Add(cluster.Event{Kind: cluster.EvLog, Instance: "demo",
 					Msg: fmt.Sprintf("could not read the runs %s left started: %s", name, d.a.red.oneLine(err.Error()))})

@@ -28,7 +28,7 @@ func TestWatchStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer session.Close()
-	s, err := scheduler.New(db, session, scheduler.WithSeconds())
+	s, err := scheduler.New(db, session)
 	if err != nil {
 		t.Fatal(err)
 	}

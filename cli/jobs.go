@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
@@ -146,7 +147,8 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	if err != nil || *tz == "" {
 		return usagef("--tz %q: not a time zone", *tz)
 	}
-	if _, err := a.logger(); err != nil {
+	log, err := a.logger()
+	if err != nil {
 		return err
 	}
 	db, disconnect, err := a.connect(ctx)
@@ -154,12 +156,13 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 		return err
 	}
 	defer disconnect()
-	recs, err := scheduler.LoadRecords(ctx, db.Collection(*jobsColl), pos...)
+	recs, bad, err := scheduler.LoadRecords(ctx, db.Collection(*jobsColl), pos...)
 	if err != nil {
 		return err
 	}
+	a.warnBad(log, bad)
 	jobs := a.withRegistered(recs, pos)
-	if err := a.allKnown(jobs, pos, *jobsColl); err != nil {
+	if err := a.allKnown(jobs, pos, *jobsColl, bad); err != nil {
 		return err
 	}
 	var now time.Time
@@ -174,9 +177,10 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	if *history > 0 {
 		for _, j := range jobs {
 			name := j.rec.Name
-			if hist[name], err = scheduler.LoadHistory(ctx, db.Collection(*runsColl), name, *history); err != nil {
+			if hist[name], bad, err = scheduler.LoadHistory(ctx, db.Collection(*runsColl), name, *history); err != nil {
 				return err
 			}
+			a.warnBad(log, bad)
 		}
 	}
 	if *asJSON {
@@ -401,12 +405,24 @@ func (a *app) withRegistered(recs []scheduler.Record, names []string) []listedJo
 	return out
 }
 
+// warnBad logs, as warnings, the documents a read skipped because they
+// could not be read (scheduler.BadDocument): the listing goes on without
+// them.
+func (a *app) warnBad(log zerolog.Logger, bad []scheduler.BadDocument) {
+	for _, b := range bad {
+		log.Warn().Str("collection", b.Collection).Str("id", b.ID).Str("field", b.Field).
+			Str("error", a.red.oneLine(b.Err.Error())).Msg("skipped a document that cannot be read")
+	}
+}
+
 // allKnown returns an error naming the jobs of names that are neither in
-// the database nor registered.
-func (a *app) allKnown(jobs []listedJob, names []string, coll string) error {
+// the database nor registered. A job whose document could not be read
+// (bad) is known: warnBad named it.
+func (a *app) allKnown(jobs []listedJob, names []string, coll string, bad []scheduler.BadDocument) error {
 	var unknown []string
 	for _, n := range names {
-		if !slices.ContainsFunc(jobs, func(j listedJob) bool { return j.rec.Name == n }) && !slices.Contains(unknown, n) {
+		if !slices.ContainsFunc(jobs, func(j listedJob) bool { return j.rec.Name == n }) &&
+			!slices.ContainsFunc(bad, func(b scheduler.BadDocument) bool { return b.ID == n }) && !slices.Contains(unknown, n) {
 			unknown = append(unknown, n)
 		}
 	}

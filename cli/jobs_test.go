@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,6 +240,56 @@ func TestJobsHistory(t *testing.T) {
 	}
 	if h[1].Outcome != "skipped" || h[1].Count != 3 || h[1].Reason != "paused" || h[1].Through != "2030-01-03T03:00:00.000Z" || h[1].Attempt != 1 {
 		t.Errorf("skipped record: %+v", h[1])
+	}
+}
+
+// TestJobsBadDocuments: a job document or run record that cannot be read
+// (a run without its firing, wrong-typed fields) is named on stderr, and
+// the listing and the history go on with the others (a run without
+// scheduled panicked jobs J --history, and last: "x" failed the listing).
+func TestJobsBadDocuments(t *testing.T) {
+	t.Parallel()
+	db, g := on(t)
+	ctx := context.Background()
+	addJob(t, db, "nightly", "0 3 * * *")
+	day := time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC)
+	if _, err := db.Collection(scheduler.DefaultJobsCollection).InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: "broken"}, {Key: "last", Value: "x"}},
+		bson.D{{Key: "_id", Value: "odd"}, {Key: "spec", Value: "@daily"}, {Key: "outcome", Value: 7}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection(scheduler.DefaultRunsCollection).InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: "nightly@none"}, {Key: "job", Value: "nightly"}, {Key: "outcome", Value: "succeeded"}},
+		bson.D{{Key: "_id", Value: "nightly@x"}, {Key: "job", Value: "nightly"}, {Key: "scheduled", Value: "x"}},
+		bson.D{{Key: "_id", Value: "nightly@1"}, {Key: "job", Value: "nightly"}, {Key: "keeper", Value: "k1"},
+			{Key: "scheduled", Value: day}, {Key: "start", Value: day}, {Key: "outcome", Value: "succeeded"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rest := range [][]string{{"jobs", "--history", "5"}, {"jobs", "nightly", "broken", "--history", "5"}, {"jobs", "--json", "--history", "5"}} {
+		r := cli(t, args(g, rest...)...)
+		wantOK(t, r)
+		if !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "k1") {
+			t.Errorf("%v: the good job and its run are not listed:\n%s", rest, r.stdout)
+		}
+		want := []string{"mongolock_runs nightly@none scheduled", "mongolock_runs nightly@x scheduled", "mongolock_jobs broken last"}
+		if rest[1] != "nightly" {
+			want = append(want, "mongolock_jobs odd outcome")
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+			var e struct{ Level, Message, Collection, ID, Field, Error string }
+			if err := json.Unmarshal([]byte(l), &e); err != nil || e.Level != "warn" || e.Error == "" {
+				t.Errorf("%v: stderr line %q: want a warning with an error", rest, l)
+			}
+			got = append(got, e.Collection+" "+e.ID+" "+e.Field)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: warned of %q, want %q", rest, got, want)
+		}
 	}
 }
 

@@ -343,7 +343,7 @@ func TestDBSchedulerBehind(t *testing.T) {
 		}
 	})
 	in := newInstance(t, db, "k1", []health.Option{health.WithSchedulerLagLimit(300 * time.Millisecond)}, lock.WithObserver(blocker))
-	s, err := scheduler.New(db, in.session, scheduler.WithSeconds(), scheduler.WithStopMode(scheduler.StopCancel))
+	s, err := scheduler.New(db, in.session, scheduler.WithStopMode(scheduler.StopCancel))
 	if err != nil {
 		t.Fatal(err)
 	}

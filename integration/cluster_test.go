@@ -444,7 +444,7 @@ func (c *testCluster) overlapSkipped(jobs []string) map[cluster.Firing]bool {
 	}
 	out := map[cluster.Firing]bool{}
 	for _, job := range jobs {
-		runs, err := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
+		runs, _, err := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
 		if err != nil {
 			c.tb.Logf("read the history of %s: %v", job, err)
 			continue
@@ -514,7 +514,7 @@ func (c *testCluster) logRecords(jobs []string, from, to time.Time) {
 		}
 	}
 	for _, job := range jobs {
-		runs, herr := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
+		runs, _, herr := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
 		err = errors.Join(err, herr)
 		slices.Reverse(runs)
 		for _, r := range runs {
@@ -546,7 +546,7 @@ func (c *testCluster) history(job string) []scheduler.Run {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	runs, err := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
+	runs, _, err := scheduler.LoadHistory(ctx, c.db.Collection(scheduler.DefaultRunsCollection), job, 0)
 	if err != nil {
 		c.tb.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func TestRollingDeployChangesSpec(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), "tick")
+	recs, _, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), "tick")
 	if err != nil || len(recs) != 1 || recs[0].SpecSince.IsZero() || recs[0].Spec != "@every 3s" {
 		t.Fatalf("record of tick %+v %v: want the new spec, since its first registration", recs, err)
 	}

@@ -302,7 +302,7 @@ func (c *claimantCluster) noteRunning(killed string) {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), c.base.Jobs...)
+	recs, _, err := scheduler.LoadRecords(ctx, c.db.Collection(scheduler.DefaultJobsCollection), c.base.Jobs...)
 	must(c.tb, err)
 	for _, r := range recs {
 		if run := r.LastRun; run != nil && run.Keeper == killed && run.Outcome == scheduler.OutcomeRunning && !run.Triggered {

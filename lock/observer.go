@@ -98,6 +98,12 @@ const (
 	// until it is this instance's spec again (JobSpecRestored).
 	JobSpecSuperseded
 	JobSpecRestored
+	// DocumentUnreadable: a read of the jobs or runs collection skipped a
+	// document it could not read (a field of the wrong type, a run record
+	// without its firing); Reason names the document and the field, Err
+	// says what is wrong, Job is the job's name where known. The read
+	// goes on with the others.
+	DocumentUnreadable
 )
 
 // Events of the migrations package. Migration names the migration.
@@ -122,7 +128,8 @@ var kindNames = map[EventKind]string{
 	RunRetrying: "run retrying", JobPaused: "job paused", JobResumed: "job resumed",
 	JobTriggered: "job triggered", JobRemoved: "job removed",
 	JobSpecSuperseded: "job spec superseded", JobSpecRestored: "job spec restored",
-	MigrationApplied: "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
+	DocumentUnreadable: "document unreadable",
+	MigrationApplied:   "migration applied", MigrationWaited: "migration waited", MigrationFailed: "migration failed",
 }
 
 func (k EventKind) String() string {
@@ -191,8 +198,8 @@ func (os observers) Observe(e Event) {
 }
 
 // LogObserver logs events to log as structured lines: failures, lost
-// leases, retries, deployment warnings and superseded specs at warning
-// level; terms, migrations, firings not run (but those of paused or
+// leases, retries, deployment warnings, superseded specs and unreadable
+// documents at warning level; terms, migrations, firings not run (but those of paused or
 // removed jobs), takeovers, control actions and specs restored at info;
 // the rest, runs included, at debug. A Session given a logger (WithSessionLogger) logs through it.
 // SlogObserver is the same for log/slog.
@@ -230,7 +237,8 @@ const (
 // levelOf is the level of e: see LogObserver.
 func levelOf(e Event) logLevel {
 	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying, JobSpecSuperseded:
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying, JobSpecSuperseded,
+		DocumentUnreadable:
 		return levelWarn
 	case Released, RunEnded:
 		if e.Err != nil {

@@ -294,7 +294,6 @@ func newLedgerCluster(t *testing.T, dbName string, srv *simdb.Server) ([]*instan
 	ins := newCluster(t, dbName, clusterConfig{sim: srv,
 		skews: []time.Duration{-400 * time.Millisecond, 0, 400 * time.Millisecond},
 		ttl:   2 * time.Second,
-		opts:  []scheduler.Option{scheduler.WithSeconds()},
 	})
 	led := &ledger{}
 	addLedgerJobs(t, led, ins)
@@ -837,7 +836,7 @@ func TestOutcomesPersisted(t *testing.T) {
 				t.Errorf("run %d: %+v, want %s %q", i+1, h, want.outcome, want.text)
 			}
 		}
-		recs, err := scheduler.LoadRecords(ctx, in.db.Collection(scheduler.DefaultJobsCollection))
+		recs, _, err := scheduler.LoadRecords(ctx, in.db.Collection(scheduler.DefaultJobsCollection))
 		if err != nil || len(recs) != 1 || recs[0].LastRun == nil || *recs[0].LastRun != hist[3] && recs[0].LastRun.Scheduled != hist[3].Scheduled {
 			t.Fatalf("records %+v %v", recs, err)
 		}

@@ -38,7 +38,7 @@ func addJobDoc(t *testing.T, ctx context.Context, coll *mongo.Collection, name s
 
 func record(t *testing.T, ctx context.Context, coll *mongo.Collection, name string) Record {
 	t.Helper()
-	recs, err := LoadRecords(ctx, coll, name)
+	recs, _, err := LoadRecords(ctx, coll, name)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records of %q: %v, %v", name, recs, err)
 	}

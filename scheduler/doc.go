@@ -23,11 +23,16 @@
 //	_ = s.Start()
 //	defer s.Stop(ctx) // before session.Close
 //
-// Specs are parsed by github.com/robfig/cron/v3: five fields (six with
-// WithSeconds), descriptors such as @daily and "@every 10m", and a CRON_TZ=
-// prefix. A spec without CRON_TZ= is read in UTC unless WithLocation says
-// otherwise: instances configured with different local zones would otherwise
-// disagree on the firings. "@every D" fires at the multiples of D since the
+// Specs are parsed by github.com/robfig/cron/v3: five fields (minute first,
+// as in crontab) or six (a leading seconds field), whichever a spec has;
+// descriptors such as @daily and "@every 10m"; and a CRON_TZ= prefix. A
+// step larger than the range it steps through ("*/75" seconds, "*/25"
+// hours), which would fire at the range's first value only, is refused, as
+// is CRON_TZ=Local. A spec without CRON_TZ= is read in UTC unless
+// WithLocation says otherwise: instances configured with different local
+// zones would otherwise disagree on the firings; with WithLocation, the
+// spec is registered with the zone's IANA name (time.Local's is looked
+// up), so that instances in different zones do not count as agreeing. "@every D" fires at the multiples of D since the
 // Unix epoch, not D after each process started, so that every instance
 // computes the same firings; D must be a whole number of seconds.
 //
@@ -419,6 +424,10 @@
 //     the job with another spec since this one (Reason names both), so
 //     this instance no longer fires it; or its spec is the job's again
 //     (see One spec per job).
+//   - lock.DocumentUnreadable: a read of Jobs or History (or of the
+//     documents before a registration) skipped a document it could not
+//     read; Reason names its collection, _id and field, Err says what is
+//     wrong (see Records). Logged as a warning.
 //
 // With no observer, lock.Session.Emit returns at once.
 //
@@ -433,8 +442,14 @@
 //
 // Every run is reported (Events) and persisted: the job document holds the
 // last claim and the last run, the runs collection the history
-// (WithHistory). Jobs, History, LoadRecords and LoadHistory read them from
-// any instance or tool. All writes use write concern majority with
+// (WithHistory). Jobs, History, LoadRecords, LoadRecordsPage, LoadHistory
+// and LoadHistoryPage read them from any instance or tool. A document one
+// of them cannot read (a field of the wrong type, such as outcome: 7 or
+// last: "x"; a run record without scheduled) is skipped and reported as a
+// BadDocument naming its collection, _id and field: returned beside the
+// others by the Load functions (in bad, or the page's Bad), and as the
+// event lock.DocumentUnreadable by a Scheduler's. It never fails the whole
+// read, nor panics it. All writes use write concern majority with
 // journal, so a claim survives a failover. A run's end and history are
 // written however long the database cannot be reached while the Scheduler
 // runs (the job's lock stays held meanwhile, so its next run waits). Each

@@ -90,6 +90,10 @@ func ParseHistoryCursor(s string) (HistoryCursor, error) {
 // HistoryPage is a page of run history, newest first.
 type HistoryPage struct {
 	Runs []Run
+	// Bad are the records of the page that could not be read (a field of
+	// the wrong type, or no firing time), and are not in Runs
+	// (BadDocument).
+	Bad []BadDocument
 	// Older and Newer continue to the neighbouring pages; nil when there
 	// is none (Newer is nil on the newest page).
 	Older, Newer *HistoryCursor
@@ -99,7 +103,10 @@ type HistoryPage struct {
 // runs collection), newest first, from the primary whatever coll's read
 // preference. A cursor past either end gives an empty page; a page going
 // to newer records that comes out short is the newest page instead. Bad
-// arguments return an error wrapping ErrInvalidOption and read nothing.
+// arguments return an error wrapping ErrInvalidOption and read nothing. A
+// record that cannot be read takes its place on the page, in Bad instead
+// of Runs; one whose firing time is missing or not a time sorts after
+// every other, and only the newest page (no cursor) can reach it.
 func LoadHistoryPage(ctx context.Context, coll *mongo.Collection, q HistoryQuery) (HistoryPage, error) {
 	filter, err := q.filter()
 	if err != nil {
@@ -128,55 +135,65 @@ func LoadHistoryPage(ctx context.Context, coll *mongo.Collection, q HistoryQuery
 	if err != nil {
 		return HistoryPage{}, wrapErr(ctx, "read a page of the history of", q.Job, err)
 	}
-	var docs []runDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	// The first q.Limit records are the page, those that cannot be read
+	// included (in page.Bad): each has its place in the cursors' counts.
+	var page HistoryPage
+	var ats []time.Time // the firing times of the page's records, zero if unreadable
+	read := 0
+	page.Bad, err = readEach(ctx, cur, coll.Name(), func(raw bson.Raw) (string, error) {
+		if read++; read > q.Limit {
+			return "", nil
+		}
+		at, _ := raw.Lookup(fieldScheduled).TimeOK()
+		ats = append(ats, at)
+		r, field, err := decodeRun(raw, q.Job)
+		if err == nil {
+			page.Runs = append(page.Runs, r)
+		}
+		return field, err
+	})
+	if err != nil {
 		return HistoryPage{}, wrapErr(ctx, "read a page of the history of", q.Job, err)
 	}
-	more := len(docs) > q.Limit
-	if more {
-		docs = docs[:q.Limit]
-	}
-	runs := make([]Run, len(docs))
-	for i := range docs {
-		runs[i] = *docs[i].run(q.Job)
-	}
+	more := read > q.Limit
 	if newer {
-		if !more && len(runs) < q.Limit {
+		if !more && len(ats) < q.Limit {
 			// The newest records: show a full newest page instead.
 			q.Cursor = nil
 			return LoadHistoryPage(ctx, coll, q)
 		}
-		slices.Reverse(runs)
+		slices.Reverse(page.Runs)
+		slices.Reverse(ats)
 	}
-	page := HistoryPage{Runs: runs}
-	if len(runs) == 0 {
+	ats = slices.DeleteFunc(ats, time.Time.IsZero) // a cursor's query does not reach them again
+	if len(ats) == 0 {
 		return page, nil
 	}
 	// Going older, more means older records exist; going newer, it means
 	// newer ones do. The other way always has records: those the cursor
 	// came from.
 	if (!newer && more) || newer {
-		page.Older = edgeCursor(runs, len(runs)-1, c, false)
+		page.Older = edgeCursor(ats, len(ats)-1, c, false)
 	}
 	if (newer && more) || (!newer && c != nil) {
-		page.Newer = edgeCursor(runs, 0, c, true)
+		page.Newer = edgeCursor(ats, 0, c, true)
 	}
 	return page, nil
 }
 
-// edgeCursor is the cursor past runs[i], the oldest (i last) or newest (i
-// 0) record of a page read with cursor c: its firing time, and how many
-// records of that firing time the page and the pages it came from showed
+// edgeCursor is the cursor past ats[i], the firing time of the oldest (i
+// last) or newest (i 0) record of a page read with cursor c: that time,
+// and how many records of it the page and the pages it came from showed
 // on that side.
-func edgeCursor(runs []Run, i int, c *HistoryCursor, newer bool) *HistoryCursor {
-	at := runs[i].Scheduled
+func edgeCursor(ats []time.Time, i int, c *HistoryCursor, newer bool) *HistoryCursor {
+	at := ats[i]
 	n := 0
-	for _, r := range runs {
-		if r.Scheduled.Equal(at) {
+	for _, t := range ats {
+		if t.Equal(at) {
 			n++
 		}
 	}
-	if c != nil && c.At.Equal(at) && c.Newer == newer && n == len(runs) {
+	if c != nil && c.At.Equal(at) && c.Newer == newer && n == len(ats) {
 		n += c.Skip // the whole page is of that firing time: add what came before
 	}
 	return &HistoryCursor{At: at.UTC(), Skip: n, Newer: newer}

@@ -205,7 +205,7 @@ func TestLoadRecordsPage(t *testing.T) {
 	if err := ResumeJob(ctx, jobs, "job-03"); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := LoadRecords(ctx, jobs, "job-03")
+	recs, _, err := LoadRecords(ctx, jobs, "job-03")
 	if err != nil || recs[0].Paused != nil {
 		t.Fatalf("after resume: %+v, %v", recs, err)
 	}
@@ -227,7 +227,7 @@ func TestRegisteredSpecs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs, err := LoadRecords(ctx, jobs, "j")
+	recs, _, err := LoadRecords(ctx, jobs, "j")
 	if err != nil {
 		t.Fatal(err)
 	}

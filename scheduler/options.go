@@ -87,7 +87,6 @@ func (m StopMode) String() string {
 
 type config struct {
 	location   *time.Location
-	seconds    bool
 	lockPrefix string
 	stopMode   StopMode
 	jobsColl   string
@@ -168,21 +167,25 @@ type Option func(*config) error
 // WithLocation sets the time zone of specs that do not name one with
 // CRON_TZ=. Default: UTC, not the machine's local zone, so that instances
 // configured with different zones still agree on every firing.
+//
+// The Scheduler registers its specs with the zone's IANA name (see "One
+// spec per job" in the package documentation), so loc must have one that
+// every instance loads: a zone from time.LoadLocation, or time.Local,
+// whose name ("Local" on every host with TZ unset) is found from TZ,
+// /etc/localtime or /etc/timezone and checked against the zone. A zone
+// that cannot be named so (a time.FixedZone, or a local zone this host
+// does not name) is refused with an error wrapping ErrInvalidOption. UTC
+// and its aliases (Etc/UTC, ...) count as UTC.
 func WithLocation(loc *time.Location) Option {
 	return func(c *config) error {
 		if loc == nil {
 			return fmt.Errorf("%w: WithLocation: nil location", ErrInvalidOption)
 		}
-		c.location = loc
-		return nil
-	}
-}
-
-// WithSeconds accepts an optional leading seconds field in specs
-// ("*/2 * * * * *"). Default: five fields, as in crontab.
-func WithSeconds() Option {
-	return func(c *config) error {
-		c.seconds = true
+		z, err := zoneOf(loc)
+		if err != nil {
+			return fmt.Errorf("%w: WithLocation: %w", ErrInvalidOption, err)
+		}
+		c.location = z
 		return nil
 	}
 }

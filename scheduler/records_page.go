@@ -3,8 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"slices"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -36,13 +34,17 @@ type RecordsPage struct {
 	Records []Record
 	// Next is the After of the next page, empty on the last.
 	Next string
+	// Bad are the documents of the page that could not be read, and are
+	// not in Records (BadDocument).
+	Bad []BadDocument
 }
 
 // LoadRecordsPage reads a page of the job documents of coll (the jobs
 // collection) by name, from the primary: one read on the _id index of at
 // most q.Limit+1 documents past q.After, and the server's time if a pause
 // on the page has an end (as LoadRecords). Bad arguments return an error
-// wrapping ErrInvalidOption and read nothing.
+// wrapping ErrInvalidOption and read nothing. A document that cannot be
+// read takes its place on the page, in Bad instead of Records.
 func LoadRecordsPage(ctx context.Context, coll *mongo.Collection, q RecordsQuery) (RecordsPage, error) {
 	if q.Limit < 1 || q.Limit > MaxRecordsPage {
 		return RecordsPage{}, fmt.Errorf("%w: records page: limit %d not in [1, %d]", ErrInvalidOption, q.Limit, MaxRecordsPage)
@@ -72,24 +74,29 @@ func LoadRecordsPage(ctx context.Context, coll *mongo.Collection, q RecordsQuery
 	if err != nil {
 		return RecordsPage{}, wrapErr(ctx, "read a page of jobs from", coll.Name(), err)
 	}
+	// The first q.Limit documents are the page, those that cannot be
+	// read included: the next page starts after the last of them.
+	var page RecordsPage
 	var docs []jobDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	var last string // the _id of the page's last document
+	seen := 0
+	page.Bad, err = readEach(ctx, cur, coll.Name(), func(raw bson.Raw) (string, error) {
+		if seen++; seen > q.Limit {
+			page.Next = last
+			return "", nil
+		}
+		last = rawID(raw)
+		d, field, err := decodeJob(raw)
+		if err == nil {
+			docs = append(docs, d)
+		}
+		return field, err
+	})
+	if err != nil {
 		return RecordsPage{}, wrapErr(ctx, "read a page of jobs from", coll.Name(), err)
 	}
-	var page RecordsPage
-	if len(docs) > q.Limit {
-		docs = docs[:q.Limit]
-		page.Next = docs[len(docs)-1].ID
-	}
-	var now time.Time
-	if slices.ContainsFunc(docs, func(d jobDoc) bool { return d.Control.Paused && !d.Control.PauseTill.IsZero() }) {
-		if now, err = mongoutil.ServerTime(ctx, coll.Database()); err != nil {
-			return RecordsPage{}, wrapErr(ctx, "read the server's time for the pauses in", coll.Name(), err)
-		}
-	}
-	page.Records = make([]Record, len(docs))
-	for i := range docs {
-		page.Records[i] = docs[i].record(now)
+	if page.Records, err = recordsOf(ctx, coll, docs); err != nil {
+		return RecordsPage{}, err
 	}
 	return page, nil
 }

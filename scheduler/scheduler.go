@@ -38,7 +38,6 @@ type Scheduler struct {
 	releases *batcher[struct{}, *lock.Lease, struct{}] // and released together
 	mst      *mongoStore                               // st, when it is MongoDB
 	cfg      config
-	parser   cron.Parser
 	ttl      time.Duration // the Session's
 	// threshold is how late a firing may start and still count as on
 	// time (misfire.go).
@@ -145,7 +144,19 @@ func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler,
 	}
 	s.mst = st
 	st.keeper = s.keeper
+	st.bad = s.reportBad
 	return s, nil
+}
+
+// reportBad reports a document a read of the Scheduler skipped
+// (BadDocument): lock.DocumentUnreadable, a warning in the log.
+func (s *Scheduler) reportBad(b BadDocument) {
+	e := lock.Event{Kind: lock.DocumentUnreadable, At: s.clock.Now(), KeeperID: s.keeper, Err: b.Err,
+		Reason: fmt.Sprintf("%s document %s, field %q", b.Collection, b.ID, b.Field)}
+	if b.Collection == s.cfg.jobsColl {
+		e.Job = b.ID
+	}
+	s.session.Emit(e)
 }
 
 func buildConfig(opts []Option) (config, error) {
@@ -177,7 +188,6 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		claimant: session.KeeperID() + "/" + claimantSuffix(),
 		st:       st, // wrapped below
 		cfg:      cfg,
-		parser:   newParser(cfg.seconds),
 		ttl:      session.Timings().TTL,
 		jobs:     make(map[string]*job),
 		wake:     make(chan struct{}, 1),
@@ -228,8 +238,9 @@ func claimantSuffix() string {
 func (s *Scheduler) LockID(name string) string { return s.cfg.lockPrefix + name }
 
 // AddJob registers fn to run at every firing of spec, a robfig/cron spec:
-// five fields (six with WithSeconds), a descriptor such as @daily or
-// "@every 10m", optionally prefixed by CRON_TZ=Zone. Jobs can be added
+// five fields (minute first, as in crontab) or six (a leading seconds
+// field), a descriptor such as @daily or "@every 10m", optionally prefixed
+// by CRON_TZ=Zone (see the package documentation). Jobs can be added
 // before or after Start. name identifies the job across instances; if
 // instances register it with different specs, the job follows the newest
 // registration's (see "One spec per job" in the package documentation).
@@ -252,7 +263,7 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	if fn == nil {
 		return fmt.Errorf("%w: %q: nil function", ErrInvalidJob, name)
 	}
-	sched, err := parseSpec(s.parser, spec)
+	sched, err := parseSpec(spec)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}

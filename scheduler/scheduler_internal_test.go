@@ -60,7 +60,9 @@ func TestAddJobRejects(t *testing.T) {
 			{"duplicate", "dup", "@daily", noop, nil, ErrDuplicateJob, nil},
 			{"empty spec", "s", "", noop, nil, ErrInvalidSpec, nil},
 			{"too few fields", "s", "* * *", noop, nil, ErrInvalidSpec, nil},
-			{"seconds without WithSeconds", "s", "*/2 * * * * *", noop, nil, ErrInvalidSpec, nil},
+			{"step over the seconds", "s", "*/75 * * * * *", noop, nil, ErrInvalidSpec, nil},
+			{"step over the hours", "s", "0 */25 * * *", noop, nil, ErrInvalidSpec, nil},
+			{"each host's zone", "s", "CRON_TZ=Local 0 2 * * *", noop, nil, ErrInvalidSpec, nil},
 			{"out of range", "s", "61 * * * *", noop, nil, ErrInvalidSpec, nil},
 			{"bad step", "s", "*/0 * * * *", noop, nil, ErrInvalidSpec, nil},
 			{"unknown descriptor", "s", "@fortnightly", noop, nil, ErrInvalidSpec, nil},
@@ -101,9 +103,11 @@ func TestAddJobRejects(t *testing.T) {
 	})
 }
 
-func TestSecondsOption(t *testing.T) {
+// TestFiveOrSixFields: a spec has five fields (minute first) or six (a
+// leading seconds field), with no option to choose.
+func TestFiveOrSixFields(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, time.Second, WithSeconds())
+		r := newRig(t, time.Second)
 		noop := func(context.Context) error { return nil }
 		for i, spec := range []string{"*/2 * * * * *", "*/5 * * * *", "@every 1s"} {
 			if err := r.s.AddJob(string(rune('a'+i)), spec, noop); err != nil {

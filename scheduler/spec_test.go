@@ -7,34 +7,64 @@ import (
 	"time"
 )
 
-// TestSecondsHint: a six-field spec refused for want of WithSeconds says
-// so; other bad specs get no such hint.
-func TestSecondsHint(t *testing.T) {
+// TestBadSpecs: specs robfig accepts but that do not mean what they say,
+// and specs it refuses, get ErrInvalidSpec naming what is wrong.
+func TestBadSpecs(t *testing.T) {
 	t.Parallel()
-	const hint = "scheduler.WithSeconds"
 	for _, tt := range []struct {
 		spec string
-		hint bool
+		want string // in the error
 	}{
-		{"*/2 * * * * *", true},
-		{"CRON_TZ=Europe/Paris 0 30 2 * * *", true},
-		{"* * *", false},
-		{"61 * * * * *", false},      // six fields, but no valid seconds spec either
-		{"* * * * * * *", false},     // seven
-		{"0 0 0 0 0 0 0 0", false},   // eight
-		{"CRON_TZ=UTC * * *", false}, // zone, three fields
+		{"*/75 * * * * *", `seconds field "*/75": step 75 is larger than the range 0-59`},
+		{"*/60 * * * * *", `seconds field "*/60": step 60`},
+		{"*/75 * * * *", `minutes field "*/75"`},
+		{"0 */75 * * * *", `minutes field "*/75"`},
+		{"0 */25 * * *", `hours field "*/25": step 25 is larger than the range 0-23`},
+		{"0 */24 * * *", `hours field "*/24"`},
+		{"0 0 */31 * *", `day of month field "*/31": step 31 is larger than the range 1-31`},
+		{"0 0 * */12 *", `month field "*/12"`},
+		{"0 0 * jan-mar/3 *", `month field "jan-mar/3": step 3 is larger than the range 1-3`},
+		{"0 0 * * */7", `day of week field "*/7"`},
+		{"0 0 * * MON-FRI/5", `day of week field "MON-FRI/5"`},
+		{"0 0-10/15 * * *", `hours field "0-10/15"`},
+		{"5,50/10 * * * *", `minutes field "5,50/10": step 10 is larger than the range 50-59`},
+		{"CRON_TZ=Europe/Paris 0 */30 * * *", `hours field "*/30"`},
+		{"CRON_TZ=Local 0 9 * * *", "CRON_TZ=Local is each host's own zone"},
+		{"TZ=Local 0 9 * * *", "CRON_TZ=Local is each host's own zone"},
+		{"*/0 * * * *", ""},
+		{"* * *", ""},
+		{"* * * * * * *", ""}, // seven fields
+		{"61 * * * *", ""},
+		{"CRON_TZ=UTC", ""},
+		{"CRON_TZ=Nowhere/Land * * * * *", ""},
 	} {
-		_, err := parseSpec(newParser(false), tt.spec)
-		if !errors.Is(err, ErrInvalidSpec) {
-			t.Errorf("%q: %v, want ErrInvalidSpec", tt.spec, err)
-			continue
-		}
-		if got := strings.Contains(err.Error(), hint); got != tt.hint {
-			t.Errorf("%q: %v; hint %v, want %v", tt.spec, err, got, tt.hint)
+		_, err := parseSpec(tt.spec)
+		if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want ErrInvalidSpec with %q", tt.spec, err, tt.want)
 		}
 	}
-	if _, err := parseSpec(newParser(true), "*/2 * * * * *"); err != nil {
-		t.Errorf("with seconds: %v", err)
+}
+
+// TestFieldCount: five fields are minute first and six second first,
+// whichever a spec has: no switch changes what "*/15 * * * *" means.
+func TestFieldCount(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		spec string
+		want time.Duration // after at
+	}{
+		{"*/15 * * * *", 15 * time.Minute},
+		{"*/15 * * * * *", 15 * time.Second},
+		{"*/59 * * * * *", 59 * time.Second},
+		{"0 */23 * * *", 11 * time.Hour}, // hours 0 and 23
+		{"0 0-59/30 * * * *", 30 * time.Minute},
+		{"0 0 * * MON-FRI/2", 12 * time.Hour}, // at is a Tuesday noon; MON+2 is Wednesday
+	} {
+		got, err := NextFiring(tt.spec, at, nil)
+		if err != nil || !got.Equal(at.Add(tt.want)) {
+			t.Errorf("NextFiring(%q) = %v, %v; want %v", tt.spec, got, err, at.Add(tt.want))
+		}
 	}
 }
 
@@ -75,7 +105,8 @@ func TestNextFiring(t *testing.T) {
 // FuzzNextFiring: any spec parses or is refused with ErrInvalidSpec, never
 // a panic, and a firing is after the time given.
 func FuzzNextFiring(f *testing.F) {
-	for _, s := range []string{"0 3 * * *", "*/5 * * * * *", "@every 1h30m", "CRON_TZ=Asia/Tokyo @daily", "CRON_TZ=", "TZ=UTC", "@every -1s", "0 0 31 2 *"} {
+	for _, s := range []string{"0 3 * * *", "*/5 * * * * *", "@every 1h30m", "CRON_TZ=Asia/Tokyo @daily", "CRON_TZ=", "TZ=UTC", "@every -1s", "0 0 31 2 *",
+		"*/75 * * * * *", "*/15 * * * *", "0 */25 * * *", "CRON_TZ=Local * * * * *", "5-/3 * * * *", "* * * JAN-/2 *", "0 0 * * sun-sat/6"} {
 		f.Add(s)
 	}
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -41,10 +41,17 @@ type regDoc struct {
 
 // RegisteredSpecIn returns spec as a Scheduler in time zone loc
 // (WithLocation) registers it, and as Record.Spec shows it: with a
-// CRON_TZ= prefix naming loc unless spec has one, or does not depend on
-// the zone (@every), or loc is UTC. A program compares it with
-// Record.Spec to tell whether the cluster follows its spec.
-func RegisteredSpecIn(spec string, loc *time.Location) string { return canonicalSpec(spec, loc) }
+// CRON_TZ= prefix naming loc (its IANA name: see WithLocation) unless spec
+// has one, or does not depend on the zone (@every), or loc is UTC. A
+// program compares it with Record.Spec to tell whether the cluster follows
+// its spec. A zone WithLocation refuses is named as loc.String() names it:
+// no Scheduler registers that.
+func RegisteredSpecIn(spec string, loc *time.Location) string {
+	if z, err := zoneOf(loc); err == nil {
+		loc = z
+	}
+	return canonicalSpec(spec, loc)
+}
 
 // canonicalSpec is spec as the cluster compares it: with the time zone the
 // Scheduler reads it in (WithLocation) unless it names its own or does not

@@ -276,7 +276,8 @@ func historyID(r Run) string {
 type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
-	keeper      string // the Scheduler's, which register records with its specs
+	keeper      string            // the Scheduler's, which register records with its specs
+	bad         func(BadDocument) // reports the documents its reads skip (baddoc.go)
 
 	// Writes of jobs that fire together go in shared commands.
 	claims   *batcher[firingKey, claimReq, claimResult]
@@ -1211,11 +1212,25 @@ func historyDoc(r Run) (set, unset bson.D) {
 }
 
 func (s *mongoStore) records(ctx context.Context, names []string) ([]Record, error) {
-	return LoadRecords(ctx, s.jobs, names...)
+	recs, bad, err := LoadRecords(ctx, s.jobs, names...)
+	s.reportBad(bad)
+	return recs, err
 }
 
 func (s *mongoStore) history(ctx context.Context, job string, limit int) ([]Run, error) {
-	return LoadHistory(ctx, s.runs, job, limit)
+	runs, bad, err := LoadHistory(ctx, s.runs, job, limit)
+	s.reportBad(bad)
+	return runs, err
+}
+
+// reportBad hands the documents a read skipped to s.bad.
+func (s *mongoStore) reportBad(bad []BadDocument) {
+	if s.bad == nil {
+		return
+	}
+	for _, b := range bad {
+		s.bad(b)
+	}
 }
 
 // The controls, on s.jobs: it has controlColl's write concern and read
@@ -1242,22 +1257,47 @@ func (s *mongoStore) removeJob(ctx context.Context, job string) error {
 // job if names is empty, sorted by name, from the primary whatever coll's
 // read preference. A pause whose end has passed by the server's clock
 // (read then, if some pause has an end) is over: its Record is not
-// Paused. It needs no Scheduler, for tools such as the CLI.
-func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) ([]Record, error) {
+// Paused. A document it cannot read is skipped and returned in bad
+// (BadDocument); the error is the read's. It needs no Scheduler, for
+// tools such as the CLI.
+func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (recs []Record, bad []BadDocument, err error) {
 	filter := bson.D{}
 	if len(names) > 0 {
 		filter = bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}}
 	}
 	cur, err := mongoutil.Primary(coll).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
-		return nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
+		return nil, nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
 	}
-	var docs []jobDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
+	docs, bad, err := readJobs(ctx, cur, coll.Name())
+	if err != nil {
+		return nil, nil, wrapErr(ctx, "read jobs from", coll.Name(), err)
 	}
+	recs, err = recordsOf(ctx, coll, docs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return recs, bad, nil
+}
+
+// readJobs reads the job documents of cur, and those it cannot read.
+func readJobs(ctx context.Context, cur *mongo.Cursor, coll string) (docs []jobDoc, bad []BadDocument, err error) {
+	bad, err = readEach(ctx, cur, coll, func(raw bson.Raw) (string, error) {
+		d, field, err := decodeJob(raw)
+		if err == nil {
+			docs = append(docs, d)
+		}
+		return field, err
+	})
+	return docs, bad, err
+}
+
+// recordsOf is what docs say of their jobs, at the server's time if some
+// pause has an end.
+func recordsOf(ctx context.Context, coll *mongo.Collection, docs []jobDoc) ([]Record, error) {
 	var now time.Time // only pauses with an end need it
 	if slices.ContainsFunc(docs, func(d jobDoc) bool { return d.Control.Paused && !d.Control.PauseTill.IsZero() }) {
+		var err error
 		if now, err = mongoutil.ServerTime(ctx, coll.Database()); err != nil {
 			return nil, wrapErr(ctx, "read the server's time for the pauses in", coll.Name(), err)
 		}
@@ -1272,25 +1312,29 @@ func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (
 // LoadHistory reads the last limit runs of job from coll (the runs
 // collection, DefaultRunsCollection unless WithRunsCollection), newest
 // first, from the primary whatever coll's read preference. limit <= 0
-// reads all of them.
-func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) ([]Run, error) {
+// reads all of them. A record it cannot read (a field of the wrong type,
+// or no firing time) is skipped and returned in bad (BadDocument), and
+// counts towards limit; the error is the read's.
+func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) (runs []Run, bad []BadDocument, err error) {
 	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}, {Key: fieldAttempt, Value: -1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
 	}
 	cur, err := mongoutil.Primary(coll).Find(ctx, bson.D{{Key: fieldJob, Value: job}}, opts)
 	if err != nil {
-		return nil, wrapErr(ctx, "read history of", job, err)
+		return nil, nil, wrapErr(ctx, "read history of", job, err)
 	}
-	var docs []runDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrapErr(ctx, "read history of", job, err)
+	bad, err = readEach(ctx, cur, coll.Name(), func(raw bson.Raw) (string, error) {
+		r, field, err := decodeRun(raw, job)
+		if err == nil {
+			runs = append(runs, r)
+		}
+		return field, err
+	})
+	if err != nil {
+		return nil, nil, wrapErr(ctx, "read history of", job, err)
 	}
-	out := make([]Run, len(docs))
-	for i := range docs {
-		out[i] = *docs[i].run(job)
-	}
-	return out, nil
+	return runs, bad, nil
 }
 
 // record is what d says of its job at now, the server's time.

@@ -168,7 +168,7 @@ func testStartIdempotent(t *testing.T, b backend) {
 			t.Fatalf("start %+v over %+v: %v %v", other, r, ok, err)
 		}
 	}
-	recs, err := LoadRecords(ctx, s.jobs, "j")
+	recs, _, err := LoadRecords(ctx, s.jobs, "j")
 	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Keeper != "A" ||
 		recs[0].LastRun.Fence != r.Fence || recs[0].LastRun.Outcome != OutcomeRunning {
 		t.Fatalf("records %+v %v", recs, err)
@@ -190,7 +190,7 @@ func testRecordsRoundTrip(t *testing.T, b backend) {
 	if err != nil || !ok || start.IsZero() {
 		t.Fatalf("start: %v %v %v", start, ok, err)
 	}
-	recs, err := LoadRecords(ctx, s.jobs)
+	recs, _, err := LoadRecords(ctx, s.jobs)
 	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Outcome != OutcomeRunning {
 		t.Fatalf("records while running: %+v %v", recs, err)
 	}
@@ -203,7 +203,7 @@ func testRecordsRoundTrip(t *testing.T, b backend) {
 			t.Fatal(err)
 		}
 	}
-	recs, err = LoadRecords(ctx, s.jobs, "j", "absent")
+	recs, _, err = LoadRecords(ctx, s.jobs, "j", "absent")
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records: %+v %v", recs, err)
 	}
@@ -214,7 +214,7 @@ func testRecordsRoundTrip(t *testing.T, b backend) {
 		lr.Error != "boom" || lr.End.Before(lr.Start) || lr.Start.IsZero() {
 		t.Fatalf("record %+v, last run %+v", got, lr)
 	}
-	hist, err := LoadHistory(ctx, s.runs, "j", 10)
+	hist, _, err := LoadHistory(ctx, s.runs, "j", 10)
 	if err != nil || len(hist) != 1 || hist[0].Keeper != "K" || !hist[0].Scheduled.Equal(f) || hist[0].Fence != r.Fence ||
 		hist[0].Outcome != OutcomeFailed || hist[0].Error != "boom" || !hist[0].Start.Equal(start) || hist[0].End.Before(start) {
 		t.Fatalf("history %+v %v", hist, err)
@@ -268,7 +268,7 @@ func testHistoryRecordReplaced(t *testing.T, b backend) {
 	if err := s.addHistoryOnce(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := LoadHistory(ctx, s.runs, "j", 10)
+	hist, _, err := LoadHistory(ctx, s.runs, "j", 10)
 	if err != nil || len(hist) != 2 || !hist[0].Scheduled.Equal(later.Scheduled) || hist[0].Outcome != OutcomeFailed ||
 		hist[0].Error != "not run: x" || hist[0].End.IsZero() {
 		t.Fatalf("history %+v %v, want the later firing's record written", hist, err)
@@ -381,7 +381,7 @@ func TestBatchedWrites(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	recs, err := LoadRecords(ctx, stores[0].jobs)
+	recs, _, err := LoadRecords(ctx, stores[0].jobs)
 	if err != nil || len(recs) != jobs {
 		t.Fatalf("records: %d, %v", len(recs), err)
 	}
@@ -392,7 +392,7 @@ func TestBatchedWrites(t *testing.T) {
 			lr.Outcome != OutcomeSucceeded || lr.End.IsZero() {
 			t.Errorf("%s: record %+v, last run %+v", rec.Name, rec, lr)
 		}
-		hist, err := LoadHistory(ctx, stores[0].runs, rec.Name, 0)
+		hist, _, err := LoadHistory(ctx, stores[0].runs, rec.Name, 0)
 		if err != nil || len(hist) != firings {
 			t.Errorf("%s: %d runs in the history (%v), want %d", rec.Name, len(hist), err, firings)
 		}
@@ -458,7 +458,7 @@ func testStartAndFinishBatchesPerRun(t *testing.T, b backend) {
 			t.Errorf("end of %s: %v, want %v", q.r.Job, ended[i], want)
 		}
 	}
-	recs, err := LoadRecords(ctx, s.jobs, "late")
+	recs, _, err := LoadRecords(ctx, s.jobs, "late")
 	if err != nil || len(recs) != 1 || recs[0].LastRun == nil || recs[0].LastRun.Keeper != "Z" ||
 		recs[0].LastRun.Outcome != OutcomeRunning {
 		t.Fatalf("the later run's record was touched: %+v %v", recs, err)
@@ -499,7 +499,7 @@ func TestFirstClaimsTogether(t *testing.T) {
 	if got := counter.Total(); got != 4 {
 		t.Errorf("%d commands, want 4: the first claims were not batched", got)
 	}
-	recs, err := LoadRecords(ctx, s.jobs)
+	recs, _, err := LoadRecords(ctx, s.jobs)
 	if err != nil || len(recs) != jobs {
 		t.Fatalf("records: %d, %v", len(recs), err)
 	}
@@ -580,7 +580,7 @@ func testRetriedStartSparesNewerClaim(t *testing.T, b backend) {
 		newer[job] = mustClaim(t, ctx, s, job, "@daily", next, "B")
 		reqs[job] = startReq{r, w}
 	}
-	first, _ := LoadRecords(ctx, s.jobs, "alone")
+	first, _, _ := LoadRecords(ctx, s.jobs, "alone")
 
 	// The retries.
 	start, ok, err := s.startOne(ctx, reqs["alone"].r, reqs["alone"].w)
@@ -598,7 +598,7 @@ func testRetriedStartSparesNewerClaim(t *testing.T, b backend) {
 		}
 	}
 
-	recs, err := LoadRecords(ctx, s.jobs, jobs...)
+	recs, _, err := LoadRecords(ctx, s.jobs, jobs...)
 	if err != nil || len(recs) != len(jobs) {
 		t.Fatalf("records %+v %v", recs, err)
 	}

@@ -28,7 +28,7 @@ func TestRunSpans(t *testing.T) {
 		var cmds commandLog
 		db := monitoredDB(t, &cmds)
 		s := newSession(t, newLocker(t, db), r.tracer(t), "k1")
-		sch, err := scheduler.New(db, s, scheduler.WithSeconds(), scheduler.WithOpTimeout(time.Second))
+		sch, err := scheduler.New(db, s, scheduler.WithOpTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

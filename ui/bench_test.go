@@ -196,7 +196,7 @@ func BenchmarkPages(b *testing.B) {
 			for b.Loop() {
 				clk.Advance(ui.DefaultRefresh) // every reading is stale: read anew
 				d, _ := timer.measure(func() {
-					if _, err := scheduler.LoadHistory(ctx, runs, mid, 50); err != nil {
+					if _, _, err := scheduler.LoadHistory(ctx, runs, mid, 50); err != nil {
 						b.Fatal(err)
 					}
 				})

@@ -483,11 +483,14 @@ var errUnknownJob = errors.New("unknown job")
 // readJob reads one job's record.
 func (h *Handler) readJob(ctx context.Context, name string) (scheduler.Record, error) {
 	return get(ctx, h.rd, "job:"+name, func(ctx context.Context) (scheduler.Record, error) {
-		recs, err := scheduler.LoadRecords(ctx, h.db.Collection(h.cfg.jobs), name)
-		if err != nil {
+		recs, bad, err := scheduler.LoadRecords(ctx, h.db.Collection(h.cfg.jobs), name)
+		switch {
+		case err != nil:
 			return scheduler.Record{}, err
-		}
-		if len(recs) == 0 {
+		case len(recs) == 0 && len(bad) > 0:
+			// Its document is there, but cannot be read: say so, not "unknown".
+			return scheduler.Record{}, fmt.Errorf("job %q: %s", name, bad[0])
+		case len(recs) == 0:
 			return scheduler.Record{}, fmt.Errorf("%w %q: no document in %s.%s", errUnknownJob, name, h.db.Name(), h.cfg.jobs)
 		}
 		return recs[0], nil

@@ -75,7 +75,7 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 	if _, err := m.Up(ctx); err != nil {
 		return nil, nil, err
 	}
-	s, err := scheduler.New(db, session, scheduler.WithSeconds())
+	s, err := scheduler.New(db, session)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,7 +114,7 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s2, err := scheduler.New(db, session2, scheduler.WithSeconds())
+	s2, err := scheduler.New(db, session2)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -155,7 +155,7 @@ func buildFixture(db *mongo.Database) (*fixture, func(), error) {
 			stop()
 			return nil, nil, err
 		}
-		recs, err := scheduler.LoadRecords(ctx, db.Collection(scheduler.DefaultJobsCollection), "ok")
+		recs, _, err := scheduler.LoadRecords(ctx, db.Collection(scheduler.DefaultJobsCollection), "ok")
 		if err != nil {
 			stop()
 			return nil, nil, err

@@ -83,7 +83,7 @@ func TestHandler(t *testing.T) {
 	t.Run("paging", func(t *testing.T) {
 		// Following the Older links visits every record of ok once, newest
 		// first; the Newer links lead back.
-		all, err := scheduler.LoadHistory(context.Background(), f.db.Collection(scheduler.DefaultRunsCollection), "ok", 0)
+		all, _, err := scheduler.LoadHistory(context.Background(), f.db.Collection(scheduler.DefaultRunsCollection), "ok", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func testActions(t *testing.T, f *fixture) {
 			t.Errorf("%s: no Basic challenge", c.name)
 		}
 	}
-	recs, err := scheduler.LoadRecords(context.Background(), f.db.Collection(scheduler.DefaultJobsCollection), "ok")
+	recs, _, err := scheduler.LoadRecords(context.Background(), f.db.Collection(scheduler.DefaultJobsCollection), "ok")
 	if err != nil || recs[0].Paused != nil {
 		t.Fatalf("a refused action paused the job: %+v %v", recs, err)
 	}
@@ -301,7 +301,7 @@ func testActions(t *testing.T, f *fixture) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/jobs/ok?done=paused" {
 		t.Fatalf("pause: %d %s %.300s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}
-	recs, err = scheduler.LoadRecords(context.Background(), f.db.Collection(scheduler.DefaultJobsCollection), "ok")
+	recs, _, err = scheduler.LoadRecords(context.Background(), f.db.Collection(scheduler.DefaultJobsCollection), "ok")
 	if err != nil || recs[0].Paused == nil || recs[0].Paused.By != "alice" || recs[0].Paused.Note != "deploy freeze" || recs[0].Paused.Until.IsZero() {
 		t.Fatalf("after the pause: %+v %v", recs[0].Paused, err)
 	}
