@@ -71,18 +71,23 @@ func oneLine(s string) string {
 
 func redactHolder(h lock.Holder) lock.Holder { return redact.Holder(h, redact.URIs) }
 
-func redactRecords(recs []scheduler.Record) []scheduler.Record {
-	out := make([]scheduler.Record, len(recs))
-	for i, r := range recs {
-		out[i] = redact.Record(r, redact.URIs)
+// redactJobs returns jobs and their history (by name) redacted: read by
+// their names, shown by their redacted ones.
+func redactJobs(jobs []listedJob, hist map[string][]scheduler.Run) ([]listedJob, map[string][]scheduler.Run) {
+	out := make([]listedJob, len(jobs))
+	outHist := make(map[string][]scheduler.Run, len(hist))
+	for i, j := range jobs {
+		runs := hist[j.rec.Name]
+		j.rec = redact.Record(j.rec, redact.URIs)
+		out[i] = j
+		if runs == nil {
+			continue
+		}
+		red := make([]scheduler.Run, len(runs))
+		for k, r := range runs {
+			red[k] = redact.Run(r, redact.URIs)
+		}
+		outHist[j.rec.Name] = red
 	}
-	return out
-}
-
-func redactRuns(runs []scheduler.Run) []scheduler.Run {
-	out := make([]scheduler.Run, len(runs))
-	for i, r := range runs {
-		out[i] = redact.Run(r, redact.URIs)
-	}
-	return out
+	return out, outHist
 }

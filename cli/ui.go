@@ -114,7 +114,7 @@ func (a *app) dashboard(db *mongo.Database, f uiFlags, log zerolog.Logger) (*ui.
 	}
 	h, err := ui.New(db, ui.WithLockCollection(a.g.collection), ui.WithJobsCollection(f.jobs), ui.WithRunsCollection(f.runs),
 		ui.WithTermsCollection(f.terms), ui.WithMigrator(m), ui.WithJobs(specs), ui.WithRefresh(f.refresh),
-		ui.WithLocation(loc), ui.WithTitle(a.name()), ui.WithLogger(log), ui.WithRedact(a.red.oneLine))
+		ui.WithLocation(loc), ui.WithTitle(a.name()), ui.WithLogger(log))
 	switch {
 	case errors.Is(err, ui.ErrInvalidOption):
 		return nil, usagef("%v", err)
