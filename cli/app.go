@@ -408,7 +408,7 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 		SetServerSelectionTimeout(a.g.timeout).
 		SetConnectTimeout(a.g.timeout)
 	if err := opts.Validate(); err != nil {
-		return nil, nil, usagef("invalid URI %s: %v", a.red.uri(), err)
+		return nil, nil, usagef("invalid URI %s: %s", a.red.uri(), a.red.uriError(err))
 	}
 	a.client = opts
 	client, err := mongo.Connect(opts)

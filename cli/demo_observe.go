@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,7 +51,7 @@ func (o *observability) serve(addr string) (string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	o.health.Register(mux)
-	o.ln, o.srv, o.served = ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, make(chan struct{})
+	o.ln, o.srv, o.served = ln, newHTTPServer(mux), make(chan struct{})
 	go func() {
 		defer close(o.served)
 		_ = o.srv.Serve(ln) // ends with close

@@ -28,7 +28,7 @@ func (d *demo) serveUI(ctx context.Context, db *mongo.Database) (stop func(), er
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = serveUntil(sctx, ln, h, zerolog.Nop())
+		_ = serveUntil(sctx, ln, newHTTPServer(h), zerolog.Nop())
 	}()
 	return func() { cancel(); <-done }, nil
 }

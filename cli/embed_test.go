@@ -218,7 +218,7 @@ func TestEmbedded(t *testing.T) {
 		myappErr(t, myapp(ctx, t, exe, "demo"), ExitUsage, "no server: set --uri or MONGODB_URI")
 		dead := "mongodb://alice:hunter2@127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/"
 		r = myapp(ctx, t, exe, "--uri", dead, "--timeout", "300ms", "migrate", "up")
-		myappErr(t, r, ExitFailure, "cannot reach mongodb://xxxxx@127.0.0.1:")
+		myappErr(t, r, ExitFailure, "cannot reach mongodb://***@127.0.0.1:")
 		if strings.Contains(r.stderr+r.stdout, "hunter2") {
 			t.Errorf("password printed: %s", r.stderr)
 		}

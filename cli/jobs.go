@@ -183,6 +183,7 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 			a.warnBad(log, bad)
 		}
 	}
+	jobs, hist = redactJobs(jobs, hist)
 	if *asJSON {
 		out := make([]jobJSON, 0, len(jobs))
 		for _, job := range jobs {
@@ -214,8 +215,8 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 				took = fmtDur(lr.End.Sub(lr.Start))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, spec, nextText, a.red.oneLine(job.state()),
-			fmtTime(r.LastClaimed), orDash(r.ClaimedBy), run, outcome, took, a.red.oneLine(errText))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, spec, nextText, oneLine(job.state()),
+			fmtTime(r.LastClaimed), orDash(r.ClaimedBy), run, outcome, took, oneLine(errText))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -251,7 +252,7 @@ func (a *app) printHistory(w io.Writer, job string, runs []scheduler.Run, limit 
 			detail = skippedText(h)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", fmtTime(h.Scheduled), orDash(h.Keeper), fmtTime(h.Start),
-			outcomeText(h), took, orDash(a.red.oneLine(detail)))
+			outcomeText(h), took, orDash(oneLine(detail)))
 	}
 	return tw.Flush()
 }

@@ -125,6 +125,9 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 	if err != nil {
 		return err
 	}
+	for i, h := range holders {
+		holders[i] = redactHolder(h)
+	}
 	if asJSON {
 		out := make([]lockJSON, 0, len(holders))
 		for _, h := range holders {
@@ -177,6 +180,7 @@ func (a *app) locksShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	h = redactHolder(h)
 	if *asJSON {
 		return a.printJSON(toJSON(h))
 	}
@@ -241,8 +245,9 @@ func (a *app) locksRelease(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	shown := redactHolder(h) // h's own ids release it
 	if !*yes {
-		fmt.Fprintf(a.stderr, "Lock %q is held by %q (fence %d, %s).\n", h.LockID, h.KeeperID, h.Fence, expiresIn(h))
+		fmt.Fprintf(a.stderr, "Lock %q is held by %q (fence %d, %s).\n", shown.LockID, shown.KeeperID, h.Fence, expiresIn(h))
 		fmt.Fprintf(a.stderr, "Its holder is not told and may still be working. Force-release it? Type yes: ")
 		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
 		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "yes" && ans != "y" {
@@ -263,6 +268,6 @@ func (a *app) locksRelease(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "force-released %q held by %q (fence %d); the next holder gets a larger fence\n", id, h.KeeperID, h.Fence)
+	fmt.Fprintf(a.stdout, "force-released %q held by %q (fence %d); the next holder gets a larger fence\n", shown.LockID, shown.KeeperID, h.Fence)
 	return nil
 }

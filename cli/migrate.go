@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/redact"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/scheduler"
 )
@@ -147,6 +148,9 @@ func (a *app) migrateStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for i, e := range entries {
+		entries[i] = redact.Migration(e, redact.URIs)
+	}
 	if f.json {
 		out := make([]statusJSON, 0, len(entries))
 		for _, e := range entries {
@@ -173,7 +177,7 @@ func (a *app) migrateStatus(ctx context.Context, args []string) error {
 			default:
 				at = fmtTime(r.StartedAt)
 			}
-			keeper, took, errText = orDash(r.Keeper), fmtDur(r.Duration), orDash(r.Error)
+			keeper, took, errText = orDash(r.Keeper), fmtDur(r.Duration), orDash(oneLine(r.Error))
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Version, e.State, e.Description, at, keeper, took, errText)
 	}

@@ -1,131 +1,93 @@
 package cli
 
 import (
-	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/mongolock/mongolock/internal/redact"
+	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/scheduler"
 )
 
-const hidden = "xxxxx"
-
-// sensitiveOptions are URI options whose values are secrets.
-var sensitiveOptions = map[string]bool{
-	"authmechanismproperties":         true, // may hold AWS_SESSION_TOKEN
-	"tlscertificatekeyfilepassword":   true,
-	"sslclientcertificatekeypassword": true,
-	"password":                        true,
-}
-
-// redactor hides the credentials of one connection string in anything
-// printed: the URI itself and errors that may quote parts of it. It hides
-// credentials only, whatever the string: what comes before the last '@'
-// (user and password) and the values of secret options; a string that is
-// not a URI at all is shown with the same parts hidden.
+// redactor hides credentials in what the command prints: the connection
+// string's, and those of any URI in errors and in text read from the
+// database (job errors, notes, keeper and lock ids), by the structure of
+// the text alone (package internal/redact). It knows no secret to look
+// for, so what it prints tells nothing of one.
 type redactor struct {
-	raw     string   // the URI as given
-	safe    string   // the URI with its secrets hidden
-	secrets []string // longest first
+	raw string // the URI as given
 }
 
 func newRedactor(uri string) redactor {
-	r := redactor{raw: uri}
-	scheme, rest, ok := strings.Cut(uri, "://")
-	if ok {
-		scheme += "://"
-	} else {
-		scheme, rest = "", uri
-	}
-	// Credentials end at the last '@': cutting there hides too much rather
-	// than too little when an option holds an '@'.
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		// The user name alone is not scrubbed from messages: it is no secret,
-		// and a short one would garble them. The password always is.
-		userinfo := rest[:at]
-		r.addSecret(userinfo)
-		// Past a mangled scheme ("mongodb:/u:pw@h"), if any.
-		cred := userinfo[strings.LastIndex(userinfo, "/")+1:]
-		if _, pass, ok := strings.Cut(cred, ":"); ok {
-			r.addSecret(pass)
-		}
-		rest = hidden + "@" + rest[at+1:]
-	}
-	if base, query, ok := strings.Cut(rest, "?"); ok {
-		parts := strings.FieldsFunc(query, func(c rune) bool { return c == '&' || c == ';' })
-		for i, p := range parts {
-			k, v, _ := strings.Cut(p, "=")
-			if sensitiveOptions[strings.ToLower(k)] && v != "" {
-				r.addSecret(v)
-				// authMechanismProperties=AWS_SESSION_TOKEN:tok,...: each value.
-				if u, err := url.QueryUnescape(v); err == nil {
-					for _, prop := range strings.Split(u, ",") {
-						if _, pv, ok := strings.Cut(prop, ":"); ok {
-							r.addSecret(pv)
-						}
-					}
-				}
-				parts[i] = k + "=" + hidden
-			}
-		}
-		rest = base + "?" + strings.Join(parts, "&")
-	}
-	r.safe = scheme + rest
-	// Longest first, so that a secret containing another is hidden whole.
-	for i := 1; i < len(r.secrets); i++ {
-		for j := i; j > 0 && len(r.secrets[j]) > len(r.secrets[j-1]); j-- {
-			r.secrets[j], r.secrets[j-1] = r.secrets[j-1], r.secrets[j]
-		}
-	}
-	return r
+	return redactor{raw: uri}
 }
 
-func (r *redactor) addSecret(s string) {
-	if s == "" {
-		return
-	}
-	r.secrets = append(r.secrets, s)
-	if u, err := url.PathUnescape(s); err == nil && u != s {
-		r.secrets = append(r.secrets, u)
-	}
-	if u, err := url.QueryUnescape(s); err == nil && u != s {
-		r.secrets = append(r.secrets, u)
-	}
-}
-
-// uri returns the connection string with its secrets hidden.
+// uri returns the connection string with its credentials hidden.
 func (r redactor) uri() string {
-	if r.safe == "" {
+	if r.raw == "" {
 		return "<no URI>"
 	}
-	return r.safe
+	return redact.URI(r.raw)
 }
 
-var quoted = regexp.MustCompile(`"[^"]*"`)
-
-// scrub hides the URI's secrets in s, and quoted pieces of them, which URI
-// parse errors print ("invalid URL escape "%zz"").
-func (r redactor) scrub(s string) string {
-	if r.raw != "" {
-		s = strings.ReplaceAll(s, r.raw, r.uri())
-	}
-	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, sec, hidden)
-	}
-	if len(r.secrets) > 0 {
-		s = quoted.ReplaceAllStringFunc(s, func(q string) string {
-			inner := q[1 : len(q)-1]
-			for _, sec := range r.secrets {
-				if inner != "" && strings.Contains(sec, inner) {
-					return `"` + hidden + `"`
-				}
-			}
-			return q
-		})
-	}
-	return s
-}
-
-// oneLine scrubs s and folds it onto one line.
+// oneLine hides the credentials of the URIs in s and folds it onto one
+// line.
 func (r redactor) oneLine(s string) string {
-	s = r.scrub(s)
+	return oneLine(redact.URIs(s))
+}
+
+// uriError is the driver's error for the connection string, which quotes
+// parts of it ("invalid password: invalid URL escape "%zz""): a quoted
+// part shows if the redacted URI shows it too, if it is not from the URI
+// at all, or if it is one of the driver's own words (`scheme must be
+// "mongodb" or "mongodb+srv"`); else it is hidden. Only the driver's words
+// about the URI given are treated so: nothing read from the database
+// passes here.
+func (r redactor) uriError(err error) string {
+	safe := r.uri()
+	return oneLine(quoted.ReplaceAllStringFunc(err.Error(), func(q string) string {
+		inner := q[1 : len(q)-1]
+		if u, err := strconv.Unquote(q); err == nil {
+			inner = u
+		}
+		if inner == "" || inner == "mongodb" || inner == "mongodb+srv" || strings.Contains(safe, inner) || !strings.Contains(r.raw, inner) {
+			return q
+		}
+		return `"` + redact.Hidden + `"`
+	}))
+}
+
+// quoted is a quoted string, as %q writes it.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// oneLine folds s onto one line.
+func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// The one place each kind of document the commands print is redacted:
+// right after it is read.
+
+func redactHolder(h lock.Holder) lock.Holder { return redact.Holder(h, redact.URIs) }
+
+// redactJobs returns jobs and their history (by name) redacted: read by
+// their names, shown by their redacted ones.
+func redactJobs(jobs []listedJob, hist map[string][]scheduler.Run) ([]listedJob, map[string][]scheduler.Run) {
+	out := make([]listedJob, len(jobs))
+	outHist := make(map[string][]scheduler.Run, len(hist))
+	for i, j := range jobs {
+		runs := hist[j.rec.Name]
+		j.rec = redact.Record(j.rec, redact.URIs)
+		out[i] = j
+		if runs == nil {
+			continue
+		}
+		red := make([]scheduler.Run, len(runs))
+		for k, r := range runs {
+			red[k] = redact.Run(r, redact.URIs)
+		}
+		outHist[j.rec.Name] = red
+	}
+	return out, outHist
 }

@@ -84,7 +84,7 @@ func (a *app) ui(ctx context.Context, args []string) error {
 		return usagef("--listen %q: %v", f.listen, err)
 	}
 	fmt.Fprintf(a.stdout, "dashboard of %s on %s: http://%s/ (read-only; Ctrl-C stops it)\n", db.Name(), a.red.uri(), ln.Addr())
-	return serveUntil(ctx, ln, h, log)
+	return serveUntil(ctx, ln, newHTTPServer(h), log)
 }
 
 // dashboard builds the dashboard of db with the program's migrations and
@@ -114,7 +114,7 @@ func (a *app) dashboard(db *mongo.Database, f uiFlags, log zerolog.Logger) (*ui.
 	}
 	h, err := ui.New(db, ui.WithLockCollection(a.g.collection), ui.WithJobsCollection(f.jobs), ui.WithRunsCollection(f.runs),
 		ui.WithTermsCollection(f.terms), ui.WithMigrator(m), ui.WithJobs(specs), ui.WithRefresh(f.refresh),
-		ui.WithLocation(loc), ui.WithTitle(a.name()), ui.WithLogger(log), ui.WithRedact(a.red.oneLine))
+		ui.WithLocation(loc), ui.WithTitle(a.name()), ui.WithLogger(log))
 	switch {
 	case errors.Is(err, ui.ErrInvalidOption):
 		return nil, usagef("%v", err)
@@ -124,10 +124,20 @@ func (a *app) dashboard(db *mongo.Database, f uiFlags, log zerolog.Logger) (*ui.
 	return h, nil
 }
 
-// serveUntil serves h on ln until ctx ends, then lets open requests end
+// newHTTPServer is the HTTP server of h for the ui command and the demo,
+// with the dashboard's timeouts (ui.DefaultServer...).
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h,
+		ReadHeaderTimeout: ui.DefaultServerReadHeaderTimeout,
+		ReadTimeout:       ui.DefaultServerReadTimeout,
+		WriteTimeout:      ui.DefaultServerWriteTimeout,
+		IdleTimeout:       ui.DefaultServerIdleTimeout,
+	}
+}
+
+// serveUntil serves srv on ln until ctx ends, then lets open requests end
 // within uiShutdown.
-func serveUntil(ctx context.Context, ln net.Listener, h http.Handler, log zerolog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+func serveUntil(ctx context.Context, ln net.Listener, srv *http.Server, log zerolog.Logger) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

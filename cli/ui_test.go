@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -11,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/migrations"
+	"github.com/mongolock/mongolock/ui"
 )
 
 // syncBuffer is a bytes.Buffer the command writes while the test reads.
@@ -119,5 +124,58 @@ func TestUIBadUsage(t *testing.T) {
 	} {
 		r := cli(t, args(globals, c.args...)...)
 		wantErr(t, r, ExitUsage, c.want)
+	}
+}
+
+// TestHTTPServerTimeouts: the servers of the ui command and the demo have
+// the dashboard's timeouts, and close an idle keep-alive connection after
+// the idle timeout (a short one here).
+func TestHTTPServerTimeouts(t *testing.T) {
+	t.Parallel()
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	if srv.ReadHeaderTimeout != ui.DefaultServerReadHeaderTimeout || srv.ReadTimeout != ui.DefaultServerReadTimeout ||
+		srv.WriteTimeout != ui.DefaultServerWriteTimeout || srv.IdleTimeout != ui.DefaultServerIdleTimeout {
+		t.Errorf("timeouts: header %v, read %v, write %v, idle %v", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
+	}
+	const idle = 200 * time.Millisecond
+	srv.IdleTimeout = idle
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveUntil(ctx, ln, srv, zerolog.Nop()) }()
+	defer func() { cancel(); <-served }()
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: dashboard\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" || resp.Close {
+		t.Fatalf("response %q, close %v: want a keep-alive", body, resp.Close)
+	}
+	answered := time.Now()
+	// The server closes the connection: the read ends with EOF, well
+	// before the deadline.
+	if err := conn.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: read %v, want EOF (closed by the server)", err)
+	}
+	if waited := time.Since(answered); waited < idle/2 {
+		t.Errorf("closed %v after the response: before the idle timeout %v", waited, idle)
 	}
 }

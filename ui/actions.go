@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -207,20 +206,11 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 	}
 	h.rd.forget()
 	h.cfg.log.Info().Str("action", string(a.Kind)).Str("job", a.Job).Str("lock", a.Lock).Str("by", by).Msg("ui: action")
-	back := h.cfg.prefix + "/jobs/" + pathEscape(a.Job)
+	back := h.jobHref(a.Job)
 	if a.Kind == ActionRelease {
-		back = h.cfg.prefix + "/locks/" + pathEscape(a.Lock)
+		back = h.lockHref(a.Lock)
 	}
-	http.Redirect(w, r, back+"?done="+done, http.StatusSeeOther)
-}
-
-// pathEscape escapes a job or lock id for a path, keeping its slashes.
-func pathEscape(s string) string {
-	parts := strings.Split(s, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	return strings.Join(parts, "/")
+	http.Redirect(w, r, withQuery(back, "done="+done), http.StatusSeeOther)
 }
 
 // readAction reads the action of the form: kind from the path, job or

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/redact"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/runner"
@@ -85,7 +86,10 @@ func (h *Handler) readLocks(ctx context.Context) (locksReading, error) {
 	})
 }
 
+// viewLock is hd as the pages show it, its ids redacted: the one place a
+// lock read is redacted (elections holds redacted ids too).
 func (h *Handler) viewLock(hd lock.Holder, elections map[string]bool) lockView {
+	hd = redact.Holder(hd, h.cfg.redact)
 	v := lockView{Holder: hd, Kind: kindOther, Name: hd.LockID}
 	presence := h.cfg.lockPrefix + "@instance/" + h.cfg.jobs + "/"
 	switch {
@@ -120,8 +124,56 @@ func (h *Handler) now(ctx context.Context) (time.Time, error) {
 // readTerms reads the recent terms of every election.
 func (h *Handler) readTerms(ctx context.Context) ([]runner.Term, error) {
 	return get(ctx, h.rd, "terms", func(ctx context.Context) ([]runner.Term, error) {
-		return runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), "", recentTerms)
+		return h.loadTerms(ctx, "", recentTerms)
 	})
+}
+
+// The one place each kind of document is read from the database: each
+// returns its text (ids, errors, notes, reasons) redacted.
+
+// loadTerms reads the terms of lockID (all locks: ""), newest first.
+func (h *Handler) loadTerms(ctx context.Context, lockID string, n int) ([]runner.Term, error) {
+	ts, err := runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), lockID, n)
+	for i, t := range ts {
+		ts[i] = redact.Term(t, h.cfg.redact)
+	}
+	return ts, err
+}
+
+// loadRecordsPage reads a page of the jobs' records.
+func (h *Handler) loadRecordsPage(ctx context.Context, q scheduler.RecordsQuery) (scheduler.RecordsPage, error) {
+	p, err := scheduler.LoadRecordsPage(ctx, h.db.Collection(h.cfg.jobs), q)
+	for i, r := range p.Records {
+		p.Records[i] = redact.Record(r, h.cfg.redact)
+	}
+	p.Next = h.cfg.redact(p.Next) // a job's name, in the Next link
+	return p, err
+}
+
+// loadHistoryPage reads a page of a job's run history.
+func (h *Handler) loadHistoryPage(ctx context.Context, q scheduler.HistoryQuery) (scheduler.HistoryPage, error) {
+	p, err := scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), q)
+	for i, r := range p.Runs {
+		p.Runs[i] = redact.Run(r, h.cfg.redact)
+	}
+	return p, err
+}
+
+// loadActions reads the actions filter selects, newest first.
+func (h *Handler) loadActions(ctx context.Context, what string, filter bson.D, sort bson.D, limit int64) ([]actionRecord, error) {
+	cur, err := mongoutil.Primary(h.db.Collection(h.cfg.actions)).Find(ctx, filter, options.Find().SetSort(sort).SetLimit(limit))
+	if err != nil {
+		return nil, mongoutil.WrapErr(ctx, "read the actions on "+what, err)
+	}
+	var out []actionRecord
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, mongoutil.WrapErr(ctx, "read the actions on "+what, err)
+	}
+	for i, a := range out {
+		a.Job, a.Lock, a.By, a.Note = h.cfg.redact(a.Job), h.cfg.redact(a.Lock), h.cfg.redact(a.By), h.cfg.redact(a.Note)
+		out[i] = a
+	}
+	return out, nil
 }
 
 // readElectionIDs is the set of locks the term log knows as elections.
@@ -281,7 +333,7 @@ func (h *Handler) overview(ctx context.Context) (overview, error) {
 		ov.TermsErr = h.cfg.redact(err.Error())
 	}
 	page, err := get(ctx, h.rd, "jobs:attention", func(ctx context.Context) (scheduler.RecordsPage, error) {
-		return scheduler.LoadRecordsPage(ctx, h.db.Collection(h.cfg.jobs), scheduler.RecordsQuery{Attention: true, Limit: attentionJobs})
+		return h.loadRecordsPage(ctx, scheduler.RecordsQuery{Attention: true, Limit: attentionJobs})
 	})
 	if err != nil {
 		return overview{}, err
@@ -323,6 +375,7 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 			if strings.HasPrefix(d.Reason, scheduler.ReasonPaused) || strings.HasPrefix(d.Reason, scheduler.ReasonRemoved) {
 				continue // on purpose
 			}
+			d.Job, d.Reason = h.cfg.redact(d.Job), h.cfg.redact(d.Reason)
 			p := byJob[d.Job]
 			if p == nil {
 				p = &problem{Job: d.Job, Last: d.Scheduled, LastReason: d.Reason}
@@ -451,7 +504,7 @@ func (h *Handler) nextFirings(r scheduler.Record, now time.Time, n int) ([]time.
 // jobsPage is the data of the jobs page.
 type jobsPage struct {
 	Rows      []jobRow
-	Next      string
+	Next      string // the after of the next page; for the page, its query
 	Prefix    string
 	Attention bool
 	After     string
@@ -465,7 +518,7 @@ func (h *Handler) jobs(ctx context.Context, q scheduler.RecordsQuery) (jobsPage,
 	}
 	key := fmt.Sprintf("jobs:%q:%q:%v:%d", q.Prefix, q.After, q.Attention, q.Limit)
 	page, err := get(ctx, h.rd, key, func(ctx context.Context) (scheduler.RecordsPage, error) {
-		return scheduler.LoadRecordsPage(ctx, h.db.Collection(h.cfg.jobs), q)
+		return h.loadRecordsPage(ctx, q)
 	})
 	if err != nil {
 		return jobsPage{}, err
@@ -493,14 +546,18 @@ func (h *Handler) readJob(ctx context.Context, name string) (scheduler.Record, e
 		case len(recs) == 0:
 			return scheduler.Record{}, fmt.Errorf("%w %q: no document in %s.%s", errUnknownJob, name, h.db.Name(), h.cfg.jobs)
 		}
-		return recs[0], nil
+		return redact.Record(recs[0], h.cfg.redact), nil
 	})
 }
 
 // readMigrations reads the status of the migrations.
 func (h *Handler) readMigrations(ctx context.Context) ([]migrations.Entry, error) {
 	return get(ctx, h.rd, "migrations", func(ctx context.Context) ([]migrations.Entry, error) {
-		return h.migrator.Status(ctx)
+		es, err := h.migrator.Status(ctx)
+		for i, e := range es {
+			es[i] = redact.Migration(e, h.cfg.redact)
+		}
+		return es, err
 	})
 }
 
@@ -509,7 +566,7 @@ func (h *Handler) readMigrations(ctx context.Context) ([]migrations.Entry, error
 func (h *Handler) lockTerms(ctx context.Context, v lockView) ([]termRow, error) {
 	if v.Kind == kindJob {
 		runs, err := get(ctx, h.rd, "lockruns:"+v.Name, func(ctx context.Context) ([]scheduler.Run, error) {
-			p, err := scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), scheduler.HistoryQuery{Job: v.Name,
+			p, err := h.loadHistoryPage(ctx, scheduler.HistoryQuery{Job: v.Name,
 				Outcomes: []scheduler.Outcome{scheduler.OutcomeSucceeded, scheduler.OutcomeFailed}, Limit: lockTermsShown})
 			return p.Runs, err
 		})
@@ -527,7 +584,7 @@ func (h *Handler) lockTerms(ctx context.Context, v lockView) ([]termRow, error) 
 		return rows, nil
 	}
 	terms, err := get(ctx, h.rd, "lockterms:"+v.LockID, func(ctx context.Context) ([]runner.Term, error) {
-		return runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), v.LockID, lockTermsShown)
+		return h.loadTerms(ctx, v.LockID, lockTermsShown)
 	})
 	if err != nil {
 		return nil, err
@@ -553,16 +610,7 @@ type actionRecord struct {
 // releases), newest first.
 func (h *Handler) lockActions(ctx context.Context, id string) ([]actionRecord, error) {
 	return get(ctx, h.rd, "lockactions:"+id, func(ctx context.Context) ([]actionRecord, error) {
-		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.actions)).Find(ctx, bson.D{{Key: "lock", Value: id}},
-			options.Find().SetSort(bson.D{{Key: "lock", Value: 1}, {Key: "at", Value: -1}}).SetLimit(lockTermsShown))
-		if err != nil {
-			return nil, mongoutil.WrapErr(ctx, "read the actions on "+id, err)
-		}
-		var out []actionRecord
-		if err := cur.All(ctx, &out); err != nil {
-			return nil, mongoutil.WrapErr(ctx, "read the actions on "+id, err)
-		}
-		return out, nil
+		return h.loadActions(ctx, id, bson.D{{Key: "lock", Value: id}}, bson.D{{Key: "lock", Value: 1}, {Key: "at", Value: -1}}, lockTermsShown)
 	})
 }
 
@@ -582,16 +630,7 @@ func (h *Handler) jobActions(ctx context.Context, job string, from, to time.Time
 		if len(at) > 0 {
 			filter = append(filter, bson.E{Key: "at", Value: at})
 		}
-		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.actions)).Find(ctx, filter,
-			options.Find().SetSort(bson.D{{Key: "job", Value: 1}, {Key: "at", Value: -1}}).SetLimit(int64(limit)))
-		if err != nil {
-			return nil, mongoutil.WrapErr(ctx, "read the actions on "+job, err)
-		}
-		var out []actionRecord
-		if err := cur.All(ctx, &out); err != nil {
-			return nil, mongoutil.WrapErr(ctx, "read the actions on "+job, err)
-		}
-		return out, nil
+		return h.loadActions(ctx, job, filter, bson.D{{Key: "job", Value: 1}, {Key: "at", Value: -1}}, int64(limit))
 	})
 }
 

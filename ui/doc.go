@@ -33,8 +33,16 @@
 //     share one between replicas) and bound to a SameSite=Strict cookie, and
 //     cross-origin POSTs are refused (http.CrossOriginProtection).
 //   - No secret is rendered: text read from the database (errors of runs
-//     and migrations, notes, keeper ids) passes through RedactURIs (and
-//     WithRedact), which hides the credentials of any URI.
+//     and migrations, notes, keeper, lock and job ids, operators' names)
+//     passes through RedactURIs (and WithRedact) where it is read, which
+//     hides the credentials of any URI by their place in it, never by
+//     knowing a secret. A lock or job whose id holds a URI is shown and
+//     linked by its redacted id: its page shows what the list does, and
+//     actions on it are refused (not found).
+//   - Links to a job's or a lock's page cannot lead to another page,
+//     whatever the name (".." and "." segments, escapes, slashes).
+//   - Mount it in an http.Server with timeouts (DefaultServerReadTimeout
+//     and the others): it sets none itself.
 //   - Static files are embedded; the pages need no CDN and no build step,
 //     and load only their own script and styles (a strict
 //     Content-Security-Policy). No outcome is told by colour alone: each

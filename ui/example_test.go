@@ -43,7 +43,12 @@ func Example() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mongolock/", h)
-	srv := httptest.NewServer(mux) // your server
+	srv := httptest.NewUnstartedServer(mux) // your server: give it timeouts
+	srv.Config.ReadHeaderTimeout = ui.DefaultServerReadHeaderTimeout
+	srv.Config.ReadTimeout = ui.DefaultServerReadTimeout
+	srv.Config.WriteTimeout = ui.DefaultServerWriteTimeout
+	srv.Config.IdleTimeout = ui.DefaultServerIdleTimeout
+	srv.Start()
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL + "/mongolock/jobs")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -59,12 +60,9 @@ func (h *Handler) funcs() template.FuncMap {
 		"time":     fmtTime,
 		"dur":      fmtDur,
 		"ago":      ago,
-		"redact":   func(s string) string { return h.cfg.redact(s) },
 		"path":     func(p string) string { return h.cfg.prefix + p },
-		"jobhref":  func(name string) string { return h.cfg.prefix + "/jobs/" + pathEscape(name) },
-		"lockhref": func(id string) string { return h.cfg.prefix + "/locks/" + pathEscape(id) },
-		"esc":      url.PathEscape,
-		"q":        url.QueryEscape,
+		"jobhref":  h.jobHref,
+		"lockhref": h.lockHref,
 		"fence":    func(f uint64) string { return strconv.FormatUint(f, 10) },
 		"short": func(s string, n int) string {
 			if len(s) <= n {
@@ -79,4 +77,53 @@ func (h *Handler) funcs() template.FuncMap {
 		"keyshape": func(c class) string { return shape(c, 8, 8) },
 		"printf":   fmt.Sprintf,
 	}
+}
+
+// jobHref is the address of job name's page, lockHref of lock id's: no
+// name can make it another page's (see namePath).
+func (h *Handler) jobHref(name string) string { return h.href("/jobs/", "name", name) }
+func (h *Handler) lockHref(id string) string  { return h.href("/locks/", "id", id) }
+
+// href is the address of the page of name under base: base and the name
+// as a path (namePath), or, for a name no path can hold, base with the
+// name in the query parameter param.
+func (h *Handler) href(base, param, name string) string {
+	if p, ok := namePath(name); ok {
+		return h.cfg.prefix + base + p
+	}
+	return h.cfg.prefix + base + "?" + param + "=" + url.QueryEscape(name)
+}
+
+// namePath is name as path segments: each escaped (url.PathEscape), and a
+// slash kept only between two segments that are neither empty nor "." or
+// "..", else escaped (%2F) too, so that no segment of the path is empty,
+// "." or "..", which browsers resolve (escaped as %2E too) and servers
+// clean: "../admin" is one segment, "..%2Fadmin". ok is false for the
+// names that are such a segment themselves: "", "." and "..".
+func namePath(name string) (p string, ok bool) {
+	if name == "" || name == "." || name == ".." {
+		return "", false
+	}
+	ordinary := func(s string) bool { return s != "" && s != "." && s != ".." }
+	segs := strings.Split(name, "/")
+	var b strings.Builder
+	for i, s := range segs {
+		if i > 0 {
+			if ordinary(segs[i-1]) && ordinary(s) {
+				b.WriteByte('/')
+			} else {
+				b.WriteString("%2F")
+			}
+		}
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String(), true
+}
+
+// withQuery adds the query q to the address u, which may have one.
+func withQuery(u, q string) string {
+	if strings.Contains(u, "?") {
+		return u + "&" + q
+	}
+	return u + "?" + q
 }

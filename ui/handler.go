@@ -205,7 +205,7 @@ func (h *Handler) failRead(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the viewer left
 	}
-	h.cfg.log.Warn().Err(err).Str("path", r.URL.Path).Msg("ui: read failed")
+	h.cfg.log.Warn().Str("error", h.cfg.redact(err.Error())).Str("path", h.cfg.redact(r.URL.Path)).Msg("ui: read failed")
 	h.fail(w, r, status, "the database could not be read: "+err.Error())
 }
 

@@ -253,9 +253,13 @@ func WithJobs(specs map[string]string) Option {
 	}
 }
 
-// WithRedact sets the function every text read from the database passes
-// through before it is shown (errors, notes, keeper ids): the CLI passes
-// one that knows its URI's secrets. Default: RedactURIs.
+// WithRedact adds a function every text read from the database passes
+// through, where it is read, before RedactURIs, which always applies
+// (errors, notes, keeper, lock and job ids): for what the program knows to
+// hide besides URIs' credentials. Hide by the text's structure: a function
+// that hides any piece of a secret tells a viewer, by what it hides, which
+// pieces are (notes and ids are anyone's to write). It must be a function
+// of its input alone. Default: RedactURIs alone.
 func WithRedact(f func(string) string) Option {
 	return func(c *config) error {
 		if f == nil {

@@ -106,7 +106,6 @@ func (h *Handler) viewRun(r scheduler.Run, present map[string]bool, retried map[
 	if r.Triggered {
 		v.Label += " (triggered)"
 	}
-	v.Label = h.cfg.redact(v.Label)
 	v.Symbol = symbolOf(v.Class)
 	v.Anchor = "r-" + strings.NewReplacer(":", "", ".", "", "-", "").Replace(r.Scheduled.UTC().Format(time.RFC3339Nano)) + fmt.Sprintf("-%d", max(r.Attempt, 1))
 	return v

@@ -54,7 +54,7 @@ type locksPage struct {
 	Prefix string
 	Kind   string
 	Late   bool
-	Next   string // the after of the next page
+	Next   string // the query of the next page, empty if none
 	Total  int    // locks matching, on every page
 	ReadAt time.Time
 }
@@ -94,7 +94,9 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if len(pg.Locks) == n {
-			pg.Next = pg.Locks[n-1].LockID
+			if pg.Next == "" {
+				pg.Next = nextPage(r, pg.Locks[n-1].LockID)
+			}
 			continue
 		}
 		pg.Locks = append(pg.Locks, l)
@@ -113,7 +115,7 @@ type lockPage struct {
 }
 
 func (h *Handler) pageLock(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id := pathOrQuery(r, "id")
 	if err := lock.ValidateID("lock id", id); err != nil {
 		h.badInput(w, r, "%v", err)
 		return
@@ -165,7 +167,7 @@ func (h *Handler) pageLock(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("lock %q: no document in %s.%s and no recorded term", id, h.db.Name(), h.cfg.locks))
 		return
 	}
-	h.render(w, r, lr.ReadAt, "lock", "locks", "Lock "+id, http.StatusOK, pg, "")
+	h.render(w, r, lr.ReadAt, "lock", "locks", "Lock "+h.cfg.redact(id), http.StatusOK, pg, "")
 }
 
 func (h *Handler) pageElections(w http.ResponseWriter, r *http.Request) {
@@ -212,6 +214,9 @@ func (h *Handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		h.failRead(w, r, err)
 		return
 	}
+	if pg.Next != "" {
+		pg.Next = nextPage(r, pg.Next)
+	}
 	h.render(w, r, pg.ReadAt, "jobs", "jobs", "Jobs", http.StatusOK, pg, "")
 }
 
@@ -239,6 +244,11 @@ type jobPage struct {
 	Filters  []struct{ Value, Label string }
 	Legend   []tlCount
 	Pending  bool
+	// Name is the job's name when the page's address holds it in its
+	// query (a name no path can hold: see namePath), for the page's own
+	// links and form; Clear is the address of the page with no filter.
+	Name  string
+	Clear string
 }
 
 // histRow is a row of the history table: a run, or an operator's action.
@@ -264,8 +274,26 @@ func parseWhen(key, s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%s %q: want a time such as 2026-01-02T15:04 (UTC) or RFC 3339", key, s)
 }
 
+// pathOrQuery is the name of the page r asks for: the path's wildcard
+// param, else the query's (see namePath).
+func pathOrQuery(r *http.Request, param string) string {
+	if v := r.PathValue(param); v != "" {
+		return v
+	}
+	return r.URL.Query().Get(param)
+}
+
+// nextPage is the query of the page after the one r shows: r's, with
+// after.
+func nextPage(r *http.Request, after string) string {
+	q := r.URL.Query()
+	q.Set("after", after)
+	q.Del("done")
+	return "?" + q.Encode()
+}
+
 func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
+	name := pathOrQuery(r, "name")
 	q := r.URL.Query()
 	if name == "" || len(name) > 1024 {
 		h.badInput(w, r, "job name: empty or too long")
@@ -331,7 +359,7 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 	}
 	load := func(q scheduler.HistoryQuery) (scheduler.HistoryPage, error) {
 		return get(ctx, h.rd, "hist:"+cacheKey(q), func(ctx context.Context) (scheduler.HistoryPage, error) {
-			return scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), q)
+			return h.loadHistoryPage(ctx, q)
 		})
 	}
 	// The timeline: every outcome, up to the table's newest row. On the
@@ -407,6 +435,11 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 		jp.To = hq.To.UTC().Format("2006-01-02T15:04")
 	}
 	base := url.Values{}
+	if r.PathValue("name") == "" {
+		base.Set("name", name)
+		jp.Name = name
+	}
+	jp.Clear = "?" + base.Encode()
 	for k, v := range map[string]string{"outcome": outcome, "from": q.Get("from"), "to": q.Get("to"), "n": q.Get("n")} {
 		if v != "" {
 			base.Set(k, v)
@@ -467,7 +500,7 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 			jp.Legend = append(jp.Legend, tlCount{Class: k.Class, Symbol: k.Symbol, Label: k.Label, Means: k.Means})
 		}
 	}
-	h.render(w, r, lr.ReadAt, "job", "jobs", "Job "+name, http.StatusOK, jp, "")
+	h.render(w, r, lr.ReadAt, "job", "jobs", "Job "+h.cfg.redact(name), http.StatusOK, jp, "")
 }
 
 // cacheKey names a history query in the shared reader.

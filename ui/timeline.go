@@ -152,7 +152,7 @@ func (h *Handler) buildTimeline(rec scheduler.Record, runs []runView, acts []act
 	slices.Reverse(byStart) // oldest first
 	for _, r := range byStart {
 		if r.Keeper != "" && !r.Start.IsZero() {
-			addLane(r.Keeper, h.cfg.redact(shortKeeper(r.Keeper)), h.cfg.redact(r.Keeper))
+			addLane(r.Keeper, shortKeeper(r.Keeper), r.Keeper)
 		}
 	}
 	counts := map[class]int{}
@@ -169,7 +169,7 @@ func (h *Handler) buildTimeline(rec scheduler.Record, runs []runView, acts []act
 		m := tlMark{Class: r.Class, X: x, Y: y, TailX: x, D: shape(r.Class, x, y), Href: link(r.Run),
 			Title: fmt.Sprintf("%s: %s", fmtTime(r.Scheduled), r.Label)}
 		if r.Keeper != "" {
-			m.Title += " on " + h.cfg.redact(r.Keeper)
+			m.Title += " on " + r.Keeper
 		}
 		if r.Class == classLate {
 			m.TailX = xOf(r.Start)
@@ -191,7 +191,7 @@ func (h *Handler) buildTimeline(rec scheduler.Record, runs []runView, acts []act
 		y := float64(tl.Lanes[i].Y)
 		x := xOf(a.At)
 		tl.Marks = append(tl.Marks, tlMark{Class: classAction, X: x, Y: y, TailX: x, D: shape(classAction, x, y),
-			Title: fmt.Sprintf("%s: %s by %s", fmtTime(a.At), a.Kind, h.cfg.redact(a.By))})
+			Title: fmt.Sprintf("%s: %s by %s", fmtTime(a.At), a.Kind, a.By)})
 	}
 	tl.AxisY = tlTop + len(tl.Lanes)*tlLaneH + 4
 	tl.Height = tl.AxisY + tlBottom
