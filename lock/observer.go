@@ -163,7 +163,8 @@ type Event struct {
 	// the last instant the previous term held the lock (its last renewal,
 	// or its release) to the start of this one, as read from the lock
 	// document before the takeover; 0 when not known (no earlier term was
-	// read).
+	// read, or the previous term was released after the last read: a
+	// takeover before the lease read could expire).
 	Gap time.Duration
 }
 

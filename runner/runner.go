@@ -41,9 +41,12 @@ type LeaderAwareRunner struct {
 	lastRelease  time.Time
 	// prevEnd is the last instant, on the server's clock, the previous
 	// term held the lock as last read (its last renewal, or its release),
-	// and prevFence that term's fence: for the failover gap.
-	prevEnd   time.Time
-	prevFence uint64
+	// and prevFence that term's fence: for the failover gap. prevExpires
+	// is when that lease would have expired if it was live when read
+	// (zero if it was released or expired): a takeover before then came
+	// after a release this runner did not see.
+	prevEnd, prevExpires time.Time
+	prevFence            uint64
 	// abandoned is the task abandoned last, nil when none is known to be
 	// running. Until it returns the runner does not campaign: a new term
 	// would run a second copy of the task beside it.

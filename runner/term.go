@@ -72,11 +72,17 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 			r.cfg.onNewLeader(me)
 		}
 	}
+	// The gap is known when the previous term's end was read: its release,
+	// or its last renewal before it expired. A lease read live and taken
+	// before it could expire was released after the read, at an instant
+	// this runner never saw: the gap is not known (the term log's End of
+	// the previous term tells it).
 	var gap time.Duration
-	if !r.prevEnd.IsZero() && r.prevFence < lease.Fence() {
+	releasedUnseen := !r.prevExpires.IsZero() && lease.AcquiredAt().Before(r.prevExpires)
+	if !r.prevEnd.IsZero() && r.prevFence < lease.Fence() && !releasedUnseen {
 		gap = max(lease.AcquiredAt().Sub(r.prevEnd), 0)
 	}
-	r.prevEnd, r.prevFence = time.Time{}, 0
+	r.prevEnd, r.prevExpires, r.prevFence = time.Time{}, time.Time{}, 0
 	started := lock.Event{Kind: lock.TermStarted, LockID: r.lockID, Fence: lease.Fence(), Remaining: lease.Remaining(), Gap: gap}
 	r.session.Emit(started)
 	t.span.Event(started)
@@ -113,6 +119,10 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 		// release, so a read after a refused campaign saw it, unless the
 		// term ended between this read and the takeover.
 		r.prevEnd, r.prevFence = h.RenewedAt, h.Fence
+		r.prevExpires = time.Time{}
+		if !h.Released && !h.Expired {
+			r.prevExpires = h.ExpiresAt
+		}
 	}
 	var id string
 	switch {

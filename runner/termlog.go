@@ -53,7 +53,8 @@ type Term struct {
 	// Gap is the failover gap before this term, on the server's clock: from
 	// the last instant the previous term held the lock (its last renewal or
 	// its release, as this term's leader read it before taking over) to
-	// this term's start; zero when not known.
+	// this term's start; zero when not known, as after a release the new
+	// leader did not read (the previous term's End gives it then).
 	Gap time.Duration
 	// Reason says why the term ended (lock.TermEnded's reason); Lost: the
 	// lease was lost rather than given up.
