@@ -28,6 +28,11 @@ var (
 	// runner gave the term up, so it matches lock.ErrLeaseLost too.
 	ErrStalled error = errs.Kind("runner: task stalled", lock.ErrLeaseLost)
 
+	// ErrTaskPanicked is wrapped by the error of the lock.TermEnded event
+	// of a term whose task panicked; the panic itself is raised again in
+	// the goroutine of Run or RunTaskOnLeader.
+	ErrTaskPanicked = errors.New("runner: task panicked")
+
 	// ErrBusy reports a RunTaskOnLeader or Resign made while Run runs on the
 	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")

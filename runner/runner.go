@@ -235,6 +235,9 @@ func (r *LeaderAwareRunner) Leader() string {
 // task returns, and is released then. A later Run waits for the
 // abandoned task to return before it campaigns.
 //
+// A panic in task ends the term, releases the lock and is raised again in
+// Run's goroutine (see the package doc).
+//
 // Run returns ErrBusy at once if another Run, a RunTaskOnLeader or a
 // Resign is in progress; while Run runs, RunTaskOnLeader and Resign return
 // ErrBusy.
@@ -276,6 +279,10 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 		res := r.lead(ctx, t, task)
 		if !res.returned {
 			return fmt.Errorf("run %q fence %d: %w", r.lockID, fence, ErrTaskDidNotStop)
+		}
+		if res.panicked {
+			_ = r.release(ctx)
+			res.repanic()
 		}
 		switch {
 		case res.cause != nil:
@@ -386,7 +393,8 @@ func (r *LeaderAwareRunner) abandonedRunning() bool {
 // ignored its cancelled context for a grace period (it is then abandoned and
 // the term ends; its lock stays held until it returns). Until an abandoned
 // task returns, calls neither campaign nor run anything: they return false
-// and an error wrapping ErrTaskDidNotStop.
+// and an error wrapping ErrTaskDidNotStop. A panic in task ends the term,
+// releases the lock and is raised again in the caller's goroutine.
 func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx context.Context) error) (ran bool, err error) {
 	if task == nil {
 		return false, fmt.Errorf("run task on leader %q: %w: nil task", r.lockID, lock.ErrInvalidArgument)
@@ -412,6 +420,7 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 	case res.cause != nil:
 		_ = r.release(ctx)
 	}
+	res.repanic()
 	return true, res.taskErr
 }
 
