@@ -1,14 +1,19 @@
 package runner
 
 import (
+	"context"
 	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/errs"
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Sentinel errors. Check them with errors.Is. Bad arguments (a nil session
-// or task, a bad lock id) return errors wrapping lock.ErrInvalidArgument.
+// Sentinel errors. Check them with errors.Is. Bad arguments (a nil session,
+// task, context or collection, a bad lock id) return errors wrapping
+// lock.ErrInvalidArgument.
 var (
 	// ErrInvalidOption reports a bad option passed to New; the message
 	// names the option. It matches lock.ErrInvalidOption too.
@@ -37,3 +42,18 @@ var (
 	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")
 )
+
+// checkArgs returns an error wrapping lock.ErrInvalidArgument, naming call,
+// if ctx is nil or one of colls is: the package's entry points check them
+// first, so that a nil argument is an error, never a panic.
+func checkArgs(call string, ctx context.Context, colls ...*mongo.Collection) error {
+	if ctx == nil {
+		return fmt.Errorf("%s: %w: nil context", call, lock.ErrInvalidArgument)
+	}
+	for _, c := range colls {
+		if c == nil {
+			return fmt.Errorf("%s: %w: nil collection", call, lock.ErrInvalidArgument)
+		}
+	}
+	return nil
+}

@@ -245,6 +245,9 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	if task == nil {
 		return fmt.Errorf("run %q: %w: nil task", r.lockID, lock.ErrInvalidArgument)
 	}
+	if err := checkArgs(fmt.Sprintf("run %q", r.lockID), ctx); err != nil {
+		return err
+	}
 	r.gateMu.Lock()
 	if r.held {
 		r.gateMu.Unlock()
@@ -468,6 +471,9 @@ func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 // enter takes the gate for one call, unless Run holds it or takes it while
 // the call waits.
 func (r *LeaderAwareRunner) enter(ctx context.Context) error {
+	if err := checkArgs(fmt.Sprintf("lock %q", r.lockID), ctx); err != nil {
+		return err
+	}
 	for {
 		r.gateMu.Lock()
 		if r.running {
