@@ -191,11 +191,13 @@ func (os observers) Observe(e Event) {
 	}
 }
 
-// LogObserver logs events to log as structured lines: failures, lost
-// leases, retries, deployment warnings and superseded specs at warning
-// level; terms, migrations, firings not run (but those of paused or
-// removed jobs), takeovers, control actions and specs restored at info;
-// the rest, runs included, at debug. A Session given a logger (WithSessionLogger) logs through it.
+// LogObserver logs events to log as structured lines: failures (a run
+// that failed included), lost leases, retries, deployment warnings and
+// superseded specs at warning level; runs started and ended, terms,
+// migrations, firings not run (but those of paused or removed jobs),
+// takeovers, control actions and specs restored at info; the rest (the
+// acquisitions, renewals and releases of leases, claims) at debug. A
+// Session given a logger (WithSessionLogger) logs through it.
 // SlogObserver is the same for log/slog.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
@@ -233,18 +235,23 @@ func levelOf(e Event) logLevel {
 	switch e.Kind {
 	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying, JobSpecSuperseded:
 		return levelWarn
-	case Released, RunEnded:
+	case Released:
 		if e.Err != nil {
 			return levelWarn
 		}
 		return levelDebug
+	case RunEnded:
+		if e.Err != nil {
+			return levelWarn
+		}
+		return levelInfo
 	case FiringSkipped:
 		// A paused or removed job skips every firing, on purpose: not news.
 		if strings.HasPrefix(e.Reason, "paused") || strings.HasPrefix(e.Reason, "removed") {
 			return levelDebug
 		}
 		return levelInfo
-	case TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
+	case RunStarted, TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
 		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved, JobSpecRestored:
 		return levelInfo
 	}
