@@ -570,9 +570,9 @@ func TestInvalidUTF8Labels(t *testing.T) {
 	}
 	m.WatchScheduler(&fakeScheduler{names: []string{"listed\xff"}})
 	gather(t, m).want(t, map[string]float64{
-		firing(`bad\xff`, "succeeded", ""): 1,
-		firing(`bad\xfe`, "succeeded", ""): 1,
-		series(lastOK, "job_name", `listed\xff`): 0,
+		firing(`bad\xff`, "succeeded", ""):                              1,
+		firing(`bad\xfe`, "succeeded", ""):                              1,
+		series(lastOK, "job_name", `listed\xff`):                        0,
 		series("mongolock_election_terms_total", "election", `bad\xff`): 1,
 		series("mongolock_election_terms_total", "election", `bad\xfe`): 1,
 	})
