@@ -170,7 +170,11 @@ func (a *app) fail(err error) {
 }
 
 func (a *app) main(ctx context.Context, args []string) int {
-	a.g = globals{db: defaultDB, collection: lock.DefaultCollection, ttl: lock.DefaultTTL, timeout: defaultTimeout, logLevel: "info"}
+	db := a.cfg.db
+	if db == "" {
+		db = defaultDB
+	}
+	a.g = globals{db: db, collection: lock.DefaultCollection, ttl: lock.DefaultTTL, timeout: defaultTimeout, logLevel: "info"}
 	err := a.dispatch(ctx, args)
 	if a.red.raw == "" {
 		uri := a.g.uri
@@ -429,7 +433,23 @@ func (a *app) connect(ctx context.Context) (db *mongo.Database, disconnect func(
 		}
 		return nil, nil, fmt.Errorf("cannot reach %s within %v: %w", a.red.uri(), a.g.timeout, err)
 	}
+	a.nameDatabase()
 	return client.Database(a.g.db), disconnect, nil
+}
+
+// nameDatabase logs, once connected, the database the command acts on:
+// at info, or at warning if it is the library's fallback, given neither
+// by --db nor by the program (WithDatabase).
+func (a *app) nameDatabase() {
+	log, err := a.logger()
+	if err != nil {
+		return // the command reports the bad --log-level
+	}
+	if a.cfg.db == "" && a.g.db == defaultDB && !a.explicit["db"] {
+		log.Warn().Str("db", a.g.db).Str("uri", a.red.uri()).Msg("connected to the default database: no --db given")
+		return
+	}
+	log.Info().Str("db", a.g.db).Str("uri", a.red.uri()).Msg("connected")
 }
 
 // connectKeepAlive returns the database of connect on a client of its

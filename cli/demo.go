@@ -125,6 +125,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		// FerretDB logs failed commands (duplicate keys are how locks say
 		// "taken") at Warn: only errors are worth showing.
 		flog := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		d.progress("starting an embedded FerretDB (a temporary server, removed at exit)")
 		srv, err := a.cfg.devServer(ctx, DevServerConfig{Addr: anyLoopbackAddr, Logger: flog})
 		if err != nil {
 			return err
@@ -142,6 +143,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	if !given {
 		a.g.db = demoDatabaseName(d.clock.Now())
 	}
+	d.progress(fmt.Sprintf("connecting to the server (up to --timeout %v)", a.g.timeout))
 	db, disconnect, err := a.connect(ctx)
 	if err != nil {
 		return err
@@ -234,6 +236,7 @@ func (d *demo) run(ctx context.Context, db *mongo.Database, where string) error 
 		}
 		defer stop()
 	}
+	d.progress(fmt.Sprintf("starting %d instances (this program, run again as demo-instance)", d.f.instances))
 	var startErr error
 	for i := range d.f.instances {
 		if err := d.spawn(fmt.Sprintf("app%d", i+1)); err != nil {
@@ -508,6 +511,12 @@ func (d *demo) handle(ev cluster.Event) bool {
 	}
 	fmt.Fprintln(d.out, eventLine(ev, extra))
 	return ev.Kind == cluster.EvExited
+}
+
+// progress says, before a step that may take a while, what the demo is
+// doing, so that a slow start is not a silent one.
+func (d *demo) progress(step string) {
+	fmt.Fprintf(d.out, "%s demo: %s...\n", d.a.name(), step)
 }
 
 // note prints a line of the demo's own that the summary does not need.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -60,6 +61,14 @@ func wantDemoOK(t *testing.T, r result, instances int) {
 	t.Helper()
 	if r.code != ExitOK {
 		t.Fatalf("demo failed: %v", r)
+	}
+	// The steps that may be slow are announced before they start.
+	connecting := strings.Index(r.stdout, "mongolock demo: connecting to the server")
+	header := strings.Index(r.stdout, fmt.Sprintf("mongolock demo: %d instances for", instances))
+	starting := strings.Index(r.stdout, fmt.Sprintf("mongolock demo: starting %d instances", instances))
+	if connecting < 0 || header < connecting || starting < header {
+		t.Errorf("the demo does not say what it does before each slow step (connecting at %d, header at %d, starting at %d)",
+			connecting, header, starting)
 	}
 	if n := summaryInt(t, r.stdout, "firings run twice"); n != 0 {
 		t.Errorf("%d firings ran twice", n)
@@ -360,8 +369,10 @@ func TestDemoRefusesWhatInstancesWould(t *testing.T) {
 	start := time.Now()
 	r := cli(t, "demo", "--uri", mongotest.URI(), "--collection", "bad$name")
 	wantErr(t, r, ExitUsage, `--collection "bad$name": not a valid collection name`)
-	if r.stdout != "" {
-		t.Errorf("the demo started:\n%s", r.stdout)
+	for l := range strings.Lines(r.stdout) { // only what it was about to do
+		if !strings.HasPrefix(l, "mongolock demo: connecting") {
+			t.Errorf("the demo started:\n%s", r.stdout)
+		}
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %v to refuse", took)

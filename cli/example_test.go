@@ -19,6 +19,7 @@ func Example() {
 		return
 	}
 	os.Exit(cli.Main(os.Args[1:], cli.WithName("myapp"),
+		cli.WithDatabase("myapp"), // what the commands act on without --db
 		cli.WithMigrations(migrations.EnsureIndex(1, migrations.Index{
 			Collection: "users", Keys: bson.D{{Key: "email", Value: 1}}, Unique: true,
 		})),

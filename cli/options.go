@@ -22,6 +22,7 @@ type Option func(*config) error
 
 type config struct {
 	name       string
+	db         string // the default of --db; empty: defaultDB
 	migrations []migrations.Migration
 	jobs       []Job
 	stdin      io.Reader
@@ -44,6 +45,25 @@ func WithName(name string) Option {
 		c.name = name
 		return nil
 	}
+}
+
+// WithDatabase sets the database the commands act on when --db is not
+// given: your program's, so that `myapp migrate up` migrates it and not
+// "mongolock". Every command that connects names the database it acted on
+// (a log line on stderr). Default: "mongolock", named with a warning.
+func WithDatabase(name string) Option {
+	return func(c *config) error {
+		if !validDatabaseName(name) {
+			return invalidOption("WithDatabase: %q is not a database name", name)
+		}
+		c.db = name
+		return nil
+	}
+}
+
+// validDatabaseName reports whether MongoDB accepts name as a database's.
+func validDatabaseName(name string) bool {
+	return name != "" && len(name) < 64 && !strings.ContainsAny(name, "/\\. \"$*<>:|?\x00")
 }
 
 // WithMigrations registers your migrations beside mongolock's built-in ones,

@@ -19,6 +19,8 @@ func TestOptions(t *testing.T) {
 		{"job without spec", []Option{WithJobs(Job{Name: "nightly"})}, `WithJobs: job "nightly" with spec ""`},
 		{"job twice", []Option{WithJobs(Job{Name: "a", Spec: "@daily"}), WithJobs(Job{Name: "a", Spec: "@hourly"})}, `job "a" registered twice`},
 		{"nil server", []Option{WithDevServer(nil)}, "WithDevServer: nil function"},
+		{"empty database", []Option{WithDatabase("")}, `WithDatabase: "" is not a database name`},
+		{"bad database", []Option{WithDatabase("a/b")}, `WithDatabase: "a/b" is not a database name`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

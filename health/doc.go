@@ -69,7 +69,10 @@
 //
 // # Readiness
 //
-// Ready, ReadyHandler: the process should receive work. It fails until
+// Ready, ReadyHandler: the process should receive work. It fails while the
+// database of a watched Session's lock.Locker does not answer a ping
+// within WithCheckTimeout (CheckDatabase, at every probe; the migrations'
+// status is not read then), and until
 // every migration of each watched migrator is applied
 // (migrations.StateApplied; migrations recorded by a newer program,
 // migrations.StateUnknown, do not count) — pending, running, failed or
@@ -78,7 +81,19 @@
 // read from the database at most once at a time (concurrent probes share a
 // read), each read bounded by WithCheckTimeout (default 1s), and not any
 // more once everything was found applied, unless a rollback is observed
-// (lock.MigrationApplied "down").
+// (lock.MigrationApplied "down"). With no migrator watched, the
+// migrations checked are those of a migrator the Checker makes on that
+// Locker's database (migrations.New, on the Locker's lock collection, with
+// WithMigrationOptions): mongolock's own migrations, counted as applied
+// once recorded so whatever options they were applied with, and your
+// program's if named there. That is the README's setup, where the indexes
+// are made at deploy and no migrator runs in the service: a forgotten
+// `migrate up` keeps readiness failing, naming what is pending.
+//
+// Liveness never touches the database, on purpose (as Kubernetes intends
+// liveness): a restart does not bring a database back, and failing every
+// instance's liveness during an outage would restart them all at once.
+// Readiness takes them out of the load balancer instead.
 //
 // # Leader
 //
@@ -95,6 +110,7 @@
 // Session takes any lock. Events of a migrator that makes its own Sessions
 // reach it only through migrations.WithObserver or migrations.WithSession. Liveness is about this
 // process, not the database: an outage shows in it only where this
-// process holds leases, and readiness does not probe the database once
-// the migrations are applied.
+// process holds leases. Readiness pings only databases it knows of: a
+// Session's store that is a lock.Locker (a Checker made with New and given
+// to lock.WithObserver knows none).
 package health

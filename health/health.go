@@ -40,9 +40,12 @@ const (
 	// CheckScheduler (liveness, with a scheduler watched): no scheduler loop is
 	// behind its earliest due firing by more than the limit.
 	CheckScheduler = "scheduler"
-	// CheckMigrations (readiness, with a migrator watched): every migration
-	// is applied.
+	// CheckMigrations (readiness, with a migrator watched or a database
+	// known): every migration is applied.
 	CheckMigrations = "migrations"
+	// CheckDatabase (readiness, with a Session on a lock.Locker watched):
+	// the database answers.
+	CheckDatabase = "database"
 	// CheckLeader (leader): this instance leads every watched runner's
 	// election.
 	CheckLeader = "leader"
@@ -89,6 +92,8 @@ type Checker struct {
 	migrators  []*migratorCheck      // watched
 	sessions   []*lock.Session       // watched: their components are (session.go)
 	watched    map[any]struct{}      // the schedulers, runners and migrators above
+	databases  []*databaseCheck      // of the watched Sessions' Lockers (database.go)
+	dbKeys     map[dbKey]struct{}    // the databases above
 }
 
 var _ lock.Observer = (*Checker)(nil)
@@ -237,22 +242,48 @@ func (c *Checker) schedulerCheck(scheds []Scheduler) Check {
 	return ch
 }
 
-// Ready reports whether the process should receive work: every watched
-// migrator's migrations are applied (CheckMigrations), and every liveness
+// Ready reports whether the process should receive work: the database of
+// each watched Session's lock.Locker answers (CheckDatabase), every watched
+// migrator's migrations, or with none the default ones (see the package
+// doc), are applied (CheckMigrations), and every liveness
 // check passes, so that an instance waiting to be restarted gets no
 // traffic meanwhile. It reads each migrator's status until it finds
 // everything applied (see WatchMigrations); ctx bounds the wait.
 func (c *Checker) Ready(ctx context.Context) Report {
 	c.mu.Lock()
 	c.syncLocked()
-	migs := c.migrators
+	migs, dbs := c.migrators, c.databases
 	c.mu.Unlock()
+	var db Check
+	if len(dbs) > 0 {
+		db = Check{OK: true}
+		var bad, fine []string
+		for _, d := range dbs {
+			if ch := d.ping(ctx); ch.OK {
+				fine = append(fine, ch.Reason)
+			} else {
+				db.OK = false
+				bad = append(bad, ch.Reason)
+			}
+		}
+		db.Reason = strings.Join(append(bad, fine...), "; ")
+		if len(migs) == 0 { // no migrator watched: the module's own, and WithMigrationOptions's
+			for _, d := range dbs {
+				migs = append(migs, d.migs)
+			}
+		}
+	}
 	var mig Check
 	if len(migs) > 0 {
 		mig = Check{OK: true}
 		var bad, fine []string
 		for _, m := range migs {
-			ch := m.check(ctx)
+			ch, known := m.cached()
+			if !known && !db.OK && len(dbs) > 0 {
+				ch = Check{Reason: "status not read: the database did not answer"}
+			} else if !known {
+				ch = m.check(ctx)
+			}
 			if !ch.OK {
 				mig.OK = false
 				bad = append(bad, ch.Reason)
@@ -270,6 +301,9 @@ func (c *Checker) Ready(ctx context.Context) Report {
 	checks := c.liveChecks(now)
 	if len(migs) > 0 {
 		checks[CheckMigrations] = mig
+	}
+	if len(dbs) > 0 {
+		checks[CheckDatabase] = db
 	}
 	return newReport(now, checks)
 }

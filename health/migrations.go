@@ -48,6 +48,14 @@ func (mc *migratorCheck) forget() {
 	mc.mu.Unlock()
 }
 
+// cached returns the outcome of the check if everything was found applied
+// (and no rollback seen since): the check reads nothing then.
+func (mc *migratorCheck) cached() (Check, bool) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return Check{OK: true, Reason: mc.summary}, mc.applied
+}
+
 // check reports whether every migration the migrator registers is applied,
 // reading its status at most once at a time, bounded by the timeout, and
 // not at all once it found them applied.

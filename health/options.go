@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/mongolock/mongolock/migrations"
 )
 
 // Defaults used by New.
@@ -38,6 +40,7 @@ type config struct {
 	lagLimit     time.Duration
 	stallHold    time.Duration
 	checkTimeout time.Duration
+	migOpts      []migrations.Option
 }
 
 func defaultConfig() config {
@@ -113,6 +116,26 @@ func WithCheckTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: WithCheckTimeout: %v is not positive", ErrInvalidOption, d)
 		}
 		c.checkTimeout = d
+		return nil
+	}
+}
+
+// WithMigrationOptions configures the migrations readiness checks by
+// default, in the database of each watched Session's lock.Locker, while no
+// migrator is watched: mongolock's own migrations, on the Locker's lock
+// collection, and, given here, your program's (migrations.WithMigrations,
+// the ones your deploy step applies), their records collection
+// (migrations.WithCollection) and the options of the built-in ones. They
+// are options of migrations.New; a bad one makes ForSession and
+// WatchSession fail. Default: none (the module's migrations only).
+func WithMigrationOptions(opts ...migrations.Option) Option {
+	return func(c *config) error {
+		for _, o := range opts {
+			if o == nil {
+				return fmt.Errorf("%w: WithMigrationOptions: nil option", ErrInvalidOption)
+			}
+		}
+		c.migOpts = append(c.migOpts, opts...)
 		return nil
 	}
 }

@@ -38,7 +38,9 @@ func ForSession(s *lock.Session, opts ...Option) (*Checker, error) {
 // built on s (lock.Session.Components), whenever it was built: its
 // schedulers' loops (as WatchScheduler), its runners' elections (as
 // WatchRunner) and its migrators' migrations (as WatchMigrations; those
-// made with migrations.WithSession). Each is checked once, however often it
+// made with migrations.WithSession). If s's store is a *lock.Locker, its
+// database is added to readiness (CheckDatabase, and the default
+// migrations: WithMigrationOptions). Each is checked once, however often it
 // is watched. The Checker's clock should be s's (ForSession sees to it).
 func (c *Checker) WatchSession(s *lock.Session) error {
 	if s == nil {
@@ -49,6 +51,11 @@ func (c *Checker) WatchSession(s *lock.Session) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if l, ok := s.Store().(*lock.Locker); ok {
+		if err := c.watchDatabaseLocked(l); err != nil {
+			return err
+		}
+	}
 	if !slices.Contains(c.sessions, s) {
 		c.sessions = append(c.sessions, s)
 	}

@@ -19,10 +19,14 @@ import (
 // Do returns an error wrapping ErrTaskDidNotStop, and the lock stays taken
 // in this Session, unrenewed, until fn returns (other processes may take
 // it once its lease expires). A panic in fn is raised again in Do's
-// goroutine after the release.
+// goroutine after the release. A nil ctx is an error wrapping
+// ErrInvalidArgument.
 func (s *Session) Do(ctx context.Context, lockID string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return fmt.Errorf("do %q: %w: nil function", lockID, ErrInvalidArgument)
+	}
+	if err := checkContext(ctx, "do", lockID); err != nil {
+		return err
 	}
 	m, err := s.Mutex(lockID)
 	if err != nil {

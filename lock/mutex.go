@@ -13,7 +13,8 @@ import (
 // other, in one Session as in two, and acquiring through a Mutex that
 // already holds its lock is an error (ErrAlreadyHeld), never a second
 // owner. Its methods may be called from several goroutines, but a Mutex
-// belongs to one holder: give each goroutine its own.
+// belongs to one holder: give each goroutine its own. A method given a nil
+// context returns an error wrapping ErrInvalidArgument and does nothing.
 type Mutex struct {
 	s  *Session
 	id string
@@ -52,6 +53,9 @@ func (m *Mutex) Lease() *Lease {
 // happened: the Session then releases it at Close, or the next
 // acquisition in the Session takes it as a new term).
 func (m *Mutex) AcquireLock(ctx context.Context) (*Lease, bool, error) {
+	if err := checkContext(ctx, "acquire", m.id); err != nil {
+		return nil, false, err
+	}
 	return m.acquireLock(ctx, 0)
 }
 
@@ -92,6 +96,9 @@ func (m *Mutex) acquireLock(ctx context.Context, attempt int) (*Lease, bool, err
 // its error (wrapped) joined with the last attempt's. It returns at once
 // on ErrAlreadyHeld, ErrSessionClosed and ErrInvalidArgument.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	if err := checkContext(ctx, "lock", m.id); err != nil {
+		return nil, err
+	}
 	b := m.s.Backoff()
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -121,6 +128,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 // (Lock is one; pauses from Session.Backoff). It returns ctx's error if ctx
 // ends first, ErrSessionClosed if the Session closes.
 func (m *Mutex) Wait(ctx context.Context, d time.Duration) error {
+	if err := checkContext(ctx, "wait for", m.id); err != nil {
+		return err
+	}
 	s := m.s
 	s.mu.Lock()
 	var freed <-chan struct{}
@@ -141,6 +151,9 @@ func (m *Mutex) Wait(ctx context.Context, d time.Duration) error {
 // failed AcquireLock may have left it this Session's (a read of its term,
 // then a release of that term only).
 func (m *Mutex) ReleaseLock(ctx context.Context) error {
+	if err := checkContext(ctx, "release", m.id); err != nil {
+		return err // the lease, if any, stays held
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.lease
@@ -161,6 +174,16 @@ func (m *Mutex) ReleaseLock(ctx context.Context) error {
 		return fmt.Errorf("release %q: lease ended before the release: %w", m.id, cause)
 	case err != nil:
 		return err // names the lock already
+	}
+	return nil
+}
+
+// checkContext returns an error wrapping ErrInvalidArgument if ctx is nil:
+// the calls of a Mutex and Session.Do check it first, so that a nil
+// context is an error naming the call, never a panic.
+func checkContext(ctx context.Context, call, lockID string) error {
+	if ctx == nil {
+		return fmt.Errorf("%s %q: %w: nil context", call, lockID, ErrInvalidArgument)
 	}
 	return nil
 }

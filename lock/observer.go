@@ -170,7 +170,8 @@ type Event struct {
 	// the last instant the previous term held the lock (its last renewal,
 	// or its release) to the start of this one, as read from the lock
 	// document before the takeover; 0 when not known (no earlier term was
-	// read).
+	// read, or the previous term was released after the last read: a
+	// takeover before the lease read could expire).
 	Gap time.Duration
 }
 
@@ -197,11 +198,13 @@ func (os observers) Observe(e Event) {
 	}
 }
 
-// LogObserver logs events to log as structured lines: failures, lost
-// leases, retries, deployment warnings, superseded specs and unreadable
-// documents at warning level; terms, migrations, firings not run (but those of paused or
-// removed jobs), takeovers, control actions and specs restored at info;
-// the rest, runs included, at debug. A Session given a logger (WithSessionLogger) logs through it.
+// LogObserver logs events to log as structured lines: failures (a run
+// that failed included), lost leases, retries, deployment warnings,
+// superseded specs and unreadable documents at warning level; runs started and ended, terms,
+// migrations, firings not run (but those of paused or removed jobs),
+// takeovers, control actions and specs restored at info; the rest (the
+// acquisitions, renewals and releases of leases, claims) at debug. A
+// Session given a logger (WithSessionLogger) logs through it.
 // SlogObserver is the same for log/slog.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
@@ -240,18 +243,23 @@ func levelOf(e Event) logLevel {
 	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying, JobSpecSuperseded,
 		DocumentUnreadable:
 		return levelWarn
-	case Released, RunEnded:
+	case Released:
 		if e.Err != nil {
 			return levelWarn
 		}
 		return levelDebug
+	case RunEnded:
+		if e.Err != nil {
+			return levelWarn
+		}
+		return levelInfo
 	case FiringSkipped:
 		// A paused or removed job skips every firing, on purpose: not news.
 		if strings.HasPrefix(e.Reason, "paused") || strings.HasPrefix(e.Reason, "removed") {
 			return levelDebug
 		}
 		return levelInfo
-	case TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
+	case RunStarted, TermStarted, TermEnded, LeaderSeen, MigrationApplied, MigrationWaited,
 		FiringTakenOver, JobPaused, JobResumed, JobTriggered, JobRemoved, JobSpecRestored:
 		return levelInfo
 	}

@@ -28,7 +28,8 @@
 // Lock metrics carry no lock id: a program taking a lock per entity would
 // make a series per entity. Elections are labelled by their lock id
 // (election), jobs by their name (job_name: not "job", which Prometheus
-// gives the scrape job and would rename ours to exported_job). Every other
+// gives the scrape job and would rename ours to exported_job); a name or
+// id that is not valid UTF-8 is exported with each bad byte as \xNN. Every other
 // label has a fixed set of values, all present at zero from the start; a
 // job's series are all present as soon as it is added (AddJobs,
 // WatchScheduler, a scheduler built on a watched Session) or seen, so

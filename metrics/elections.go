@@ -54,11 +54,12 @@ func (el *electionMetrics) init(m *Metrics, cfg config) {
 func (el *electionMetrics) get(id string) *election {
 	e := el.all[id]
 	if e == nil {
+		label := labelValue(id)
 		e = &election{
-			leader:  el.leader.WithLabelValues(id),
-			terms:   el.terms.WithLabelValues(id),
-			gap:     el.gap.WithLabelValues(id),
-			changes: el.changes.WithLabelValues(id),
+			leader:  el.leader.WithLabelValues(label),
+			terms:   el.terms.WithLabelValues(label),
+			gap:     el.gap.WithLabelValues(label),
+			changes: el.changes.WithLabelValues(label),
 			leading: make(map[termKey]struct{}),
 		}
 		el.all[id] = e

@@ -130,6 +130,8 @@ func (j *jobMetrics) get(name string) *job {
 	if x, ok := j.all.Load(name); ok {
 		return x.(*job)
 	}
+	key := name
+	name = labelValue(name)
 	x := &job{
 		succeeded:        j.firings.WithLabelValues(name, outcomeSucceeded, ""),
 		failed:           j.firings.WithLabelValues(name, outcomeFailed, ""),
@@ -149,7 +151,7 @@ func (j *jobMetrics) get(name string) *job {
 		x.control[i] = j.control.WithLabelValues(name, a.label)
 	}
 	// Two callers may build the same children; they are the same series.
-	got, _ := j.all.LoadOrStore(name, x)
+	got, _ := j.all.LoadOrStore(key, x)
 	return got.(*job)
 }
 

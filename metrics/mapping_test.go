@@ -554,3 +554,25 @@ func TestLeaderEndsWithItsLease(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidUTF8Labels: a job name or election id that is not valid UTF-8
+// (a foreign document, a hand-edited spec) is exported with its bad bytes
+// escaped, never panicking: the Prometheus client panics on such a label
+// value. Two names that differ only in bad bytes stay two series.
+func TestInvalidUTF8Labels(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t)
+	for _, name := range []string{"bad\xff", "bad\xfe"} {
+		m.Observe(lock.Event{Kind: lock.RunEnded, Job: name, LockID: "scheduler/" + name,
+			Outcome: string(scheduler.OutcomeSucceeded), Took: time.Second})
+		m.Observe(lock.Event{Kind: lock.TermStarted, LockID: name, KeeperID: "k", Fence: 1})
+	}
+	m.WatchScheduler(&fakeScheduler{names: []string{"listed\xff"}})
+	gather(t, m).want(t, map[string]float64{
+		firing(`bad\xff`, "succeeded", ""):                              1,
+		firing(`bad\xfe`, "succeeded", ""):                              1,
+		series(lastOK, "job_name", `listed\xff`):                        0,
+		series("mongolock_election_terms_total", "election", `bad\xff`): 1,
+		series("mongolock_election_terms_total", "election", `bad\xfe`): 1,
+	})
+}

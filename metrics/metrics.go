@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"fmt"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -160,4 +162,25 @@ func (r *registry[K]) remove(k K) bool {
 	}
 	delete(r.set, k)
 	return true
+}
+
+// labelValue is s as a label value: Prometheus panics on a value that is
+// not valid UTF-8 (a job name or lock id from a foreign document), so each
+// byte of an invalid sequence is written as \xNN, which keeps two such
+// names apart.
+func labelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		} else {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }

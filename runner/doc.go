@@ -71,6 +71,20 @@
 // running anything, and Run waits for it before campaigning. A task
 // therefore never runs twice at once on one runner.
 //
+// A task that panics ends its term (a lock.TermEnded event, Reason "task
+// panicked at:" and the stack, Err wrapping ErrTaskPanicked), its lock is
+// released so another instance takes over at once, and the panic is raised
+// again in the goroutine that called Run or RunTaskOnLeader, with the
+// task's value. That is what lock.Session.Do does, and for the same
+// reason: the runner is the caller's own code running under a lock, so a
+// panic is the caller's to recover or to crash on, as if the task had run
+// in its goroutine; returning an error instead would let Run campaign
+// again and run the bug again. (The scheduler recovers instead, because a
+// job is not called by the code that registered it: a panic there is a
+// failed run, recorded in the job's history.) A task that panics after it
+// was abandoned has no caller left: its panic is dropped, as Session.Do
+// drops it, and its lock released.
+//
 // Stopping Run (its context ends) is a normal stop: Run returns nil once
 // its task returned (within the grace period) and the release was tried
 // (within the session's release timeout, lock.WithReleaseTimeout, default
@@ -106,8 +120,10 @@
 //     "lease lost" (Err lock.ErrLeaseLost) or "session closed" (Err
 //     lock.ErrSessionClosed); "task stalled" (Err ErrStalled); "task did not
 //     stop" (Err ErrTaskDidNotStop: the task was abandoned after the
-//     caller's context ended); under Run, "task failed" (Err is the task's
-//     error), "task returned" or "context ended"; "resigned"; and
+//     caller's context ended); "task panicked at:" and the stack (Err
+//     wraps ErrTaskPanicked and the panic's value); under Run, "task
+//     failed" (Err is the task's error), "task returned" or "context
+//     ended"; "resigned"; and
 //     "superseded by a new campaign" (Run ended a term RunTaskOnLeader left).
 //     A term lost between RunTaskOnLeader calls is reported by the next call,
 //     with Took up to when the lease stopped being trusted.

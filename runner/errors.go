@@ -1,14 +1,19 @@
 package runner
 
 import (
+	"context"
 	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/errs"
 	"github.com/mongolock/mongolock/lock"
 )
 
-// Sentinel errors. Check them with errors.Is. Bad arguments (a nil session
-// or task, a bad lock id) return errors wrapping lock.ErrInvalidArgument.
+// Sentinel errors. Check them with errors.Is. Bad arguments (a nil session,
+// task, context or collection, a bad lock id) return errors wrapping
+// lock.ErrInvalidArgument.
 var (
 	// ErrInvalidOption reports a bad option passed to New; the message
 	// names the option. It matches lock.ErrInvalidOption too.
@@ -28,7 +33,27 @@ var (
 	// runner gave the term up, so it matches lock.ErrLeaseLost too.
 	ErrStalled error = errs.Kind("runner: task stalled", lock.ErrLeaseLost)
 
+	// ErrTaskPanicked is wrapped by the error of the lock.TermEnded event
+	// of a term whose task panicked; the panic itself is raised again in
+	// the goroutine of Run or RunTaskOnLeader.
+	ErrTaskPanicked = errors.New("runner: task panicked")
+
 	// ErrBusy reports a RunTaskOnLeader or Resign made while Run runs on the
 	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")
 )
+
+// checkArgs returns an error wrapping lock.ErrInvalidArgument, naming call,
+// if ctx is nil or one of colls is: the package's entry points check them
+// first, so that a nil argument is an error, never a panic.
+func checkArgs(call string, ctx context.Context, colls ...*mongo.Collection) error {
+	if ctx == nil {
+		return fmt.Errorf("%s: %w: nil context", call, lock.ErrInvalidArgument)
+	}
+	for _, c := range colls {
+		if c == nil {
+			return fmt.Errorf("%s: %w: nil collection", call, lock.ErrInvalidArgument)
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -492,4 +493,53 @@ func TestRunNormalStopReturnsNil(t *testing.T) {
 			t.Errorf("the stop took %v, more than the release timeout %v", took, fRT)
 		}
 	})
+}
+
+// TestTaskPanic: a panic in a task ends its term (TermEnded, Reason
+// "task panicked at:" and the stack, Err wrapping ErrTaskPanicked),
+// releases the lock, and is raised again in the caller's goroutine, as
+// lock.Session.Do does; the runner can lead again afterwards. Before, the
+// panic killed the process from the task's goroutine.
+func TestTaskPanic(t *testing.T) {
+	for _, shape := range []string{"Run", "RunTaskOnLeader"} {
+		t.Run(shape, func(t *testing.T) {
+			fast(t, func(t *testing.T, h *harness) {
+				ctx := context.Background()
+				r, rec := h.newRunner("A")
+				task := func(context.Context) error { panic("boom") }
+				got := func() (p any) {
+					defer func() { p = recover() }()
+					if shape == "Run" {
+						err := r.Run(ctx, task)
+						t.Errorf("Run returned %v after its task panicked", err)
+					} else {
+						ran, err := r.RunTaskOnLeader(ctx, task)
+						t.Errorf("RunTaskOnLeader returned %v, %v after its task panicked", ran, err)
+					}
+					return nil
+				}()
+				if got != "boom" {
+					t.Fatalf("%s's caller recovered %v, want the task's panic", shape, got)
+				}
+				rec.wantCounts(t, 1, 1)
+				e := rec.lastEnd(t)
+				if !strings.HasPrefix(e.Reason, "task panicked at:\n") || !strings.Contains(e.Reason, "lifecycle_test.go") {
+					t.Errorf("TermEnded reason %q, want the panic's stack", e.Reason)
+				}
+				if !errors.Is(e.Err, runner.ErrTaskPanicked) || !strings.Contains(e.Err.Error(), "boom") {
+					t.Errorf("TermEnded err %v, want ErrTaskPanicked with the value", e.Err)
+				}
+				h.f.next(t, opAcquire)
+				if c := h.f.next(t, opRelease); !c.ok || c.keeper != "A" {
+					t.Fatalf("release after the panic: %+v", c)
+				}
+				if r.IsLeader() {
+					t.Fatal("still leader after the panic")
+				}
+				if ran, err := r.RunTaskOnLeader(ctx, func(context.Context) error { return nil }); !ran || err != nil {
+					t.Fatalf("after the panic: ran=%v err=%v, want to lead again", ran, err)
+				}
+			})
+		})
+	}
 }

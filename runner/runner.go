@@ -41,9 +41,12 @@ type LeaderAwareRunner struct {
 	lastRelease  time.Time
 	// prevEnd is the last instant, on the server's clock, the previous
 	// term held the lock as last read (its last renewal, or its release),
-	// and prevFence that term's fence: for the failover gap.
-	prevEnd   time.Time
-	prevFence uint64
+	// and prevFence that term's fence: for the failover gap. prevExpires
+	// is when that lease would have expired if it was live when read
+	// (zero if it was released or expired): a takeover before then came
+	// after a release this runner did not see.
+	prevEnd, prevExpires time.Time
+	prevFence            uint64
 	// abandoned is the task abandoned last, nil when none is known to be
 	// running. Until it returns the runner does not campaign: a new term
 	// would run a second copy of the task beside it.
@@ -232,12 +235,18 @@ func (r *LeaderAwareRunner) Leader() string {
 // task returns, and is released then. A later Run waits for the
 // abandoned task to return before it campaigns.
 //
+// A panic in task ends the term, releases the lock and is raised again in
+// Run's goroutine (see the package doc).
+//
 // Run returns ErrBusy at once if another Run, a RunTaskOnLeader or a
 // Resign is in progress; while Run runs, RunTaskOnLeader and Resign return
 // ErrBusy.
 func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context.Context) error) error {
 	if task == nil {
 		return fmt.Errorf("run %q: %w: nil task", r.lockID, lock.ErrInvalidArgument)
+	}
+	if err := checkArgs(fmt.Sprintf("run %q", r.lockID), ctx); err != nil {
+		return err
 	}
 	r.gateMu.Lock()
 	if r.held {
@@ -273,6 +282,10 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 		res := r.lead(ctx, t, task)
 		if !res.returned {
 			return fmt.Errorf("run %q fence %d: %w", r.lockID, fence, ErrTaskDidNotStop)
+		}
+		if res.panicked {
+			_ = r.release(ctx)
+			res.repanic()
 		}
 		switch {
 		case res.cause != nil:
@@ -383,7 +396,8 @@ func (r *LeaderAwareRunner) abandonedRunning() bool {
 // ignored its cancelled context for a grace period (it is then abandoned and
 // the term ends; its lock stays held until it returns). Until an abandoned
 // task returns, calls neither campaign nor run anything: they return false
-// and an error wrapping ErrTaskDidNotStop.
+// and an error wrapping ErrTaskDidNotStop. A panic in task ends the term,
+// releases the lock and is raised again in the caller's goroutine.
 func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx context.Context) error) (ran bool, err error) {
 	if task == nil {
 		return false, fmt.Errorf("run task on leader %q: %w: nil task", r.lockID, lock.ErrInvalidArgument)
@@ -409,6 +423,7 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 	case res.cause != nil:
 		_ = r.release(ctx)
 	}
+	res.repanic()
 	return true, res.taskErr
 }
 
@@ -456,6 +471,9 @@ func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 // enter takes the gate for one call, unless Run holds it or takes it while
 // the call waits.
 func (r *LeaderAwareRunner) enter(ctx context.Context) error {
+	if err := checkArgs(fmt.Sprintf("lock %q", r.lockID), ctx); err != nil {
+		return err
+	}
 	for {
 		r.gateMu.Lock()
 		if r.running {

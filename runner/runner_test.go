@@ -969,3 +969,40 @@ func TestContextHelpersOutsideTasks(t *testing.T) {
 		t.Fatalf("FenceFrom outside a task: %d, %v", f, ok)
 	}
 }
+
+// TestGapOfGracefulHandover: a handover by release is never reported as a
+// longer failover gap than the lock was free. The follower last read the
+// holder before the release, so it does not know when the lock was let
+// go: it reports no gap (0, not known) rather than the time since its
+// read, which once logged gap=2.828s for a handover of 190ms.
+func TestGapOfGracefulHandover(t *testing.T) {
+	fast(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		a, _ := h.newRunner("A")
+		b, recB := h.newRunner("B")
+		nop := func(context.Context) error { return nil }
+		if ran, err := a.RunTaskOnLeader(ctx, nop); !ran || err != nil {
+			t.Fatalf("A: ran=%v err=%v, want it to lead", ran, err)
+		}
+		if ran, err := b.RunTaskOnLeader(ctx, nop); ran || err != nil {
+			t.Fatalf("B while A leads: ran=%v err=%v", ran, err)
+		}
+		h.advance(2638 * time.Millisecond)
+		if err := a.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		released := h.clk.Now()
+		h.advance(190 * time.Millisecond)
+		if ran, err := b.RunTaskOnLeader(ctx, nop); !ran || err != nil {
+			t.Fatalf("B after A resigned: ran=%v err=%v", ran, err)
+		}
+		free := h.clk.Since(released)
+		started := recB.eventsOf(lock.TermStarted)
+		if len(started) != 1 {
+			t.Fatalf("B: %d TermStarted events, want 1", len(started))
+		}
+		if g := started[0].Gap; g > free {
+			t.Fatalf("B's TermStarted reports gap=%v for a handover whose lock was free %v", g, free)
+		}
+	})
+}

@@ -30,6 +30,9 @@ func (ti *taskInfo) lastBeat() time.Time {
 // is considered hung: its context is cancelled and the runner steps down.
 // It is cheap (one atomic store) and does nothing on other contexts.
 func Heartbeat(ctx context.Context) {
+	if ctx == nil {
+		return
+	}
 	if ti, ok := ctx.Value(taskKey{}).(*taskInfo); ok {
 		ti.beat.Store(int64(ti.clock.Since(ti.start)))
 	}
@@ -41,5 +44,8 @@ func Heartbeat(ctx context.Context) {
 // tokens smaller than the largest it has seen: that is what keeps a paused
 // former leader from doing harm. ok is false on contexts bound to no lease.
 func FenceFrom(ctx context.Context) (fence uint64, ok bool) {
+	if ctx == nil {
+		return 0, false
+	}
 	return lock.FenceFrom(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -72,11 +73,17 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 			r.cfg.onNewLeader(me)
 		}
 	}
+	// The gap is known when the previous term's end was read: its release,
+	// or its last renewal before it expired. A lease read live and taken
+	// before it could expire was released after the read, at an instant
+	// this runner never saw: the gap is not known (the term log's End of
+	// the previous term tells it).
 	var gap time.Duration
-	if !r.prevEnd.IsZero() && r.prevFence < lease.Fence() {
+	releasedUnseen := !r.prevExpires.IsZero() && lease.AcquiredAt().Before(r.prevExpires)
+	if !r.prevEnd.IsZero() && r.prevFence < lease.Fence() && !releasedUnseen {
 		gap = max(lease.AcquiredAt().Sub(r.prevEnd), 0)
 	}
-	r.prevEnd, r.prevFence = time.Time{}, 0
+	r.prevEnd, r.prevExpires, r.prevFence = time.Time{}, time.Time{}, 0
 	started := lock.Event{Kind: lock.TermStarted, LockID: r.lockID, Fence: lease.Fence(), Remaining: lease.Remaining(), Gap: gap}
 	r.session.Emit(started)
 	t.span.Event(started)
@@ -113,6 +120,10 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 		// release, so a read after a refused campaign saw it, unless the
 		// term ended between this read and the takeover.
 		r.prevEnd, r.prevFence = h.RenewedAt, h.Fence
+		r.prevExpires = time.Time{}
+		if !h.Released && !h.Expired {
+			r.prevExpires = h.ExpiresAt
+		}
 	}
 	var id string
 	switch {
@@ -144,6 +155,18 @@ type leadResult struct {
 	taskErr  error // what the task returned
 	returned bool  // false: the task was abandoned
 	cause    error // why the term ended while the task ran; nil if it did not
+	// panicked: the task panicked with panicValue (the term has ended);
+	// the caller releases the lock and raises it again.
+	panicked   bool
+	panicValue any
+}
+
+// repanic raises again, in the caller's goroutine, the panic of a task
+// whose term ended and whose lock was released.
+func (res leadResult) repanic() {
+	if res.panicked {
+		panic(res.panicValue)
+	}
 }
 
 // lead runs task under term t and returns when task returns or is
@@ -170,13 +193,26 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 	defer cancelTask(nil)
 	info := &taskInfo{clock: clk, start: clk.Now()}
 	taskCtx = context.WithValue(taskCtx, taskKey{}, info)
-	// done is closed when the task returns, even by runtime.Goexit; it
-	// outlives lead if the task is abandoned.
+	// done is closed when the task returns, even by runtime.Goexit or a
+	// panic (recovered: lead's caller raises it again); it outlives lead if
+	// the task is abandoned (a panic then is dropped, as Session.Do does).
 	done := make(chan struct{})
 	var taskErr error
+	var panicked bool
+	var panicValue any
+	var stack []byte
 	go func() {
-		defer close(done)
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					panicked, panicValue, stack = true, p, debug.Stack()
+				}
+			}
+			close(done)
+		}()
 		taskErr = task(taskCtx)
+		returned = true
 	}()
 
 	var stall, grace clockwork.Timer
@@ -211,6 +247,17 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 	for {
 		select {
 		case <-done:
+			if panicked {
+				// The term ends here, whatever ended it before (endTerm
+				// reports once); the caller releases and raises it again.
+				cancelTask(ErrTaskPanicked)
+				r.endTerm(t, fmt.Errorf("%w: %v", ErrTaskPanicked, panicValue), "task panicked at:\n"+string(stack))
+				res.panicked, res.panicValue, res.returned = true, panicValue, true
+				if res.cause == nil {
+					res.cause = ErrTaskPanicked
+				}
+				return res
+			}
 			// The task may have seen the lease end before this loop did.
 			if res.cause == nil {
 				if cause := t.lease.Err(); cause != nil {

@@ -53,7 +53,8 @@ type Term struct {
 	// Gap is the failover gap before this term, on the server's clock: from
 	// the last instant the previous term held the lock (its last renewal or
 	// its release, as this term's leader read it before taking over) to
-	// this term's start; zero when not known.
+	// this term's start; zero when not known, as after a release the new
+	// leader did not read (the previous term's End gives it then).
 	Gap time.Duration
 	// Reason says why the term ended (lock.TermEnded's reason); Lost: the
 	// lease was lost rather than given up.
@@ -181,6 +182,9 @@ func (t *TermLog) Dropped() int64 { return t.dropped.Load() }
 // Close stops taking events, writes those queued until ctx ends, and
 // stops the writer. It returns ctx's error if writes were left.
 func (t *TermLog) Close(ctx context.Context) error {
+	if err := checkArgs("close term log", ctx); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true
@@ -249,6 +253,9 @@ type termDoc struct {
 // primary; limit must be from 1 to 10 000. Terms whose start was not
 // recorded come last.
 func LoadTerms(ctx context.Context, coll *mongo.Collection, lockID string, limit int) ([]Term, error) {
+	if err := checkArgs("LoadTerms", ctx, coll); err != nil {
+		return nil, err
+	}
 	if limit < 1 || limit > 10000 {
 		return nil, fmt.Errorf("%w: LoadTerms: limit %d not in [1, 10000]", ErrInvalidOption, limit)
 	}
@@ -280,6 +287,9 @@ func LoadTerms(ctx context.Context, coll *mongo.Collection, lockID string, limit
 // implemented, as on FerretDB 1.x: there the log grows until dropped). The
 // built-in migration migrations.TermLogIndexes calls it.
 func EnsureTermIndexes(ctx context.Context, coll *mongo.Collection, retention time.Duration, warn func(string)) error {
+	if err := checkArgs("EnsureTermIndexes", ctx, coll); err != nil {
+		return err
+	}
 	if retention < time.Second {
 		return fmt.Errorf("%w: EnsureTermIndexes: retention %v under 1s", ErrInvalidOption, retention)
 	}

@@ -37,9 +37,14 @@ const MaxPauseBy = 256
 // at most MaxPauseBy;
 // otherwise PauseJob writes nothing and returns an error wrapping
 // ErrInvalidOption. A job without a document (no Scheduler registering it
-// ever started) is ErrUnknownJob. It needs no Scheduler, for tools such as
-// the CLI; the write has write concern majority, whatever jobs's.
+// ever started) is ErrUnknownJob, a nil ctx or jobs an error wrapping
+// lock.ErrInvalidArgument (as for the Scheduler's methods). It needs no
+// Scheduler, for tools such as the CLI; the write has write concern
+// majority, whatever jobs's.
 func PauseJob(ctx context.Context, jobs *mongo.Collection, name string, p Pause) error {
+	if err := checkCall("pause", ctx, jobs); err != nil {
+		return err
+	}
 	if err := checkPause(name, p); err != nil {
 		return err
 	}
@@ -112,6 +117,9 @@ func pauseIn(ctx context.Context, coll *mongo.Collection, name string, p Pause) 
 // job that is neither paused nor removed only resets that count. Errors
 // are those of PauseJob.
 func ResumeJob(ctx context.Context, jobs *mongo.Collection, name string) error {
+	if err := checkCall("resume", ctx, jobs); err != nil {
+		return err
+	}
 	if err := checkControl("resume", name); err != nil {
 		return err
 	}
@@ -159,6 +167,9 @@ func resumeIn(ctx context.Context, coll *mongo.Collection, name string) error {
 // unknown, TriggerJob returns the error, and the request may have been
 // made.
 func TriggerJob(ctx context.Context, jobs *mongo.Collection, name string) (bool, error) {
+	if err := checkCall("trigger", ctx, jobs); err != nil {
+		return false, err
+	}
 	if err := checkControl("trigger", name); err != nil {
 		return false, err
 	}
@@ -204,6 +215,9 @@ func triggerIn(ctx context.Context, coll *mongo.Collection, name string) (bool, 
 // brings the job back. Removing a removed job does nothing. Errors are
 // those of PauseJob.
 func RemoveJob(ctx context.Context, jobs *mongo.Collection, name string) error {
+	if err := checkCall("remove", ctx, jobs); err != nil {
+		return err
+	}
 	if err := checkControl("remove", name); err != nil {
 		return err
 	}
@@ -217,6 +231,22 @@ func removeIn(ctx context.Context, coll *mongo.Collection, name string) error {
 		{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldPausedAt, Value: true}}},
 	})
+}
+
+// checkCall returns an error wrapping lock.ErrInvalidArgument, naming op,
+// if ctx is nil or one of jobs is: the control calls and Stop check them
+// first, so that a nil argument is an error that changes nothing, never a
+// panic.
+func checkCall(op string, ctx context.Context, jobs ...*mongo.Collection) error {
+	if ctx == nil {
+		return fmt.Errorf("%s: %w: nil context", op, lock.ErrInvalidArgument)
+	}
+	for _, c := range jobs {
+		if c == nil {
+			return fmt.Errorf("%s: %w: nil jobs collection", op, lock.ErrInvalidArgument)
+		}
+	}
+	return nil
 }
 
 // checkControl checks the name given to a control function.
@@ -271,6 +301,9 @@ func removedJob(name string) error {
 // here (else ErrUnknownJob). This Scheduler reports it (lock.JobPaused,
 // Reason the note).
 func (s *Scheduler) Pause(ctx context.Context, name string, p Pause) error {
+	if err := checkCall("pause", ctx); err != nil {
+		return err
+	}
 	j, err := s.controlled("pause", name)
 	if err != nil {
 		return err
@@ -290,6 +323,9 @@ func (s *Scheduler) Pause(ctx context.Context, name string, p Pause) error {
 // restarts. The job must be registered here (else ErrUnknownJob). This
 // Scheduler reports it (lock.JobResumed).
 func (s *Scheduler) Resume(ctx context.Context, name string) error {
+	if err := checkCall("resume", ctx); err != nil {
+		return err
+	}
 	j, err := s.controlled("resume", name)
 	if err != nil {
 		return err
@@ -310,6 +346,9 @@ func (s *Scheduler) Resume(ctx context.Context, name string) error {
 // (else ErrUnknownJob). This Scheduler reports a request it made
 // (lock.JobTriggered).
 func (s *Scheduler) Trigger(ctx context.Context, name string) (bool, error) {
+	if err := checkCall("trigger", ctx); err != nil {
+		return false, err
+	}
 	j, err := s.controlled("trigger", name)
 	if err != nil {
 		return false, err
@@ -327,6 +366,9 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (bool, error) {
 // in progress. The job must be registered here (else ErrUnknownJob). This
 // Scheduler reports it (lock.JobRemoved).
 func (s *Scheduler) Remove(ctx context.Context, name string) error {
+	if err := checkCall("remove", ctx); err != nil {
+		return err
+	}
 	j, err := s.controlled("remove", name)
 	if err != nil {
 		return err

@@ -383,8 +383,12 @@ func (s *Scheduler) Start() error {
 // goroutine of the Scheduler is gone, or ctx's error (wrapped) if ctx ends
 // first, in which case the jobs have been cancelled and finish on their own;
 // calling Stop again waits for them. A Scheduler cannot be restarted. Stop
-// does not close the Session.
+// does not close the Session. A nil ctx is an error wrapping
+// lock.ErrInvalidArgument, and stops nothing.
 func (s *Scheduler) Stop(ctx context.Context) error {
+	if err := checkCall("scheduler: stop", ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.state == stateNew {
 		s.state = stateStopped

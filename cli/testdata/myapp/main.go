@@ -20,6 +20,7 @@ const AppliedCollection = "myapp_applied"
 
 func main() {
 	os.Exit(cli.Main(os.Args[1:], cli.WithName("myapp"),
+		cli.WithDatabase("myapp"), // the default of --db
 		cli.WithMigrations(
 			migrations.Migration{
 				Version:     1,
