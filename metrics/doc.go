@@ -68,7 +68,9 @@
 //	mongolock_server_clock_uncertainty_seconds    gauge                                width of the interval the server's time is known to be in (widest of the watched Lockers); absent until there is an estimate
 //
 // The reason of a skipped firing is one of busy (the previous run is
-// still going here), lock_held (still going elsewhere: the job's lock was
+// still going here), setup_pending (the previous firing here has not
+// started: the database has not answered its claim, lock or start),
+// lock_held (still going elsewhere: the job's lock was
 // held past the wait), untrusted, no_lock (acquiring the lock failed),
 // no_start (the start was not recorded), no_claim (the claim failed),
 // stopping, behind (this instance fell behind and did not try some

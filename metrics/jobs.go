@@ -22,6 +22,7 @@ const (
 // the reason label; any other reason is "other".
 var skipReasons = [...]struct{ prefix, label string }{
 	{scheduler.ReasonBusy, "busy"},
+	{scheduler.ReasonSetupPending, "setup_pending"},
 	{scheduler.ReasonLockHeld, "lock_held"},
 	{scheduler.ReasonUntrusted, "untrusted"},
 	{scheduler.ReasonNoLock, "no_lock"},

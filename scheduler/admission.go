@@ -20,8 +20,8 @@ import (
 // so that jobs due together are tried together on a server that keeps up:
 // the first slow setups cut it, in one step, to what the server kept up
 // with. Firings over the limit are not tried here (ReasonOverloaded); the
-// claim after them covers them and runs them late (they fell while this
-// instance was up), up to MaxLate. A job whose firing was refused goes
+// claim after them covers them and runs them late, within the misfire
+// threshold. A job whose firing was refused goes
 // ahead at its next firing whatever the load, so that the jobs tried first
 // at each instant cannot starve it. A firing that waits for its job's lock
 // (the previous run holds it) no longer counts: that wait is no load.
@@ -72,5 +72,6 @@ func (s *Scheduler) setupDone(fr *firing) {
 	fr.counted = false
 	s.mu.Lock()
 	s.setups--
+	fr.job.setups--
 	s.mu.Unlock()
 }

@@ -604,6 +604,7 @@ func (s *Scheduler) dispatchWork(j *job, w *work, taken *lock.Event) {
 func (s *Scheduler) dispatchResume(j *job, cid bson.ObjectID) {
 	j.inflight++
 	s.setups++ // a setup, as a firing's (admission)
+	j.setups++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

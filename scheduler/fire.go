@@ -44,14 +44,18 @@ func (s *Scheduler) idle(j *job, b *busy) {
 // end in ": " are followed by an error's text, and ReasonBehind by how
 // many firings were not tried.
 const (
-	ReasonBusy      = "previous run still going on this instance"
-	ReasonLockHeld  = "previous run still going: lock held elsewhere"
-	ReasonUntrusted = "lease could not be trusted"
-	ReasonNoLock    = "lock not acquired: "
-	ReasonNoStart   = "start not recorded"
-	ReasonNoClaim   = "claim failed: "
-	ReasonStopping  = "stopping"
-	ReasonBehind    = "this instance fell behind"
+	ReasonBusy = "previous run still going on this instance"
+	// ReasonSetupPending: this instance's previous firing of the job has
+	// not started yet: its claim, lock or start still waits for the
+	// database.
+	ReasonSetupPending = "previous firing not started yet on this instance: the database has not answered"
+	ReasonLockHeld     = "previous run still going: lock held elsewhere"
+	ReasonUntrusted    = "lease could not be trusted"
+	ReasonNoLock       = "lock not acquired: "
+	ReasonNoStart      = "start not recorded"
+	ReasonNoClaim      = "claim failed: "
+	ReasonStopping     = "stopping"
+	ReasonBehind       = "this instance fell behind"
 	// ReasonOverloaded: this instance tried no more firings at once, as
 	// the database was not keeping up (admission.go); not claimed here.
 	ReasonOverloaded = "overloaded"

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -88,4 +89,35 @@ func mustConfig(t *testing.T, opts ...Option) config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestSetupPendingNamed: a firing due while this instance's previous
+// firing of the job still waits for its claim is skipped with a reason
+// that says so, not "previous run still going" (nothing runs).
+func TestSetupPendingNamed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		stuck := make(chan struct{})
+		r.store.onClaim = func(_ string, f time.Time) {
+			if f.Equal(epoch.Add(time.Second)) {
+				<-stuck
+			}
+		}
+		_ = r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil })
+		_ = r.s.Start()
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		var reasons []string
+		for _, e := range r.obs.all(lock.FiringSkipped) {
+			if e.Scheduled.Equal(epoch.Add(2 * time.Second)) {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		if !slices.Equal(reasons, []string{ReasonSetupPending}) {
+			t.Errorf("firing 2s skipped for %q, want %q", reasons, ReasonSetupPending)
+		}
+		close(stuck)
+		r.stop()
+	})
 }

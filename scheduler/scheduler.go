@@ -104,6 +104,7 @@ type job struct {
 	next       time.Time
 	index      int                     // in the queue; -1 when not queued
 	inflight   int                     // firings in progress on this instance
+	setups     int                     // of which in their setup (admission.go): claim, lock, start
 	catchUps   int                     // of which catch-up claims (fire's catchUp)
 	cancel     context.CancelCauseFunc // the running job's, nil if none
 	runWork    *work                   // the work of the running job, nil if none
@@ -534,7 +535,11 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 	case j.superseded:
 		return lock.Event{}, true // another spec's firings are the job's (JobSpecSuperseded said so)
 	case j.inflight >= limit:
-		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: ReasonBusy}, false
+		reason := ReasonBusy
+		if j.setups >= j.inflight {
+			reason = ReasonSetupPending // nothing runs: the database is slow
+		}
+		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: reason}, false
 	case !s.admit() && !j.refused:
 		// A job refused once goes ahead the next time, however loaded:
 		// the jobs that fire with it, tried first, would otherwise take
@@ -549,6 +554,7 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		j.catchUps++
 	}
 	s.setups++
+	j.setups++
 	s.wg.Add(1)
 	go s.fire(j, f, catchUp)
 	return lock.Event{}, true
