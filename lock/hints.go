@@ -58,17 +58,20 @@ func (h *ttlHints) fresh(id string, now time.Time) bool {
 	return ok && now.Sub(e.at) < time.Duration(max(e.ttl, e.mine))*time.Millisecond
 }
 
-// learnTTL reads how long the lease on lockID is after an acquisition was
-// refused, unless it knows already. A failed read leaves things as they
+// learnTTL reads how long the lease on lockID is after an acquisition by
+// o was refused, unless it knows already, and reports whether its holder
+// has o's keeper id (owner.shares). A failed read leaves things as they
 // were: the next refusal reads again.
-func (l *Locker) learnTTL(ctx context.Context, lockID string, now time.Time) {
+func (l *Locker) learnTTL(ctx context.Context, o owner, lockID string, now time.Time) bool {
 	if l.hints.fresh(lockID, now) {
-		return
+		return false
 	}
 	var doc lockDoc
 	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}},
-		options.FindOne().SetProjection(bson.D{{Key: fieldTTL, Value: 1}})).Decode(&doc)
-	if err == nil {
-		l.hints.learn(lockID, doc.TTL, l.ttlMS(), now)
+		options.FindOne().SetProjection(bson.D{{Key: fieldTTL, Value: 1}, {Key: fieldKeeper, Value: 1}, {Key: fieldToken, Value: 1}})).Decode(&doc)
+	if err != nil {
+		return false
 	}
+	l.hints.learn(lockID, doc.TTL, l.ttlMS(), now)
+	return o.shares(doc)
 }

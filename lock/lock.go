@@ -25,6 +25,7 @@ import (
 const (
 	fieldID       = "_id"
 	fieldKeeper   = "kid"
+	fieldToken    = "tok"   // random per Session: tells apart Sessions with one keeper id
 	fieldRenewed  = "ts"    // server time of the last acquire or renew; the TTL index is on it
 	fieldAcquired = "at"    // server time the current term began
 	fieldEpoch    = "epoch" // high half of the fence: never decreases for a lock id
@@ -38,8 +39,11 @@ const (
 // its fence, until the TTL index removes it Retention after its last
 // renewal, so that the next term's fence is larger.
 type lockDoc struct {
-	ID       string    `bson:"_id"`
-	Keeper   string    `bson:"kid"`
+	ID     string `bson:"_id"`
+	Keeper string `bson:"kid"`
+	// Token is the holding Session's (owner); empty for a holder that
+	// called the Locker directly, and in documents of earlier versions.
+	Token    string    `bson:"tok,omitempty"`
 	Renewed  time.Time `bson:"ts"`
 	Acquired time.Time `bson:"at"`
 	Epoch    int64     `bson:"epoch"`
@@ -55,6 +59,31 @@ type lockDoc struct {
 
 // current matches documents this version wrote (lockDoc.Seq).
 var current = bson.E{Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: true}}}
+
+// owner is who holds a lease in the store: a keeper id and, for a
+// Session, the Session's token. A lease counts as its holder's own only if
+// both match, so two Sessions given one keeper id (two replicas with
+// WithKeeperID("billing"), or a process restarted with its old id before
+// its old leases lapsed) exclude each other. A Locker's exported methods
+// act for the keeper id alone (empty token): they own the leases of that
+// keeper id written without a token, by such calls or by earlier
+// versions, and no Session's.
+type owner struct{ kid, tok string }
+
+// mine matches the lock documents o holds.
+func (o owner) mine() bson.D {
+	tok := any(o.tok)
+	if o.tok == "" {
+		tok = bson.D{{Key: "$exists", Value: false}}
+	}
+	return bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldToken, Value: tok}}
+}
+
+// owns reports whether o holds d.
+func (o owner) owns(d lockDoc) bool { return d.Keeper == o.kid && d.Token == o.tok }
+
+// shares reports whether d is held by another holder with o's keeper id.
+func (o owner) shares(d lockDoc) bool { return d.Keeper == o.kid && d.Token != o.tok }
 
 // fence is the document's fencing token: epoch in the high 32 bits, plus
 // seq. Every term increments seq and never lowers epoch, so the token
@@ -192,10 +221,10 @@ func (l *Locker) Collection() *mongo.Collection { return l.coll }
 // Locker's TTL once that TTL has passed (late for shorter ones); another,
 // hint, names the TTL (ms) a read found the lease has (0 for none), which
 // matches that lease as soon as its own TTL has passed.
-func (l *Locker) takeable(keeperID string, lo time.Time, hint int64) bson.A {
+func (l *Locker) takeable(o owner, lo time.Time, hint int64) bson.A {
 	mine := l.ttlMS()
 	or := bson.A{
-		bson.D{{Key: fieldKeeper, Value: keeperID}},
+		o.mine(),
 		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}, current},
 		bson.D{
 			current,
@@ -223,11 +252,11 @@ func lapsedBefore(lo time.Time, ttlMS int64) bson.DateTime {
 	return bson.NewDateTimeFromTime(lo.Add(-time.Duration(ttlMS) * time.Millisecond))
 }
 
-// takeableDoc reports whether takeable(keeperID, lo, hint) matches d.
-func (l *Locker) takeableDoc(d lockDoc, keeperID string, lo time.Time, hint int64) bool {
+// takeableDoc reports whether takeable(o, lo, hint) matches d.
+func (l *Locker) takeableDoc(d lockDoc, o owner, lo time.Time, hint int64) bool {
 	mine := l.ttlMS()
 	switch {
-	case d.Keeper == keeperID:
+	case o.owns(d):
 		return true
 	case d.Seq == nil:
 		return false
@@ -262,32 +291,32 @@ func (l *Locker) safety() time.Duration {
 // is free, already held by keeperID, or its lease has expired by the
 // server's clock. Another keeper's live lease gives ok=false and a nil
 // error; then, at most once per that lease's TTL, a read learns how long
-// it is, for the next attempt to take it over when it lapses.
-func (l *Locker) acquireOne(ctx context.Context, keeperID, lockID string) (Grant, bool, error) {
+// it is, for the next attempt to take it over when it lapses, and whether
+// its holder has o's keeper id (shared).
+func (l *Locker) acquireOne(ctx context.Context, o owner, lockID string) (g Grant, ok, shared bool, err error) {
 	if err := l.refreshClockFor(ctx, true); err != nil {
-		return Grant{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
+		return Grant{}, false, false, fmt.Errorf("acquire %q: %w", lockID, err)
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	filter := l.acquireFilter(lockID, keeperID, lo, l.hints.get(lockID))
-	update := acquireUpdate(keeperID, l.ttlMS(), "", lo)
+	filter := l.acquireFilter(lockID, o, lo, l.hints.get(lockID))
+	update := acquireUpdate(o, l.ttlMS(), "", lo)
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	var doc lockDoc
-	err := l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
+	err = l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
 	recv := l.cfg.clock.Now()
 	switch {
 	case mongoutil.IsDuplicateKey(err):
-		l.learnTTL(ctx, lockID, recv)
-		return Grant{}, false, nil
+		return Grant{}, false, l.learnTTL(ctx, o, lockID, recv), nil
 	case err != nil:
 		l.failed(ctx)
-		return Grant{}, false, wrapErr(ctx, "acquire", lockID, err)
-	case doc.Keeper != keeperID:
+		return Grant{}, false, false, wrapErr(ctx, "acquire", lockID, err)
+	case !o.owns(doc):
 		// Cannot happen on a server with document-level atomicity.
-		return Grant{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
+		return Grant{}, false, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
 	}
 	l.hints.forget(lockID)
-	return l.newLease(doc, sent, recv), true, nil
+	return l.newLease(doc, sent, recv), true, false, nil
 }
 
 // newLease is the grant d records, won by a write sent at sent whose
@@ -308,10 +337,10 @@ func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Grant {
 // nothing matches, an upsert with it inserts a document with the same id,
 // which fails with a duplicate key error if the lock exists (it is held by
 // another keeper) and begins a term if it does not.
-func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time, hint int64) bson.D {
+func (l *Locker) acquireFilter(lockID string, o owner, lo time.Time, hint int64) bson.D {
 	return bson.D{
 		{Key: fieldID, Value: lockID},
-		{Key: "$or", Value: l.takeable(keeperID, lo, hint)},
+		{Key: "$or", Value: l.takeable(o, lo, hint)},
 	}
 }
 
@@ -321,28 +350,41 @@ func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time, hint int64
 // term's, and $max keeps epoch at least lo in seconds, so tokens increase
 // on servers whose timestamps are not a unique tick (FerretDB 2.x) and on a
 // standalone restarted with its clock set back.
-func acquireUpdate(keeperID string, ttlMS int64, nonce string, lo time.Time) bson.D {
-	set := bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}}
+func acquireUpdate(o owner, ttlMS int64, nonce string, lo time.Time) bson.D {
+	set := bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldTTL, Value: ttlMS}}
+	if o.tok != "" {
+		set = append(set, bson.E{Key: fieldToken, Value: o.tok})
+	}
 	if nonce != "" {
 		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
 	}
-	return bson.D{
-		{Key: "$set", Value: set},
-		{Key: "$currentDate", Value: bson.D{
+	update := bson.D{{Key: "$set", Value: set}}
+	if o.tok == "" {
+		// A lease taken over from a Session is not that Session's any more.
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldToken, Value: ""}}})
+	}
+	return append(update,
+		bson.E{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},
 			{Key: fieldAcquired, Value: true},
 		}},
-		{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
-		{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
-	}
+		bson.E{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
+		bson.E{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
+	)
 }
 
 // Acquisition is the outcome of AcquireLocks.
 type Acquisition struct {
 	// Granted are the locks acquired, in the order requested.
 	Granted []Grant
-	// Refused lists the locks other keepers hold.
+	// Refused lists the locks other holders hold.
 	Refused []string
+	// Shared lists those of Refused found held by another holder with the
+	// same keeper id: another Session given that id, or a lease written
+	// without a Session's token (by an earlier version, or a direct call
+	// of the Locker). A lock refused without a read of its holder (one lock
+	// refused again within its lease) is not listed.
+	Shared []string
 }
 
 // AcquireLocks tries to take each of lockIDs for keeperID. A lock is taken
@@ -371,6 +413,12 @@ type Acquisition struct {
 // released. It is the store operation Sessions use; users take locks
 // through a Session's Mutex.
 func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
+	return l.acquireAs(ctx, owner{kid: keeperID}, lockIDs)
+}
+
+// acquireAs is AcquireLocks for o (a Session's token, tokenStore).
+func (l *Locker) acquireAs(ctx context.Context, o owner, lockIDs []string) (Acquisition, error) {
+	keeperID := o.kid
 	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Acquisition{}, err
 	}
@@ -379,10 +427,12 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	case 0:
 		return Acquisition{}, nil
 	case 1:
-		g, ok, err := l.acquireOne(ctx, keeperID, ids[0])
+		g, ok, shared, err := l.acquireOne(ctx, o, ids[0])
 		switch {
 		case err != nil:
 			return Acquisition{}, err
+		case shared:
+			return Acquisition{Refused: ids, Shared: ids}, nil
 		case !ok:
 			return Acquisition{Refused: ids}, nil
 		}
@@ -392,7 +442,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 		return Acquisition{}, fmt.Errorf("acquire %s: %w", idsDesc(keeperID, ids), err)
 	}
 	leases := make(map[string]Grant, len(ids))
-	refused := make(map[string]bool)
+	refused, shared := make(map[string]bool), make(map[string]bool)
 	result := func() Acquisition {
 		var a Acquisition
 		for _, id := range ids {
@@ -400,6 +450,9 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 				a.Granted = append(a.Granted, lease)
 			} else if refused[id] {
 				a.Refused = append(a.Refused, id)
+				if shared[id] {
+					a.Shared = append(a.Shared, id)
+				}
 			}
 		}
 		return a
@@ -414,7 +467,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	// pause, deadlockAttempts times at most.
 	todo := slices.Clone(ids)
 	for deadlocks := 0; len(todo) > 0; {
-		n, err := l.acquirePass(ctx, keeperID, todo, leases, refused)
+		n, err := l.acquirePass(ctx, o, todo, leases, refused, shared)
 		if mongoutil.IsDeadlock(err) && deadlocks+1 < deadlockAttempts {
 			deadlocks++
 			l.cfg.log.Debug().Str("keeper", keeperID).Int("locks", len(todo)).Int("attempt", deadlocks).Err(err).Msg("deadlock, retrying")
@@ -453,11 +506,11 @@ var deadlockBackoff = Backoff{First: 10 * time.Millisecond, Max: 100 * time.Mill
 // wrong index for a failed write of an unordered bulk. A pass that settles
 // nothing because a deadlock rolled its writes back returns the server's
 // error (mongoutil.IsDeadlock).
-func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string, leases map[string]Grant, refused map[string]bool) (int, error) {
+func (l *Locker) acquirePass(ctx context.Context, o owner, ids []string, leases map[string]Grant, refused, shared map[string]bool) (int, error) {
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	update := acquireUpdate(keeperID, l.ttlMS(), nonce, lo)
+	update := acquireUpdate(o, l.ttlMS(), nonce, lo)
 	// One order for every call's writes, so that no two wait for each
 	// other's rows (FerretDB 2.x locks them in the order written).
 	ids = slices.Sorted(slices.Values(ids))
@@ -465,7 +518,7 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	hint := make(map[string]int64, len(ids))
 	for i, id := range ids {
 		hint[id] = l.hints.get(id)
-		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo, hint[id])).SetUpdate(update).SetUpsert(true)
+		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, o, lo, hint[id])).SetUpdate(update).SetUpsert(true)
 	}
 	_, werr := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	// Duplicate keys: locks held by other keepers. Deadlocks (FerretDB
@@ -490,15 +543,18 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	added := 0
 	for _, d := range docs {
 		switch {
-		case d.Keeper == keeperID && d.Nonce == nonce:
+		case o.owns(d) && d.Nonce == nonce:
 			l.hints.forget(d.ID)
 			leases[d.ID] = l.newLease(d, sent, recv)
-		case !l.takeableDoc(d, keeperID, lo, hint[d.ID]):
+		case !l.takeableDoc(d, o, lo, hint[d.ID]):
 			// What the write's filter refused, or what another keeper
 			// took since. The next attempt may take it over once it
 			// lapses, however long its lease.
 			l.hints.learn(d.ID, d.TTL, l.ttlMS(), recv)
 			refused[d.ID] = true
+			if o.shares(d) {
+				shared[d.ID] = true
+			}
 		default:
 			// Not written (FerretDB stops at the first failed write), or
 			// changed since: sent again.
@@ -525,6 +581,12 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 // renewals as lost, and so may a Renew running alongside that keeper's
 // AcquireLocks of the same locks.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
+	return l.renewAs(ctx, owner{kid: keeperID}, lockIDs)
+}
+
+// renewAs is Renew for o (tokenStore).
+func (l *Locker) renewAs(ctx context.Context, o owner, lockIDs []string) (Renewal, error) {
+	keeperID := o.kid
 	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Renewal{}, err
 	}
@@ -538,13 +600,12 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	_, hi, _ := l.clock.bounds(sent)
-	filter := bson.D{
-		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: fieldKeeper, Value: keeperID},
-		// hi is an upper bound of the server's time: refuse any lease that
-		// might have expired already, even if nobody took it.
-		{Key: fieldRenewed, Value: bson.D{{Key: "$gte", Value: hi.Add(-l.cfg.ttl)}}},
-	}
+	filter := append(bson.D{
+		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}},
+		append(o.mine(),
+			// hi is an upper bound of the server's time: refuse any lease that
+			// might have expired already, even if nobody took it.
+			bson.E{Key: fieldRenewed, Value: bson.D{{Key: "$gte", Value: hi.Add(-l.cfg.ttl)}}})...)
 	update := bson.D{
 		{Key: "$set", Value: bson.D{{Key: fieldNonce, Value: nonce}, {Key: fieldTTL, Value: l.ttlMS()}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
@@ -563,11 +624,10 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		return r, nil
 	}
 	// Some were not renewed: find out which by the nonce this call wrote.
-	cur, err := l.renew.Find(ctx, bson.D{
+	cur, err := l.renew.Find(ctx, append(bson.D{
 		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: fieldKeeper, Value: keeperID},
 		{Key: fieldNonce, Value: nonce},
-	}, mongoutil.OneBatch(len(ids)).SetProjection(bson.D{{Key: fieldID, Value: 1}}))
+	}, o.mine()...), mongoutil.OneBatch(len(ids)).SetProjection(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
 		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}
@@ -619,6 +679,12 @@ type Term struct {
 // term's fencing token is larger; the TTL index removes it Retention after
 // its last renewal.
 func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error) {
+	return l.releaseAs(ctx, owner{kid: keeperID}, terms)
+}
+
+// releaseAs is ReleaseTerms for o (tokenStore).
+func (l *Locker) releaseAs(ctx context.Context, o owner, terms []Term) (int, error) {
+	keeperID := o.kid
 	ids := make([]string, len(terms))
 	for i, t := range terms {
 		ids[i] = t.LockID
@@ -641,7 +707,7 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	if len(any) > 0 {
 		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}})
 	}
-	filter := bson.D{{Key: fieldKeeper, Value: keeperID}}
+	filter := o.mine()
 	if len(or) == 1 {
 		filter = append(filter, or[0].(bson.D)...)
 	} else {
@@ -658,7 +724,7 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 // vacate releases a lock and keeps its document and fence; ts becomes the
 // time of the release, the last instant the lock was held.
 var vacate = bson.D{
-	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldNonce, Value: ""}}},
+	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldToken, Value: ""}, {Key: fieldNonce, Value: ""}}},
 	{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
 }
 
