@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,11 @@ type lockDoc struct {
 	TTL    int64          `bson:"ttl"`
 	Nonce  string         `bson:"rn"`
 	Since  time.Time      `bson:"since,omitempty"`
+
+	// Of a bad document (parseLockDoc): its _id as stored, and whether its
+	// keeper or its fence could not be read.
+	rawID               bson.RawValue `bson:"-"`
+	badKeeper, badFence bool          `bson:"-"`
 }
 
 // current matches documents this version wrote (lockDoc.Seq).
@@ -125,6 +131,7 @@ type Locker struct {
 	// document cannot be written (readClock): for Holder only.
 	readOnly serverClock
 	seen     atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
+	logBad   badLog
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -225,19 +232,22 @@ func (l *Locker) takeable(o owner, lo time.Time, hint int64) bson.A {
 	mine := l.ttlMS()
 	or := bson.A{
 		o.mine(),
-		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}, current},
+		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}},
+		// No server time (missing, or not a date): no lease.
+		bson.D{{Key: fieldRenewed, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: bson.DateTime(math.MinInt64)}}}}}},
 		bson.D{
-			current,
 			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, mine)}}},
+			// No TTL this version writes (none, not a number, longer than
+			// MaxTTL): it lapses this Locker's TTL after its renewal.
 			{Key: "$or", Value: bson.A{
 				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: mine}}}},
-				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: int64(math.MinInt64)}}}}}},
+				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: ttlMillis(MaxTTL)}}}},
 			}},
 		},
 	}
 	if hint > 0 && hint != mine {
 		or = append(or, bson.D{
-			current,
 			{Key: fieldTTL, Value: hint},
 			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, hint)}}},
 		})
@@ -263,7 +273,7 @@ func (l *Locker) takeableDoc(d lockDoc, o owner, lo time.Time, hint int64) bool 
 	case d.Keeper == "":
 		return true
 	case d.Renewed.IsZero():
-		return false
+		return true // no server time: no lease
 	}
 	renewed := bson.NewDateTimeFromTime(d.Renewed)
 	return d.TTL <= mine && renewed < lapsedBefore(lo, mine) ||
@@ -302,15 +312,25 @@ func (l *Locker) acquireOne(ctx context.Context, o owner, lockID string) (g Gran
 	filter := l.acquireFilter(lockID, o, lo, l.hints.get(lockID))
 	update := acquireUpdate(o, l.ttlMS(), "", lo)
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
-	var doc lockDoc
-	err = l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
+	var raw bson.Raw
+	err = l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&raw)
 	recv := l.cfg.clock.Now()
-	switch {
-	case mongoutil.IsDuplicateKey(err):
-		return Grant{}, false, l.learnTTL(ctx, o, lockID, recv), nil
-	case err != nil:
+	if mongoutil.IsDuplicateKey(err) {
+		return l.refusedOne(ctx, o, lockID, lo, recv)
+	}
+	if err != nil {
 		l.failed(ctx)
 		return Grant{}, false, false, wrapErr(ctx, "acquire", lockID, err)
+	}
+	var doc lockDoc
+	if bad := parseLockDoc(raw, &doc); bad != nil {
+		// Taken, and still bad (a fractional seq, plus one): its fence
+		// is no fence. Written again as a bad document is.
+		l.reportBad(bad, doc)
+		g, ok, err := l.takeOverBadGrant(ctx, o, raw, doc, lo)
+		return g, ok, false, err
+	}
+	switch {
 	case !o.owns(doc):
 		// Cannot happen on a server with document-level atomicity.
 		return Grant{}, false, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
@@ -340,6 +360,15 @@ func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Grant {
 func (l *Locker) acquireFilter(lockID string, o owner, lo time.Time, hint int64) bson.D {
 	return bson.D{
 		{Key: fieldID, Value: lockID},
+		// A fence this version can add to (a legacy document has no seq:
+		// it waits for UpgradeDocuments); a bad one is taken over by
+		// takeOverBad, once a read found it bad.
+		// In an $and: FerretDB 1.x copies a top-level operator document
+		// into the document an upsert inserts.
+		{Key: "$and", Value: bson.A{
+			bson.D{{Key: fieldSeq, Value: bson.D{{Key: "$gte", Value: int64(0)}, {Key: "$lte", Value: int64(maxSeq)}}}},
+			bson.D{{Key: fieldEpoch, Value: bson.D{{Key: "$gte", Value: int64(0)}, {Key: "$lte", Value: int64(maxEpoch)}}}},
+		}},
 		{Key: "$or", Value: l.takeable(o, lo, hint)},
 	}
 }
@@ -534,14 +563,35 @@ func (l *Locker) acquirePass(ctx context.Context, o owner, ids []string, leases 
 		l.failed(ctx)
 		return 0, err
 	}
-	var docs []lockDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	var raws []bson.Raw
+	if err := cur.All(ctx, &raws); err != nil {
 		l.failed(ctx)
 		return 0, err
 	}
 	recv := l.cfg.clock.Now()
 	added := 0
-	for _, d := range docs {
+	for _, raw := range raws {
+		var d lockDoc
+		if bad := parseLockDoc(raw, &d); bad != nil {
+			// Whatever this pass's write did to it, its fence is no
+			// fence: taken over as a bad document, or refused.
+			l.reportBad(bad, d)
+			if !l.badTakeable(d, o, lo) {
+				l.hints.learn(d.ID, d.TTL, l.ttlMS(), recv)
+				refused[d.ID] = true
+				added++
+				continue
+			}
+			g, ok, err := l.takeOverBadGrant(ctx, o, raw, d, lo)
+			if err != nil {
+				return added, err
+			}
+			if ok {
+				leases[d.ID] = g
+				added++
+			}
+			continue
+		}
 		switch {
 		case o.owns(d) && d.Nonce == nonce:
 			l.hints.forget(d.ID)
