@@ -67,29 +67,28 @@ type lockDoc struct {
 var current = bson.E{Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: true}}}
 
 // owner is who holds a lease in the store: a keeper id and, for a
-// Session, the Session's token. A lease counts as its holder's own only if
-// both match, so two Sessions given one keeper id (two replicas with
+// Session, the Session's token. A Session's lease counts as its own only
+// if both match, so two Sessions given one keeper id (two replicas with
 // WithKeeperID("billing"), or a process restarted with its old id before
 // its old leases lapsed) exclude each other. A Locker's exported methods
-// act for the keeper id alone (empty token): they own the leases of that
-// keeper id written without a token, by such calls or by earlier
-// versions, and no Session's.
+// act as the keeper id itself (an empty token), an operator's tool: they
+// own every lease of that keeper id, whatever its token, as do earlier
+// versions, which write none.
 type owner struct{ kid, tok string }
 
 // mine matches the lock documents o holds.
 func (o owner) mine() bson.D {
-	tok := any(o.tok)
 	if o.tok == "" {
-		tok = bson.D{{Key: "$exists", Value: false}}
+		return bson.D{{Key: fieldKeeper, Value: o.kid}}
 	}
-	return bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldToken, Value: tok}}
+	return bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldToken, Value: o.tok}}
 }
 
 // owns reports whether o holds d.
-func (o owner) owns(d lockDoc) bool { return d.Keeper == o.kid && d.Token == o.tok }
+func (o owner) owns(d lockDoc) bool { return d.Keeper == o.kid && (o.tok == "" || d.Token == o.tok) }
 
 // shares reports whether d is held by another holder with o's keeper id.
-func (o owner) shares(d lockDoc) bool { return d.Keeper == o.kid && d.Token != o.tok }
+func (o owner) shares(d lockDoc) bool { return d.Keeper == o.kid && !o.owns(d) }
 
 // fence is the document's fencing token: epoch in the high 32 bits, plus
 // seq. Every term increments seq and never lowers epoch, so the token
@@ -411,8 +410,9 @@ type Acquisition struct {
 	// Shared lists those of Refused found held by another holder with the
 	// same keeper id: another Session given that id, or a lease written
 	// without a Session's token (by an earlier version, or a direct call
-	// of the Locker). A lock refused without a read of its holder (one lock
-	// refused again within its lease) is not listed.
+	// of the Locker), when a Session asked. A lock refused without a read
+	// of its holder (one lock refused again within its lease) is not
+	// listed.
 	Shared []string
 }
 
