@@ -15,8 +15,13 @@ import (
 
 // Holder describes a lock document. Times are the server's.
 type Holder struct {
-	LockID     string
-	KeeperID   string
+	LockID   string
+	KeeperID string
+	// Token is the token of the Session holding the lease (empty for a
+	// lease the Locker's own methods or an earlier version wrote): two
+	// live leases with one KeeperID and different tokens are held by two
+	// Sessions sharing a keeper id (KeeperIDShared).
+	Token      string
 	Fence      uint64
 	AcquiredAt time.Time
 	RenewedAt  time.Time
@@ -157,6 +162,7 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 	h := Holder{
 		LockID:     d.ID,
 		KeeperID:   d.Keeper,
+		Token:      d.Token,
 		Fence:      d.fence(),
 		AcquiredAt: d.Acquired,
 		RenewedAt:  d.Renewed,
