@@ -265,10 +265,10 @@ func lapsedBefore(lo time.Time, ttlMS int64) bson.DateTime {
 func (l *Locker) takeableDoc(d lockDoc, o owner, lo time.Time, hint int64) bool {
 	mine := l.ttlMS()
 	switch {
+	case d.Seq == nil: // legacy: the filter requires a seq
+		return false
 	case o.owns(d):
 		return true
-	case d.Seq == nil:
-		return false
 	case d.Keeper == "":
 		return true
 	case d.Renewed.IsZero():
