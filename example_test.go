@@ -36,7 +36,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	session, err := lock.NewSession(locker) // one per process: keeper id and keep-alive
+	session, err := lock.NewSession(locker) // one per process suffices: keeper id and keep-alive
 	if err != nil {
 		log.Fatal(err)
 	}

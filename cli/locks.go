@@ -144,7 +144,11 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 	for _, h := range holders {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", h.LockID, orDash(h.KeeperID), fmtTime(h.AcquiredAt), fmtTime(h.RenewedAt), expiresIn(h), h.Fence)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	warnSharedKeepers(a.stdout, holders)
+	return nil
 }
 
 // holder returns the lock document of id, expired or not. A lock its

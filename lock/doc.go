@@ -2,7 +2,7 @@
 // unless their holder renews them, with fencing tokens.
 //
 //	locker, _ := lock.New(db)                 // the store: one collection
-//	session, _ := lock.NewSession(locker)     // one per process: keeper id and keep-alive
+//	session, _ := lock.NewSession(locker)     // one per process suffices: keeper id and keep-alive
 //	defer session.Close()                     // releases everything still held
 //	err := session.Do(ctx, "nightly-report", func(ctx context.Context) error {
 //		fence, _ := lock.FenceFrom(ctx) // pass it to what you write to
@@ -21,6 +21,26 @@
 // two Mutexes on one lock exclude each other even in one Session. The
 // runner, scheduler and migrations packages take their locks through a
 // Session too, so one Session per process keeps all of its leases alive.
+//
+// Two Sessions exclude each other as two processes do, whatever their
+// keeper ids: two Sessions of one process, two replicas given one
+// WithKeeperID, or a process restarted with its old keeper id, which takes
+// the leases of its previous run only once they lapse. Each lease carries
+// a random token of its Session (tok) that renewals and releases must
+// match; the keeper id only names the holder, in Holder, logs and the
+// command line, which cannot tell such Sessions apart. A Session refused a
+// lock held by another with its keeper id reports it (KeeperIDShared).
+//
+// Lock ids are any non-empty UTF-8 strings without NUL (ValidateID). The
+// module's packages take theirs through the same API, under ids that
+// application code must leave alone: "scheduler/" (scheduler's
+// DefaultLockPrefix: a job's lock, and presence locks under
+// "scheduler/@instance/"), and "mongolock.migrations" (migrations'
+// DefaultLockID); another prefix or id where they are set otherwise
+// (WithLockPrefix, WithLockID). A lock taken under them makes the job or
+// the migrations wait or skip as if another instance held it. They are
+// not refused: an operator, or a test, may take one on purpose, and the
+// packages are ordinary callers of the same Session API.
 // Events of everything built on a Session go to its observers
 // (WithObserver, AddObserver); logging is one of them (WithSessionSlog for
 // log/slog, WithSessionLogger for zerolog). What is built on a Session is
@@ -30,11 +50,14 @@
 // a span for each acquisition, renewal and release, term and run.
 //
 // The Locker underneath is the store: one document {_id: lockID, kid:
-// keeperID, ts: server time of the last acquire or renew, at, epoch, seq,
-// ttl} per lock in one collection (and since, where a holder noted it:
-// NoteSince). Acquiring is one write-concern-majority
-// findAndModify upsert keyed on the lock id and the keeper id: a
-// duplicate-key error means another keeper holds a live lease. A lease
+// keeperID, tok: the Session's token, ts: server time of the last acquire
+// or renew, at, epoch, seq, ttl} per lock in one collection (and since,
+// where a holder noted it: NoteSince). Acquiring is one
+// write-concern-majority findAndModify upsert keyed on the lock id and
+// the holder (keeper id and token): a duplicate-key error means another
+// holder has a live lease. The Locker's own methods, which take a keeper
+// id, act as that keeper id whatever the token: they are for operators
+// and tools, not a second way to hold locks. A lease
 // whose time is up by the server's clock is taken over in that same round
 // trip, without waiting for MongoDB's TTL monitor. Many locks are taken in
 // one bulk write and a read, renewed in one update and released in one
@@ -42,6 +65,18 @@
 // index removes it Retention after its last renewal. Lockers with
 // different TTLs may share a collection: a lease lapses its own TTL after
 // its last renewal, whoever takes it over.
+//
+// A document that is not what this module writes (a hand edit, another
+// tool's, a damaged one: BadDocument) never keeps a lock from everyone.
+// Without a server time (ts missing, or not a date) it is no lease; a ttl
+// that is not a whole number of milliseconds up to MaxTTL counts as the
+// taker's; a fence that is not one (epoch or seq negative, out of range,
+// not a whole number) is written again above whatever can be read of it
+// and above the server's time in seconds, so fences still only grow. A
+// live lease with a bad fence or keeper still excludes until it lapses.
+// Readers (Locks, LocksWithPrefix) skip a bad document and report it,
+// with its collection, _id and field (WithBadDocuments; by default a
+// warning in the log); Holder returns an error wrapping ErrBadDocument.
 //
 // Every lease rests on the keep-alive's renewal arriving in time, and a
 // mongo.Client's connection pool is shared by all of its commands: a burst

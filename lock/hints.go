@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // maxHints bounds how many locks a Locker remembers lease lengths of.
@@ -58,17 +57,43 @@ func (h *ttlHints) fresh(id string, now time.Time) bool {
 	return ok && now.Sub(e.at) < time.Duration(max(e.ttl, e.mine))*time.Millisecond
 }
 
-// learnTTL reads how long the lease on lockID is after an acquisition was
-// refused, unless it knows already. A failed read leaves things as they
+// refusedOne follows a refused acquisition of lockID by o (acquireOne):
+// unless it knows how long the lease is, it reads the document, to learn
+// that, whether its holder has o's keeper id (shared), and whether it is
+// a bad document (BadDocument) that o may take over all the same
+// (badTakeable), which it then does. A failed read leaves things as they
 // were: the next refusal reads again.
-func (l *Locker) learnTTL(ctx context.Context, lockID string, now time.Time) {
+func (l *Locker) refusedOne(ctx context.Context, o owner, lockID string, lo, now time.Time) (g Grant, ok, shared bool, err error) {
 	if l.hints.fresh(lockID, now) {
-		return
+		return Grant{}, false, false, nil
+	}
+	var raw bson.Raw
+	if err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}}).Decode(&raw); err != nil {
+		return Grant{}, false, false, nil
 	}
 	var doc lockDoc
-	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}},
-		options.FindOne().SetProjection(bson.D{{Key: fieldTTL, Value: 1}})).Decode(&doc)
-	if err == nil {
-		l.hints.learn(lockID, doc.TTL, l.ttlMS(), now)
+	bad := parseLockDoc(raw, &doc)
+	l.hints.learn(lockID, doc.TTL, l.ttlMS(), now)
+	if bad == nil {
+		return Grant{}, false, o.shares(doc), nil
 	}
+	l.reportBad(bad, doc)
+	if !l.badTakeable(doc, o, lo) {
+		return Grant{}, false, !doc.badKeeper && o.shares(doc), nil
+	}
+	g, ok, err = l.takeOverBadGrant(ctx, o, raw, doc, lo)
+	return g, ok, false, err
+}
+
+// takeOverBadGrant is takeOverBad, as a Grant.
+func (l *Locker) takeOverBadGrant(ctx context.Context, o owner, raw bson.Raw, d lockDoc, lo time.Time) (Grant, bool, error) {
+	nd, sent, ok, err := l.takeOverBad(ctx, o, raw, d, lo)
+	if err != nil {
+		return Grant{}, false, wrapErr(ctx, "acquire", d.ID, err)
+	}
+	if !ok {
+		return Grant{}, false, nil // changed since it was read: refused, for now
+	}
+	l.hints.forget(nd.ID)
+	return l.newLease(nd, sent, l.cfg.clock.Now()), true, nil
 }

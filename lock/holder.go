@@ -15,8 +15,13 @@ import (
 
 // Holder describes a lock document. Times are the server's.
 type Holder struct {
-	LockID     string
-	KeeperID   string
+	LockID   string
+	KeeperID string
+	// Token is the token of the Session holding the lease (empty for a
+	// lease the Locker's own methods or an earlier version wrote): two
+	// live leases with one KeeperID and different tokens are held by two
+	// Sessions sharing a keeper id (KeeperIDShared).
+	Token      string
 	Fence      uint64
 	AcquiredAt time.Time
 	RenewedAt  time.Time
@@ -42,7 +47,9 @@ type Holder struct {
 
 // Holder returns who holds lockID. A free, released or expired lock gives
 // an error wrapping ErrNotHeld; for a released or expired one, the Holder
-// returned with it describes the last term (Released, Expired).
+// returned with it describes the last term (Released, Expired). A lock
+// whose document is bad gives an error wrapping ErrBadDocument, naming
+// the field (BadDocument; reported as for Locks).
 func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	if err := ValidateID("lockID", lockID); err != nil {
 		return Holder{}, err
@@ -50,13 +57,17 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	if err := l.readClock(ctx); err != nil {
 		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, err)
 	}
-	var doc lockDoc
-	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}}).Decode(&doc)
+	var raw bson.Raw
+	err := l.coll.FindOne(ctx, bson.D{{Key: fieldID, Value: lockID}}).Decode(&raw)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, ErrNotHeld)
 	}
 	if err != nil {
 		return Holder{}, wrapErr(ctx, "holder of", lockID, err)
+	}
+	var doc lockDoc
+	if bad := parseLockDoc(raw, &doc); bad != nil {
+		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, &badDocError{l.reportBad(bad, doc)})
 	}
 	h := l.holderOf(doc)
 	if h.Released {
@@ -68,7 +79,9 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	return h, nil
 }
 
-// Locks lists every held lock, expired ones included, ordered by id.
+// Locks lists every held lock, expired ones included, ordered by id. It
+// skips bad documents (BadDocument), and reports each to the Locker's
+// WithBadDocuments function; so does LocksWithPrefix.
 func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
@@ -122,13 +135,21 @@ func (l *Locker) list(ctx context.Context, filter bson.D) ([]Holder, error) {
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
 	}
-	var docs []lockDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	defer cur.Close(context.WithoutCancel(ctx))
+	var out []Holder
+	for cur.Next(ctx) {
+		var d lockDoc
+		if bad := parseLockDoc(cur.Current, &d); bad != nil {
+			l.reportBad(bad, d)
+			continue
+		}
+		out = append(out, l.holderOf(d))
+	}
+	if err := cur.Err(); err != nil {
 		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
 	}
-	out := make([]Holder, 0, len(docs))
-	for _, d := range docs {
-		out = append(out, l.holderOf(d))
+	if out == nil {
+		out = []Holder{}
 	}
 	return out, nil
 }
@@ -141,6 +162,7 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 	h := Holder{
 		LockID:     d.ID,
 		KeeperID:   d.Keeper,
+		Token:      d.Token,
 		Fence:      d.fence(),
 		AcquiredAt: d.Acquired,
 		RenewedAt:  d.Renewed,

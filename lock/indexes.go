@@ -84,12 +84,16 @@ func upgradeDocuments(ctx context.Context, coll *mongo.Collection) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("find old lock documents: %w", err)
 	}
-	var docs []lockDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	var raws []bson.Raw
+	if err := cur.All(ctx, &raws); err != nil {
 		return 0, fmt.Errorf("find old lock documents: %w", err)
 	}
 	n := 0
-	for _, d := range docs {
+	for _, raw := range raws {
+		var d lockDoc
+		if parseLockDoc(raw, &d) != nil || d.Seq != nil {
+			continue // a bad one: acquisitions take it over (takeOverBad)
+		}
 		res, err := coll.UpdateOne(ctx,
 			bson.D{{Key: fieldID, Value: d.ID}, {Key: "fence", Value: d.Legacy}, {Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{

@@ -184,7 +184,7 @@ func (s *Session) startRenewal(leases []*Lease, now time.Time, boot bootReading,
 	ctx, cancel := WithTimeout(ctx, s.clock, timeout)
 	r := &renewal{leases: leases, sent: now, boot: boot, result: make(chan renewalResult, 1), cancel: cancel, span: span}
 	go func() {
-		ren, err := s.store.Renew(ctx, s.cfg.keeperID, ids...)
+		ren, err := s.storeRenew(ctx, ids)
 		r.result <- renewalResult{r: ren, err: err}
 	}()
 	return r

@@ -117,7 +117,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	ctx, span := s.trace(ctx, OpRenew, 0, l.grant.Fence, []string{l.grant.LockID})
 	boot := s.bootNow()
 	sent := s.clock.Now()
-	r, err := s.store.Renew(ctx, s.cfg.keeperID, l.grant.LockID)
+	r, err := s.storeRenew(ctx, []string{l.grant.LockID})
 	if err != nil {
 		span.End(err)
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)

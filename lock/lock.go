@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 const (
 	fieldID       = "_id"
 	fieldKeeper   = "kid"
+	fieldToken    = "tok"   // random per Session: tells apart Sessions with one keeper id
 	fieldRenewed  = "ts"    // server time of the last acquire or renew; the TTL index is on it
 	fieldAcquired = "at"    // server time the current term began
 	fieldEpoch    = "epoch" // high half of the fence: never decreases for a lock id
@@ -38,8 +40,11 @@ const (
 // its fence, until the TTL index removes it Retention after its last
 // renewal, so that the next term's fence is larger.
 type lockDoc struct {
-	ID       string    `bson:"_id"`
-	Keeper   string    `bson:"kid"`
+	ID     string `bson:"_id"`
+	Keeper string `bson:"kid"`
+	// Token is the holding Session's (owner); empty for a holder that
+	// called the Locker directly, and in documents of earlier versions.
+	Token    string    `bson:"tok,omitempty"`
 	Renewed  time.Time `bson:"ts"`
 	Acquired time.Time `bson:"at"`
 	Epoch    int64     `bson:"epoch"`
@@ -51,10 +56,39 @@ type lockDoc struct {
 	TTL    int64          `bson:"ttl"`
 	Nonce  string         `bson:"rn"`
 	Since  time.Time      `bson:"since,omitempty"`
+
+	// Of a bad document (parseLockDoc): its _id as stored, and whether its
+	// keeper or its fence could not be read.
+	rawID               bson.RawValue `bson:"-"`
+	badKeeper, badFence bool          `bson:"-"`
 }
 
 // current matches documents this version wrote (lockDoc.Seq).
 var current = bson.E{Key: fieldSeq, Value: bson.D{{Key: "$exists", Value: true}}}
+
+// owner is who holds a lease in the store: a keeper id and, for a
+// Session, the Session's token. A Session's lease counts as its own only
+// if both match, so two Sessions given one keeper id (two replicas with
+// WithKeeperID("billing"), or a process restarted with its old id before
+// its old leases lapsed) exclude each other. A Locker's exported methods
+// act as the keeper id itself (an empty token), an operator's tool: they
+// own every lease of that keeper id, whatever its token, as do earlier
+// versions, which write none.
+type owner struct{ kid, tok string }
+
+// mine matches the lock documents o holds.
+func (o owner) mine() bson.D {
+	if o.tok == "" {
+		return bson.D{{Key: fieldKeeper, Value: o.kid}}
+	}
+	return bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldToken, Value: o.tok}}
+}
+
+// owns reports whether o holds d.
+func (o owner) owns(d lockDoc) bool { return d.Keeper == o.kid && (o.tok == "" || d.Token == o.tok) }
+
+// shares reports whether d is held by another holder with o's keeper id.
+func (o owner) shares(d lockDoc) bool { return d.Keeper == o.kid && !o.owns(d) }
 
 // fence is the document's fencing token: epoch in the high 32 bits, plus
 // seq. Every term increments seq and never lowers epoch, so the token
@@ -96,6 +130,7 @@ type Locker struct {
 	// document cannot be written (readClock): for Holder only.
 	readOnly serverClock
 	seen     atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
+	logBad   badLog
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -192,23 +227,26 @@ func (l *Locker) Collection() *mongo.Collection { return l.coll }
 // Locker's TTL once that TTL has passed (late for shorter ones); another,
 // hint, names the TTL (ms) a read found the lease has (0 for none), which
 // matches that lease as soon as its own TTL has passed.
-func (l *Locker) takeable(keeperID string, lo time.Time, hint int64) bson.A {
+func (l *Locker) takeable(o owner, lo time.Time, hint int64) bson.A {
 	mine := l.ttlMS()
 	or := bson.A{
-		bson.D{{Key: fieldKeeper, Value: keeperID}},
-		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}, current},
+		o.mine(),
+		bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: false}}}},
+		// No server time (missing, or not a date): no lease.
+		bson.D{{Key: fieldRenewed, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: bson.DateTime(math.MinInt64)}}}}}},
 		bson.D{
-			current,
 			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, mine)}}},
+			// No TTL this version writes (none, not a number, longer than
+			// MaxTTL): it lapses this Locker's TTL after its renewal.
 			{Key: "$or", Value: bson.A{
 				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$lte", Value: mine}}}},
-				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: int64(math.MinInt64)}}}}}},
+				bson.D{{Key: fieldTTL, Value: bson.D{{Key: "$gt", Value: ttlMillis(MaxTTL)}}}},
 			}},
 		},
 	}
 	if hint > 0 && hint != mine {
 		or = append(or, bson.D{
-			current,
 			{Key: fieldTTL, Value: hint},
 			{Key: fieldRenewed, Value: bson.D{{Key: "$lt", Value: lapsedBefore(lo, hint)}}},
 		})
@@ -223,18 +261,18 @@ func lapsedBefore(lo time.Time, ttlMS int64) bson.DateTime {
 	return bson.NewDateTimeFromTime(lo.Add(-time.Duration(ttlMS) * time.Millisecond))
 }
 
-// takeableDoc reports whether takeable(keeperID, lo, hint) matches d.
-func (l *Locker) takeableDoc(d lockDoc, keeperID string, lo time.Time, hint int64) bool {
+// takeableDoc reports whether takeable(o, lo, hint) matches d.
+func (l *Locker) takeableDoc(d lockDoc, o owner, lo time.Time, hint int64) bool {
 	mine := l.ttlMS()
 	switch {
-	case d.Keeper == keeperID:
-		return true
-	case d.Seq == nil:
+	case d.Seq == nil: // legacy: the filter requires a seq
 		return false
+	case o.owns(d):
+		return true
 	case d.Keeper == "":
 		return true
 	case d.Renewed.IsZero():
-		return false
+		return true // no server time: no lease
 	}
 	renewed := bson.NewDateTimeFromTime(d.Renewed)
 	return d.TTL <= mine && renewed < lapsedBefore(lo, mine) ||
@@ -262,32 +300,42 @@ func (l *Locker) safety() time.Duration {
 // is free, already held by keeperID, or its lease has expired by the
 // server's clock. Another keeper's live lease gives ok=false and a nil
 // error; then, at most once per that lease's TTL, a read learns how long
-// it is, for the next attempt to take it over when it lapses.
-func (l *Locker) acquireOne(ctx context.Context, keeperID, lockID string) (Grant, bool, error) {
+// it is, for the next attempt to take it over when it lapses, and whether
+// its holder has o's keeper id (shared).
+func (l *Locker) acquireOne(ctx context.Context, o owner, lockID string) (g Grant, ok, shared bool, err error) {
 	if err := l.refreshClockFor(ctx, true); err != nil {
-		return Grant{}, false, fmt.Errorf("acquire %q: %w", lockID, err)
+		return Grant{}, false, false, fmt.Errorf("acquire %q: %w", lockID, err)
 	}
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	filter := l.acquireFilter(lockID, keeperID, lo, l.hints.get(lockID))
-	update := acquireUpdate(keeperID, l.ttlMS(), "", lo)
+	filter := l.acquireFilter(lockID, o, lo, l.hints.get(lockID))
+	update := acquireUpdate(o, l.ttlMS(), "", lo)
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
-	var doc lockDoc
-	err := l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
+	var raw bson.Raw
+	err = l.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&raw)
 	recv := l.cfg.clock.Now()
-	switch {
-	case mongoutil.IsDuplicateKey(err):
-		l.learnTTL(ctx, lockID, recv)
-		return Grant{}, false, nil
-	case err != nil:
+	if mongoutil.IsDuplicateKey(err) {
+		return l.refusedOne(ctx, o, lockID, lo, recv)
+	}
+	if err != nil {
 		l.failed(ctx)
-		return Grant{}, false, wrapErr(ctx, "acquire", lockID, err)
-	case doc.Keeper != keeperID:
+		return Grant{}, false, false, wrapErr(ctx, "acquire", lockID, err)
+	}
+	var doc lockDoc
+	if bad := parseLockDoc(raw, &doc); bad != nil {
+		// Taken, and still bad (a fractional seq, plus one): its fence
+		// is no fence. Written again as a bad document is.
+		l.reportBad(bad, doc)
+		g, ok, err := l.takeOverBadGrant(ctx, o, raw, doc, lo)
+		return g, ok, false, err
+	}
+	switch {
+	case !o.owns(doc):
 		// Cannot happen on a server with document-level atomicity.
-		return Grant{}, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
+		return Grant{}, false, false, fmt.Errorf("acquire %q: server returned a lock held by %q", lockID, doc.Keeper)
 	}
 	l.hints.forget(lockID)
-	return l.newLease(doc, sent, recv), true, nil
+	return l.newLease(doc, sent, recv), true, false, nil
 }
 
 // newLease is the grant d records, won by a write sent at sent whose
@@ -308,10 +356,19 @@ func (l *Locker) newLease(d lockDoc, sent, recv time.Time) Grant {
 // nothing matches, an upsert with it inserts a document with the same id,
 // which fails with a duplicate key error if the lock exists (it is held by
 // another keeper) and begins a term if it does not.
-func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time, hint int64) bson.D {
+func (l *Locker) acquireFilter(lockID string, o owner, lo time.Time, hint int64) bson.D {
 	return bson.D{
 		{Key: fieldID, Value: lockID},
-		{Key: "$or", Value: l.takeable(keeperID, lo, hint)},
+		// A fence this version can add to (a legacy document has no seq:
+		// it waits for UpgradeDocuments); a bad one is taken over by
+		// takeOverBad, once a read found it bad.
+		// In an $and: FerretDB 1.x copies a top-level operator document
+		// into the document an upsert inserts.
+		{Key: "$and", Value: bson.A{
+			bson.D{{Key: fieldSeq, Value: bson.D{{Key: "$gte", Value: int64(0)}, {Key: "$lte", Value: int64(maxSeq)}}}},
+			bson.D{{Key: fieldEpoch, Value: bson.D{{Key: "$gte", Value: int64(0)}, {Key: "$lte", Value: int64(maxEpoch)}}}},
+		}},
+		{Key: "$or", Value: l.takeable(o, lo, hint)},
 	}
 }
 
@@ -321,28 +378,42 @@ func (l *Locker) acquireFilter(lockID, keeperID string, lo time.Time, hint int64
 // term's, and $max keeps epoch at least lo in seconds, so tokens increase
 // on servers whose timestamps are not a unique tick (FerretDB 2.x) and on a
 // standalone restarted with its clock set back.
-func acquireUpdate(keeperID string, ttlMS int64, nonce string, lo time.Time) bson.D {
-	set := bson.D{{Key: fieldKeeper, Value: keeperID}, {Key: fieldTTL, Value: ttlMS}}
+func acquireUpdate(o owner, ttlMS int64, nonce string, lo time.Time) bson.D {
+	set := bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldTTL, Value: ttlMS}}
+	if o.tok != "" {
+		set = append(set, bson.E{Key: fieldToken, Value: o.tok})
+	}
 	if nonce != "" {
 		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
 	}
-	return bson.D{
-		{Key: "$set", Value: set},
-		{Key: "$currentDate", Value: bson.D{
+	update := bson.D{{Key: "$set", Value: set}}
+	if o.tok == "" {
+		// A lease taken over from a Session is not that Session's any more.
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldToken, Value: ""}}})
+	}
+	return append(update,
+		bson.E{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},
 			{Key: fieldAcquired, Value: true},
 		}},
-		{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
-		{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
-	}
+		bson.E{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
+		bson.E{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
+	)
 }
 
 // Acquisition is the outcome of AcquireLocks.
 type Acquisition struct {
 	// Granted are the locks acquired, in the order requested.
 	Granted []Grant
-	// Refused lists the locks other keepers hold.
+	// Refused lists the locks other holders hold.
 	Refused []string
+	// Shared lists those of Refused found held by another holder with the
+	// same keeper id: another Session given that id, or a lease written
+	// without a Session's token (by an earlier version, or a direct call
+	// of the Locker), when a Session asked. A lock refused without a read
+	// of its holder (one lock refused again within its lease) is not
+	// listed.
+	Shared []string
 }
 
 // AcquireLocks tries to take each of lockIDs for keeperID. A lock is taken
@@ -371,6 +442,12 @@ type Acquisition struct {
 // released. It is the store operation Sessions use; users take locks
 // through a Session's Mutex.
 func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
+	return l.acquireAs(ctx, owner{kid: keeperID}, lockIDs)
+}
+
+// acquireAs is AcquireLocks for o (a Session's token, tokenStore).
+func (l *Locker) acquireAs(ctx context.Context, o owner, lockIDs []string) (Acquisition, error) {
+	keeperID := o.kid
 	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Acquisition{}, err
 	}
@@ -379,10 +456,12 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	case 0:
 		return Acquisition{}, nil
 	case 1:
-		g, ok, err := l.acquireOne(ctx, keeperID, ids[0])
+		g, ok, shared, err := l.acquireOne(ctx, o, ids[0])
 		switch {
 		case err != nil:
 			return Acquisition{}, err
+		case shared:
+			return Acquisition{Refused: ids, Shared: ids}, nil
 		case !ok:
 			return Acquisition{Refused: ids}, nil
 		}
@@ -392,7 +471,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 		return Acquisition{}, fmt.Errorf("acquire %s: %w", idsDesc(keeperID, ids), err)
 	}
 	leases := make(map[string]Grant, len(ids))
-	refused := make(map[string]bool)
+	refused, shared := make(map[string]bool), make(map[string]bool)
 	result := func() Acquisition {
 		var a Acquisition
 		for _, id := range ids {
@@ -400,6 +479,9 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 				a.Granted = append(a.Granted, lease)
 			} else if refused[id] {
 				a.Refused = append(a.Refused, id)
+				if shared[id] {
+					a.Shared = append(a.Shared, id)
+				}
 			}
 		}
 		return a
@@ -414,7 +496,7 @@ func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...s
 	// pause, deadlockAttempts times at most.
 	todo := slices.Clone(ids)
 	for deadlocks := 0; len(todo) > 0; {
-		n, err := l.acquirePass(ctx, keeperID, todo, leases, refused)
+		n, err := l.acquirePass(ctx, o, todo, leases, refused, shared)
 		if mongoutil.IsDeadlock(err) && deadlocks+1 < deadlockAttempts {
 			deadlocks++
 			l.cfg.log.Debug().Str("keeper", keeperID).Int("locks", len(todo)).Int("attempt", deadlocks).Err(err).Msg("deadlock, retrying")
@@ -453,11 +535,11 @@ var deadlockBackoff = Backoff{First: 10 * time.Millisecond, Max: 100 * time.Mill
 // wrong index for a failed write of an unordered bulk. A pass that settles
 // nothing because a deadlock rolled its writes back returns the server's
 // error (mongoutil.IsDeadlock).
-func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string, leases map[string]Grant, refused map[string]bool) (int, error) {
+func (l *Locker) acquirePass(ctx context.Context, o owner, ids []string, leases map[string]Grant, refused, shared map[string]bool) (int, error) {
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	lo, _, _ := l.clock.bounds(sent)
-	update := acquireUpdate(keeperID, l.ttlMS(), nonce, lo)
+	update := acquireUpdate(o, l.ttlMS(), nonce, lo)
 	// One order for every call's writes, so that no two wait for each
 	// other's rows (FerretDB 2.x locks them in the order written).
 	ids = slices.Sorted(slices.Values(ids))
@@ -465,7 +547,7 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 	hint := make(map[string]int64, len(ids))
 	for i, id := range ids {
 		hint[id] = l.hints.get(id)
-		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, keeperID, lo, hint[id])).SetUpdate(update).SetUpsert(true)
+		models[i] = mongo.NewUpdateOneModel().SetFilter(l.acquireFilter(id, o, lo, hint[id])).SetUpdate(update).SetUpsert(true)
 	}
 	_, werr := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	// Duplicate keys: locks held by other keepers. Deadlocks (FerretDB
@@ -481,24 +563,48 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 		l.failed(ctx)
 		return 0, err
 	}
-	var docs []lockDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	var raws []bson.Raw
+	if err := cur.All(ctx, &raws); err != nil {
 		l.failed(ctx)
 		return 0, err
 	}
 	recv := l.cfg.clock.Now()
 	added := 0
-	for _, d := range docs {
+	for _, raw := range raws {
+		var d lockDoc
+		if bad := parseLockDoc(raw, &d); bad != nil {
+			// Whatever this pass's write did to it, its fence is no
+			// fence: taken over as a bad document, or refused.
+			l.reportBad(bad, d)
+			if !l.badTakeable(d, o, lo) {
+				l.hints.learn(d.ID, d.TTL, l.ttlMS(), recv)
+				refused[d.ID] = true
+				added++
+				continue
+			}
+			g, ok, err := l.takeOverBadGrant(ctx, o, raw, d, lo)
+			if err != nil {
+				return added, err
+			}
+			if ok {
+				leases[d.ID] = g
+				added++
+			}
+			continue
+		}
 		switch {
-		case d.Keeper == keeperID && d.Nonce == nonce:
+		case o.owns(d) && d.Nonce == nonce:
 			l.hints.forget(d.ID)
 			leases[d.ID] = l.newLease(d, sent, recv)
-		case !l.takeableDoc(d, keeperID, lo, hint[d.ID]):
+		case !l.takeableDoc(d, o, lo, hint[d.ID]):
 			// What the write's filter refused, or what another keeper
 			// took since. The next attempt may take it over once it
 			// lapses, however long its lease.
 			l.hints.learn(d.ID, d.TTL, l.ttlMS(), recv)
 			refused[d.ID] = true
+			if o.shares(d) {
+				shared[d.ID] = true
+			}
 		default:
 			// Not written (FerretDB stops at the first failed write), or
 			// changed since: sent again.
@@ -525,6 +631,12 @@ func (l *Locker) acquirePass(ctx context.Context, keeperID string, ids []string,
 // renewals as lost, and so may a Renew running alongside that keeper's
 // AcquireLocks of the same locks.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
+	return l.renewAs(ctx, owner{kid: keeperID}, lockIDs)
+}
+
+// renewAs is Renew for o (tokenStore).
+func (l *Locker) renewAs(ctx context.Context, o owner, lockIDs []string) (Renewal, error) {
+	keeperID := o.kid
 	if err := validateMany(keeperID, lockIDs); err != nil {
 		return Renewal{}, err
 	}
@@ -538,13 +650,12 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 	nonce := newNonce()
 	sent := l.cfg.clock.Now()
 	_, hi, _ := l.clock.bounds(sent)
-	filter := bson.D{
-		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: fieldKeeper, Value: keeperID},
-		// hi is an upper bound of the server's time: refuse any lease that
-		// might have expired already, even if nobody took it.
-		{Key: fieldRenewed, Value: bson.D{{Key: "$gte", Value: hi.Add(-l.cfg.ttl)}}},
-	}
+	filter := append(bson.D{
+		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}},
+		append(o.mine(),
+			// hi is an upper bound of the server's time: refuse any lease that
+			// might have expired already, even if nobody took it.
+			bson.E{Key: fieldRenewed, Value: bson.D{{Key: "$gte", Value: hi.Add(-l.cfg.ttl)}}})...)
 	update := bson.D{
 		{Key: "$set", Value: bson.D{{Key: fieldNonce, Value: nonce}, {Key: fieldTTL, Value: l.ttlMS()}}},
 		{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
@@ -563,11 +674,10 @@ func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) 
 		return r, nil
 	}
 	// Some were not renewed: find out which by the nonce this call wrote.
-	cur, err := l.renew.Find(ctx, bson.D{
+	cur, err := l.renew.Find(ctx, append(bson.D{
 		{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: fieldKeeper, Value: keeperID},
 		{Key: fieldNonce, Value: nonce},
-	}, mongoutil.OneBatch(len(ids)).SetProjection(bson.D{{Key: fieldID, Value: 1}}))
+	}, o.mine()...), mongoutil.OneBatch(len(ids)).SetProjection(bson.D{{Key: fieldID, Value: 1}}))
 	if err != nil {
 		return Renewal{}, mongoutil.WrapErr(ctx, "renew "+idsDesc(keeperID, ids), err)
 	}
@@ -611,7 +721,8 @@ type Term struct {
 }
 
 // ReleaseTerms releases those of terms that keeperID holds, in one round
-// trip, and returns how many it released. A term with a fencing token is
+// trip (one statement per hundred terms, so that its cost is linear in
+// their number), and returns how many it released. A term with a fencing token is
 // released only while that term lasts, so a release that reaches the
 // server late never ends a later term of the same keeper. It never
 // releases another keeper's lock. With no terms it does nothing. A
@@ -619,6 +730,12 @@ type Term struct {
 // term's fencing token is larger; the TTL index removes it Retention after
 // its last renewal.
 func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error) {
+	return l.releaseAs(ctx, owner{kid: keeperID}, terms)
+}
+
+// releaseAs is ReleaseTerms for o (tokenStore).
+func (l *Locker) releaseAs(ctx context.Context, o owner, terms []Term) (int, error) {
+	keeperID := o.kid
 	ids := make([]string, len(terms))
 	for i, t := range terms {
 		ids[i] = t.LockID
@@ -629,25 +746,37 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	if len(terms) == 0 {
 		return 0, nil
 	}
+	// Statements of releaseChunk terms each, in one command: one filter
+	// of every term (an $or of {_id, fence} clauses) costs FerretDB 2.x
+	// time quadratic in their number (10 000 terms: 6 s, past the release
+	// timeout); chunks make it linear.
+	var models []mongo.WriteModel
 	var any []string
 	var or bson.A
+	flush := func() {
+		if len(or) > 0 {
+			f := append(o.mine(), bson.E{Key: "$or", Value: or})
+			models = append(models, mongo.NewUpdateManyModel().SetFilter(f).SetUpdate(vacate))
+			or = nil
+		}
+		if len(any) > 0 {
+			f := append(bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}}, o.mine()...)
+			models = append(models, mongo.NewUpdateManyModel().SetFilter(f).SetUpdate(vacate))
+			any = nil
+		}
+	}
 	for _, t := range terms {
 		if t.Fence == 0 {
 			any = append(any, t.LockID)
 		} else {
 			or = append(or, append(bson.D{{Key: fieldID, Value: t.LockID}}, fenceFilter(t.Fence)...))
 		}
+		if len(any)+len(or) == releaseChunk {
+			flush()
+		}
 	}
-	if len(any) > 0 {
-		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}})
-	}
-	filter := bson.D{{Key: fieldKeeper, Value: keeperID}}
-	if len(or) == 1 {
-		filter = append(filter, or[0].(bson.D)...)
-	} else {
-		filter = append(filter, bson.E{Key: "$or", Value: or})
-	}
-	res, err := l.coll.UpdateMany(ctx, filter, vacate)
+	flush()
+	res, err := l.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if err != nil {
 		l.failed(ctx)
 		return 0, mongoutil.WrapErr(ctx, "release "+idsDesc(keeperID, ids), err)
@@ -655,10 +784,13 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	return int(res.MatchedCount), nil
 }
 
+// releaseChunk is how many terms a statement of ReleaseTerms names.
+const releaseChunk = 100
+
 // vacate releases a lock and keeps its document and fence; ts becomes the
 // time of the release, the last instant the lock was held.
 var vacate = bson.D{
-	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldNonce, Value: ""}}},
+	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldToken, Value: ""}, {Key: fieldNonce, Value: ""}}},
 	{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
 }
 

@@ -48,6 +48,14 @@ const (
 	// Session on a *Locker reports it once, with its first acquisition
 	// after the Locker probed the server.
 	DeploymentWarning
+	// KeeperIDShared: a lock was refused because another live Session
+	// with this Session's keeper id holds it: another process given the
+	// same WithKeeperID, another Session of this process, or this
+	// process's previous run, whose leases it takes only once they
+	// lapse. Locks exclude Sessions whatever their keeper ids, but
+	// whatever reads keeper ids (Holder, logs, the CLI) cannot tell such
+	// Sessions apart. Reported once per Session, with the first such lock.
+	KeeperIDShared
 )
 
 // Events of the runner package (LeaderAwareRunner).
@@ -121,7 +129,7 @@ const (
 var kindNames = map[EventKind]string{
 	Acquired: "acquired", Refused: "refused", AcquireFailed: "acquire failed",
 	Renewed: "renewed", RenewFailed: "renew failed", LeaseLost: "lease lost", Released: "released",
-	TaskAbandoned: "task abandoned", DeploymentWarning: "deployment warning",
+	TaskAbandoned: "task abandoned", DeploymentWarning: "deployment warning", KeeperIDShared: "keeper id shared",
 	TermStarted: "term started", TermEnded: "term ended", LeaderSeen: "leader seen",
 	FiringClaimed: "firing claimed", FiringLost: "firing claimed elsewhere", FiringSkipped: "firing skipped",
 	RunStarted: "run started", RunEnded: "run ended", FiringTakenOver: "firing taken over",
@@ -240,8 +248,8 @@ const (
 // levelOf is the level of e: see LogObserver.
 func levelOf(e Event) logLevel {
 	switch e.Kind {
-	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, MigrationFailed, RunRetrying, JobSpecSuperseded,
-		DocumentUnreadable:
+	case AcquireFailed, RenewFailed, LeaseLost, TaskAbandoned, DeploymentWarning, KeeperIDShared, MigrationFailed, RunRetrying,
+		JobSpecSuperseded, DocumentUnreadable:
 		return levelWarn
 	case Released:
 		if e.Err != nil {

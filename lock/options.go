@@ -51,6 +51,21 @@ type config struct {
 	clockRefresh time.Duration
 	watch        *TopologyWatch
 	keepAlive    *mongo.Database
+	badDocs      func(BadDocument)
+}
+
+// WithBadDocuments sets the function told of each lock document a read
+// skipped because it is not what this module writes (BadDocument), every
+// time a read meets it; it must be quick. Default: a warning in the
+// Locker's log (WithLogger), once per document and field.
+func WithBadDocuments(fn func(BadDocument)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: WithBadDocuments: nil function", ErrInvalidOption)
+		}
+		c.badDocs = fn
+		return nil
+	}
 }
 
 // Option configures a Locker.

@@ -34,28 +34,61 @@ type Store interface {
 
 var _ Store = (*Locker)(nil)
 
+// tokenStore is a Store that tells Sessions apart by a token of each
+// Session, not by keeper id alone (*Locker: owner). On another Store two
+// Sessions with one keeper id share their locks.
+type tokenStore interface {
+	acquireAs(ctx context.Context, o owner, lockIDs []string) (Acquisition, error)
+	renewAs(ctx context.Context, o owner, lockIDs []string) (Renewal, error)
+	releaseAs(ctx context.Context, o owner, terms []Term) (int, error)
+}
+
+var _ tokenStore = (*Locker)(nil)
+
+// storeAcquire, storeRenew and storeRelease call the store as this
+// Session: with its token where the store takes one.
+func (s *Session) storeAcquire(ctx context.Context, ids []string) (Acquisition, error) {
+	if ts, ok := s.store.(tokenStore); ok {
+		return ts.acquireAs(ctx, s.owner, ids)
+	}
+	return s.store.AcquireLocks(ctx, s.cfg.keeperID, ids...)
+}
+
+func (s *Session) storeRenew(ctx context.Context, ids []string) (Renewal, error) {
+	if ts, ok := s.store.(tokenStore); ok {
+		return ts.renewAs(ctx, s.owner, ids)
+	}
+	return s.store.Renew(ctx, s.cfg.keeperID, ids...)
+}
+
+func (s *Session) storeRelease(ctx context.Context, terms []Term) (int, error) {
+	if ts, ok := s.store.(tokenStore); ok {
+		return ts.releaseAs(ctx, s.owner, terms)
+	}
+	return s.store.ReleaseTerms(ctx, s.cfg.keeperID, terms...)
+}
+
 // Session holds locks for one keeper and keeps their leases alive: one
 // keep-alive renews every lease it holds in one round trip per renew
 // interval. Take locks through its Mutexes (Mutex, Do) or many at once
 // (AcquireLocks); the runner, scheduler and migrations packages take
-// theirs through a Session too. Create one per process or per component
-// with NewSession, and Close it at shutdown. It is safe for concurrent
-// use.
-//
-// Within a Session a lock has at most one holder: a Mutex, or a lease from
-// AcquireLocks, so two goroutines of one process exclude each other as two
-// processes do.
+// theirs through a Session too. Create it with NewSession, and Close it
+// at shutdown; one per process suffices, and two Sessions exclude each
+// other as two processes do (see "Sessions, mutexes and leases" in the
+// package documentation). It is safe for concurrent use.
 type Session struct {
 	store Store
 	clock clockwork.Clock
 	boot  func() bootReading // nil: no boot clock (elapsed.go)
 	cfg   sessionConfig
+	owner owner // the keeper id and this Session's token (tokenStore)
 
 	mu     sync.Mutex
 	slots  map[string]*slot  // locks taken or being taken in this session
 	maybe  map[string]uint64 // locks a failed call may have left ours: the term's fence, 0 if unknown
 	closed bool
 	warned atomic.Bool   // DeploymentWarning was reported
+	shared atomic.Bool   // KeeperIDShared was reported
 	wake   chan struct{} // the keep-alive plans again
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the keep-alive returned
@@ -101,6 +134,7 @@ func NewSession(store Store, opts ...SessionOption) (*Session, error) {
 		clock: clk,
 		boot:  bootClockOf(clk),
 		cfg:   cfg,
+		owner: owner{kid: cfg.keeperID, tok: newNonce()},
 		slots: make(map[string]*slot),
 		maybe: make(map[string]uint64),
 		wake:  make(chan struct{}, 1),
@@ -253,7 +287,7 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	boot := s.bootNow()
 	sent := s.clock.Now()
 	if len(mine) > 0 {
-		acq, err = s.store.AcquireLocks(ctx, s.cfg.keeperID, mine...)
+		acq, err = s.storeAcquire(ctx, mine)
 	}
 	now := s.clock.Now()
 	if e, ok := s.deploymentWarning(); ok {
@@ -266,6 +300,14 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 	refused := make(map[string]bool, len(acq.Refused))
 	for _, id := range acq.Refused {
 		refused[id] = true
+	}
+	shared := make(map[string]bool, len(acq.Shared))
+	for _, id := range acq.Shared {
+		shared[id] = true
+	}
+	if len(acq.Shared) > 0 && s.observed() && s.shared.CompareAndSwap(false, true) {
+		events = append(events, Event{Kind: KeeperIDShared, LockID: acq.Shared[0],
+			Reason: "held by another session with this keeper id"})
 	}
 
 	leases := make(map[string]*Lease, len(granted))
@@ -328,7 +370,11 @@ func (s *Session) acquire(ctx context.Context, ids []string, attempt int) (Taken
 		case refusedHere[id] || refused[id]:
 			t.Refused = append(t.Refused, id)
 			if refused[id] && s.observed() {
-				events = append(events, Event{Kind: Refused, LockID: id, Took: now.Sub(sent), Reason: "held elsewhere"})
+				reason := "held elsewhere"
+				if shared[id] {
+					reason = "held elsewhere, by another session with this keeper id"
+				}
+				events = append(events, Event{Kind: Refused, LockID: id, Took: now.Sub(sent), Reason: reason})
 			}
 		case slices.Contains(untrusted, id):
 			t.Untrusted = append(t.Untrusted, id)
@@ -528,7 +574,7 @@ func (s *Session) releaseTerms(ctx context.Context, terms []Term) error {
 	defer cancel()
 	b := s.Backoff()
 	for attempt := 1; ; attempt++ {
-		_, err := s.store.ReleaseTerms(ctx, s.cfg.keeperID, terms...)
+		_, err := s.storeRelease(ctx, terms)
 		if err == nil {
 			return nil
 		}

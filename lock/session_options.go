@@ -132,9 +132,12 @@ func (c *sessionConfig) finish(ttl time.Duration) error {
 	return nil
 }
 
-// WithKeeperID sets the keeper id the Session holds its locks as. It must
-// be unique to the Session: two Sessions with one keeper id would each
-// take the other's locks. Default: NewKeeperID().
+// WithKeeperID sets the keeper id the Session holds its locks as: the
+// name Holder, logs and the command line show. Two Sessions with one
+// keeper id still exclude each other (the package documentation), but
+// cannot be told apart where keeper ids are shown, and a Session refused a
+// lock by another with its id reports KeeperIDShared: give each process
+// its own. Default: NewKeeperID().
 func WithKeeperID(id string) SessionOption {
 	return func(c *sessionConfig) error {
 		if err := ValidateID("WithKeeperID", id); err != nil {

@@ -40,6 +40,13 @@ func TestOldDocumentsAreConvertedNotTakenOver(t *testing.T) {
 	if a, err := l.AcquireLocks(ctx, "K", "expired", "free"); err != nil || len(a.Granted) != 1 || a.Granted[0].LockID != "free" {
 		t.Fatalf("batch with an unconverted old document: %+v %v, want only free granted", a, err)
 	}
+	// Not by its own keeper either, one lock or a batch.
+	if _, ok, err := acquireOne(ctx, l, "expired", "v0.4"); ok || err != nil {
+		t.Fatalf("its own keeper took over an unconverted old document: ok=%v err=%v", ok, err)
+	}
+	if a, err := l.AcquireLocks(ctx, "v0.4", "expired", "free2"); err != nil || len(a.Granted) != 1 || a.Granted[0].LockID != "free2" {
+		t.Fatalf("its own keeper's batch with an unconverted old document: %+v %v, want only free2 granted", a, err)
+	}
 	if err := l.EnsureIndexes(ctx); err != nil {
 		t.Fatal(err)
 	}
