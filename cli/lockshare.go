@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/mongolock/mongolock/internal/redact"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -30,6 +31,6 @@ func warnSharedKeepers(w io.Writer, holders []lock.Holder) {
 	}
 	slices.Sort(shared)
 	for _, k := range shared {
-		fmt.Fprintf(w, "warning: keeper id %q is held by %d sessions at once (processes given one keeper id?): they exclude each other, but their locks show the same keeper\n", k, len(tokens[k]))
+		fmt.Fprintf(w, "warning: keeper id %q is held by %d sessions at once (processes given one keeper id?): they exclude each other, but their locks show the same keeper\n", redact.URIs(k), len(tokens[k]))
 	}
 }
