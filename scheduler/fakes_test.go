@@ -62,10 +62,16 @@ func (s *fakeStore) settledThrough(job string, f time.Time) {
 	s.docs[job] = &jobDoc{ID: job, Last: f, Done: f}
 }
 
-func (s *fakeStore) register(_ context.Context, jobs []claimReq, now time.Time) error {
+func (s *fakeStore) register(_ context.Context, jobs []regReq, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range jobs {
+		if d := s.doc(j.job); j.reg.By != "" {
+			if d.Regs == nil {
+				d.Regs = regsDoc{}
+			}
+			d.Regs[regKey(j.spec)] = j.reg
+		}
 		if d := s.docs[j.job]; d == nil || d.Hash == "" {
 			d := s.doc(j.job)
 			d.Spec, d.Hash = j.spec, j.hash()
