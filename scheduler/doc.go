@@ -47,8 +47,9 @@
 // the Scheduler's time zone (WithLocation, unless the spec has CRON_TZ=),
 // into the job's document with a hash of it and the job's name, and, if
 // the spec changed, the server's time (Record.Spec, Record.SpecSince). It
-// also records, for that spec, the registering Scheduler (its keeper and
-// ClaimantID) and the time it first registered the job (Record.Specs).
+// also records, for that spec, the registering Scheduler (its keeper, as
+// Record.Specs shows it, and its ClaimantID) and the time, by its clock,
+// it first registered the job.
 // Claims and takeovers match the hash, so from that write on an instance
 // with another spec claims nothing of the job: it does not fire it, says so
 // once (the event lock.JobSpecSuperseded, logged as a warning; the metric
@@ -61,24 +62,23 @@
 //
 // Live means holding its presence lease (see Taking over), which a
 // Scheduler takes when it registers jobs (at its first poll), in
-// leader-only mode too, and takes again, if it lapsed, at its next claim or
-// registration. At
-// each poll a superseded instance registers its spec again if the last
-// registrant of the spec followed is not live (stopped, died, or cut off
-// past its lease), or registered the job before it did (a registration
-// again keeps the time of the first): so when a stale or rolled-back
-// instance stops, the instances still up take the job back within a poll
-// or two, and two live instances with different specs agree, poll after
-// poll, on the newer one. Registrations are ordered by the registrants'
-// clocks, so two made within the instances' clock skew of each other may
-// be ordered either way, the same way on every instance. It costs nothing
-// while no job is superseded, and a read of one presence lease a poll while
-// some are (one for each registrant they name). If the last registrant of
-// the spec followed stops while an older instance with another spec and a
-// newer one with the followed spec are up, the older takes the job until
-// the newer takes it back, at its next poll. In leader-only mode the
-// leader's spec wins: a superseded leader registers its spec again at its
-// next poll.
+// leader-only mode too, and takes again, if it lapsed, at its next claim
+// or registration. At each poll a superseded instance registers its spec
+// again if the last registrant of the spec followed is not live (stopped,
+// died, or cut off past its lease), or registered the job before it did (a
+// registration again keeps the time of the first): so when a stale or
+// rolled-back instance stops, the instances still up take the job back
+// within a poll or two, and two live instances with different specs agree,
+// poll after poll, on the newer one. Registrations are ordered by the
+// registrants' clocks, so two made within the instances' clock skew of
+// each other may be ordered either way, the same way on every instance.
+// This costs nothing while no job is superseded, and a read of one
+// presence lease a poll while some are (one for each registrant they
+// name). If the last registrant of the spec followed stops while an older
+// instance with another spec and a newer one with the followed spec are
+// up, the older takes the job until the newer takes it back, at its next
+// poll. In leader-only mode the leader's spec wins: a superseded leader
+// registers its spec again at its next poll.
 //
 // So the newest deployment's spec wins once its first instance starts; an
 // old instance restarted in the middle of a rolling deploy takes the job
