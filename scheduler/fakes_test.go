@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -150,7 +151,9 @@ func (s *fakeStore) poll(_ context.Context, jobs []claimReq) ([]jobDoc, error) {
 	for _, j := range jobs {
 		d := s.docs[j.job]
 		if d != nil && (d.Pending || !d.Control.Trigger.IsZero() || d.Control.Removed || d.Hash != "" && d.Hash != j.hash()) {
-			out = append(out, *d)
+			c := *d
+			c.Regs = maps.Clone(d.Regs) // read after the lock is released
+			out = append(out, c)
 		}
 	}
 	return out, nil
