@@ -443,21 +443,21 @@ func (s *Scheduler) takeBack(ctx context.Context, docs []jobDoc) map[string]bool
 	live := map[string]bool{} // by claimant, as read in this poll
 	var again []claimReq
 	for _, c := range cands {
-		newer := takesBack(c.mine, c.active, c.known, true)
+		take := takesBack(c.mine, c.active, c.known, true)
 		if s.cfg.leader != nil {
 			// Leader-only: only the leader fires, so its spec is the one
 			// followed: it takes the job back whoever registered since.
-			newer = leads
+			take = leads
 		}
-		if !newer && s.cfg.leader == nil && c.known && c.active.Claimant != "" {
+		if !take && s.cfg.leader == nil && c.known && c.active.Claimant != "" {
 			up, ok := live[c.active.Claimant]
 			if !ok {
 				up = s.registrantLive(ctx, c.active)
 				live[c.active.Claimant] = up
 			}
-			newer = takesBack(c.mine, c.active, c.known, up)
+			take = takesBack(c.mine, c.active, c.known, up)
 		}
-		if newer {
+		if take {
 			again = append(again, c.req)
 		}
 	}
