@@ -25,7 +25,9 @@ const jobsHelp = `jobs lists every job of the jobs collection, and those the pro
 NEXT is the next firing that will run, from the spec the instances last
 claimed with, in --tz unless the spec names its zone (CRON_TZ=): none while
 the job is removed or paused with no end. STATE is paused (until, note), a
-trigger waiting to be claimed, removed, and failed firings in a row.
+trigger waiting to be claimed, removed, failed firings in a row, and
+orphaned: no instance up is known to register the job (by the presence
+leases of the schedulers), so nothing fires it.
 
 pause, resume, trigger, remove and help are commands when they come first
 after jobs, flags aside (jobs --uri U pause JOB pauses JOB). To list a job
@@ -92,6 +94,10 @@ type jobJSON struct {
 	Triggered   string     `json:"triggered,omitempty"` // a trigger waiting since then
 	Removed     bool       `json:"removed,omitempty"`
 	FailedInRow int        `json:"failedInARow,omitempty"`
+	// Orphaned: no instance up is known to register the job (the last
+	// registrant of each of its specs, and its last claimant): nothing
+	// fires it (scheduler.Record.Orphaned).
+	Orphaned bool `json:"orphaned,omitempty"`
 	// Pending: the last claim's work has not all started or been recorded
 	// as not run.
 	Pending     bool      `json:"pending,omitempty"`
@@ -163,6 +169,9 @@ func (a *app) jobs(ctx context.Context, args []string) error {
 	a.warnBad(log, bad)
 	jobs := a.withRegistered(recs, pos)
 	if err := a.allKnown(jobs, pos, *jobsColl, bad); err != nil {
+		return err
+	}
+	if err := a.markOrphaned(ctx, db, log, *jobsColl, jobs); err != nil {
 		return err
 	}
 	var now time.Time
@@ -286,6 +295,34 @@ type listedJob struct {
 	rec        scheduler.Record
 	spec       string // the registered one, else the record's
 	registered bool
+	orphaned   bool // no instance up is known to register it (scheduler.Record.Orphaned)
+}
+
+// markOrphaned marks the jobs that no instance up is known to register,
+// by the presence leases of the schedulers of jobsColl (one read, only if
+// some job records who registered it).
+func (a *app) markOrphaned(ctx context.Context, db *mongo.Database, log zerolog.Logger, jobsColl string, jobs []listedJob) error {
+	if !slices.ContainsFunc(jobs, func(j listedJob) bool { return len(j.rec.Specs) > 0 }) {
+		return nil
+	}
+	l, err := a.locker(db, nil, log)
+	if err != nil {
+		return err
+	}
+	hs, err := l.LocksWithPrefix(ctx, scheduler.DefaultLockPrefix+"@instance/"+jobsColl+"/")
+	if err != nil {
+		return fmt.Errorf("read the schedulers' presence: %w", err)
+	}
+	up := make(map[string]bool, len(hs))
+	for _, h := range hs {
+		if !h.Expired && !h.Released {
+			up[h.KeeperID] = true
+		}
+	}
+	for i := range jobs {
+		jobs[i].orphaned = jobs[i].rec.Orphaned(func(k string) bool { return up[k] })
+	}
+	return nil
 }
 
 // clusterSpec is the spec the cluster follows (the newest registration's)
@@ -352,6 +389,9 @@ func (j listedJob) state() string {
 	if r.FailedInARow > 0 {
 		parts = append(parts, fmt.Sprintf("failed %d in a row", r.FailedInARow))
 	}
+	if j.orphaned {
+		parts = append(parts, "orphaned: no instance up registers it, nothing fires it")
+	}
 	if len(parts) == 0 {
 		return "active"
 	}
@@ -361,7 +401,7 @@ func (j listedJob) state() string {
 func (j listedJob) json(now time.Time, loc *time.Location, hist []scheduler.Run) jobJSON {
 	r := j.rec
 	out := jobJSON{Job: r.Name, Spec: j.spec, Registered: j.registered, ClusterSpec: j.clusterSpec(loc),
-		Triggered: jsonTime(r.Triggered), Removed: r.Removed, FailedInRow: r.FailedInARow, Pending: r.Pending,
+		Triggered: jsonTime(r.Triggered), Removed: r.Removed, FailedInRow: r.FailedInARow, Orphaned: j.orphaned, Pending: r.Pending,
 		LastClaimed: jsonTime(r.LastClaimed), ClaimedBy: r.ClaimedBy}
 	if next, _ := j.next(now, loc); !next.IsZero() {
 		out.NextFiring = jsonTime(next)

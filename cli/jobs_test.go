@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
@@ -313,6 +314,48 @@ func TestJobsHelp(t *testing.T) {
 	for _, w := range []string{"jobs [JOB...]", "jobs pause JOB", "jobs remove JOB"} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("help lacks %q:\n%s", w, r.stdout)
+		}
+	}
+}
+
+// TestJobsOrphaned: a job that no instance up is known to register (the
+// last registrant of each of its specs is gone) is flagged orphaned; one
+// whose registrant holds its presence lease is active.
+func TestJobsOrphaned(t *testing.T) {
+	t.Parallel()
+	db, g := on(t)
+	ctx := context.Background()
+	for name, keeper := range map[string]string{"gone": "dead", "alive": "live"} {
+		_, err := db.Collection(scheduler.DefaultJobsCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: name},
+			{Key: "spec", Value: "@every 1h"}, {Key: "last", Value: time.Unix(0, 0)},
+			{Key: "regs", Value: bson.D{{Key: "k", Value: bson.D{{Key: "spec", Value: "@every 1h"}, {Key: "by", Value: keeper}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	locker, err := lock.New(db, lock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := lock.NewSession(locker, lock.WithKeeperID("live"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	if tk, err := session.AcquireLocks(ctx, scheduler.DefaultLockPrefix+"@instance/"+scheduler.DefaultJobsCollection+"/live/ab12"); err != nil || len(tk.Leases) != 1 {
+		t.Fatalf("presence lock: %+v %v", tk, err)
+	}
+	r := cli(t, args(g, "jobs")...)
+	wantOK(t, r)
+	if l := line(t, r.stdout, "gone "); !strings.Contains(l, "orphaned: no instance up registers it") {
+		t.Errorf("gone: %q, want orphaned", l)
+	}
+	if l := line(t, r.stdout, "alive "); !regexp.MustCompile(`\sactive\s`).MatchString(l) {
+		t.Errorf("alive: %q, want active", l)
+	}
+	for _, j := range jobsJSON(t, g) {
+		if j.Orphaned != (j.Job == "gone") {
+			t.Errorf("jobs --json: %s orphaned %v", j.Job, j.Orphaned)
 		}
 	}
 }

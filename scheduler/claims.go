@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -284,6 +285,15 @@ func (s *Scheduler) present(ctx context.Context) bool {
 		// Leader-only: leading is presence (WithLeaderOnly).
 		return s.cfg.leader.IsLeader()
 	}
+	return s.holdPresence(ctx)
+}
+
+// holdPresence reports whether this instance holds its presence lease,
+// taking it if it does not. A Scheduler takes it when it registers jobs,
+// in leader-only mode too, whether it claims anything or not: it also
+// tells the other instances that this one is live, and registers its specs
+// (takeBack).
+func (s *Scheduler) holdPresence(ctx context.Context) bool {
 	if s.presenceMu.Lock(ctx) != nil {
 		return false
 	}
@@ -347,8 +357,9 @@ func (s *Scheduler) pollInterval() time.Duration {
 // registerJobs registers jobs (their documents, and their specs as the
 // ones the cluster follows: specs.go), noting for each when its spec
 // became this one's (job.specFrom): the documents are read first, to
-// tell whether this registration changes the spec.
-func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) {
+// tell whether this registration changes the spec. It reports whether
+// the registration was written.
+func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) bool {
 	names := make([]string, len(jobs))
 	for i, r := range jobs {
 		names[i] = r.job
@@ -359,17 +370,27 @@ func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) {
 		before[r.Name] = r
 	}
 	now := s.clock.Now()
-	if s.st.register(ctx, jobs, now) != nil {
-		return // the next poll tries again
+	regs := make([]regReq, len(jobs))
+	s.mu.Lock()
+	for i, r := range jobs {
+		since := now
+		if j := s.jobs[r.job]; j != nil && !j.regSince.IsZero() {
+			since = j.regSince // registered again: its first registration's time
+		}
+		regs[i] = regReq{claimReq: r, reg: regDoc{Spec: r.spec, By: s.keeper, Claimant: s.claimant, Since: since}}
+	}
+	s.mu.Unlock()
+	if s.st.register(ctx, regs, now) != nil {
+		return false // the next poll tries again
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range jobs {
+	for i, r := range jobs {
 		j := s.jobs[r.job]
 		if j == nil {
 			continue
 		}
-		j.registered = true
+		j.registered, j.regSince = true, regs[i].reg.Since
 		switch rec, ok := before[r.job]; {
 		case rerr != nil:
 			j.specFrom = now // not known: no catch-up before this registration
@@ -379,6 +400,86 @@ func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) {
 			j.specFrom = rec.SpecSince
 		}
 	}
+	return true
+}
+
+// takeBack registers again the jobs of docs whose spec was superseded by
+// one that no live instance is known to register (takesBack), and returns
+// those it registered: so that a job never stops while an instance that
+// registers it is up. Nothing is read when no job is superseded; else one
+// presence lease is read for each registrant of a spec followed (usually
+// one: a stale instance registers all its jobs), and not at all for a
+// registrant older than this instance's registration. This instance must
+// hold its own presence lease first: that is how the others tell it is
+// live, and would take the job back otherwise.
+func (s *Scheduler) takeBack(ctx context.Context, docs []jobDoc) map[string]bool {
+	type cand struct {
+		req    claimReq
+		active regDoc
+		known  bool
+		mine   regDoc
+	}
+	var cands []cand
+	s.mu.Lock()
+	leads := s.cfg.leader != nil && s.cfg.leader.IsLeader()
+	for i := range docs {
+		d := &docs[i]
+		j := s.jobs[d.ID]
+		if j == nil || !j.registered || d.Hash == "" || d.Hash == j.req.hash() || d.Control.Removed {
+			continue
+		}
+		active, known := d.Regs[regKey(d.Spec)]
+		cands = append(cands, cand{req: j.req, active: active, known: known,
+			mine: regDoc{Spec: j.req.spec, By: s.keeper, Claimant: s.claimant, Since: j.regSince}})
+	}
+	s.mu.Unlock()
+	if len(cands) == 0 {
+		return nil
+	}
+	live := map[string]bool{} // by claimant, as read in this poll
+	var again []claimReq
+	for _, c := range cands {
+		take := takesBack(c.mine, c.active, c.known, true)
+		if s.cfg.leader != nil {
+			// Leader-only: only the leader fires, so its spec is the one
+			// followed: it takes the job back whoever registered since.
+			take = leads
+		}
+		if !take && s.cfg.leader == nil && c.known && c.active.Claimant != "" {
+			up, ok := live[c.active.Claimant]
+			if !ok {
+				up = s.registrantLive(ctx, c.active)
+				live[c.active.Claimant] = up
+			}
+			take = takesBack(c.mine, c.active, c.known, up)
+		}
+		if take {
+			again = append(again, c.req)
+		}
+	}
+	if len(again) == 0 || !s.holdPresence(ctx) || !s.registerJobs(ctx, again) {
+		return nil
+	}
+	out := make(map[string]bool, len(again))
+	for _, r := range again {
+		out[r.job] = true
+	}
+	return out
+}
+
+// registrantLive reports whether the Scheduler of reg holds its presence
+// lease, as the server's clock judges it: a lease lapsed, released, or
+// held by another keeper (taking over its claims) is not live. A read
+// that failed counts as live: the next poll looks again.
+func (s *Scheduler) registrantLive(ctx context.Context, reg regDoc) bool {
+	h, err := s.session.Holder(ctx, s.presenceID(reg.Claimant))
+	switch {
+	case err == nil:
+		return h.KeeperID == reg.By
+	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrInvalidArgument):
+		return false
+	}
+	return true
 }
 
 // pollOnce reads the documents of this instance's jobs that have work
@@ -409,6 +510,10 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
 	if len(unregistered) > 0 {
+		// Live from its registration on, whether it claims or not: the
+		// other instances judge by it whether the spec it registers is a
+		// live one (takeBack).
+		s.holdPresence(qctx)
 		s.registerJobs(qctx, unregistered)
 	}
 	s.mu.Lock()
@@ -425,6 +530,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	if err != nil {
 		return // the next poll tries again
 	}
+	retaken := s.takeBack(qctx, docs)
 	now := s.clock.Now()
 	byKeeper := map[string][]string{}
 	removed := map[string]bool{}
@@ -440,7 +546,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			continue
 		}
 		removed[j.name] = d.Control.Removed
-		if j.registered && d.Hash != "" && d.Hash != j.req.hash() {
+		if j.registered && d.Hash != "" && d.Hash != j.req.hash() && !retaken[j.name] {
 			superseded[j.name] = d.Spec
 		}
 		if d.Pending && j.cancel != nil && j.cfg.overlap == OverlapCancel && !j.runWork.is(d) {
@@ -498,6 +604,9 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		case other && (!j.superseded || active != j.active):
 			events = append(events, lock.Event{Kind: lock.JobSpecSuperseded, Job: j.name, LockID: j.lockID,
 				Reason: fmt.Sprintf("the cluster follows spec %q, registered since; this instance's %q does not fire", active, j.req.spec)})
+		case !other && j.superseded && retaken[j.name]:
+			events = append(events, lock.Event{Kind: lock.JobSpecRestored, Job: j.name, LockID: j.lockID,
+				Reason: fmt.Sprintf("no live instance registers spec %q: the cluster follows this instance's spec %q again", j.active, j.req.spec)})
 		case !other && j.superseded:
 			events = append(events, lock.Event{Kind: lock.JobSpecRestored, Job: j.name, LockID: j.lockID,
 				Reason: fmt.Sprintf("the cluster follows this instance's spec %q again", j.req.spec)})

@@ -706,7 +706,7 @@ func jobRig(t *testing.T, body func(context.Context, Run) error, opts ...Option)
 	if err := r.s.AddJob("j", "@every 10s", log.job(body)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.store.register(context.Background(), []claimReq{{"j", "@every 10s"}}, time.Now()); err != nil {
+	if err := r.store.register(context.Background(), []regReq{{claimReq: claimReq{"j", "@every 10s"}}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return r, log, func(s int) time.Time { return epoch.Add(time.Duration(s) * time.Second) }

@@ -41,26 +41,58 @@
 // Instances may register one job with different specs: a rolling deploy
 // that changes it runs old and new instances side by side for a while, and
 // a misconfigured instance may disagree for good. The job's firings still
-// follow one spec at any time, cluster-wide: the newest registration's. A
-// Scheduler registers its jobs when it starts (and a job added to a
+// follow one spec at any time, cluster-wide, and it is one that a live
+// instance registers:
+//
+//	A job never stops while an instance that registers it is up: the
+//	cluster follows the newest registration among the live instances.
+//
+// A Scheduler registers its jobs when it starts (and a job added to a
 // started Scheduler at once); the registration writes the spec, read in
 // the Scheduler's time zone (WithLocation, unless the spec has CRON_TZ=),
 // into the job's document with a hash of it and the job's name, and, if
-// the spec changed, the server's time (Record.Spec, Record.SpecSince).
-// Claims and takeovers match that hash, so from that write on an instance
+// the spec changed, the server's time (Record.Spec, Record.SpecSince). It
+// also records, for that spec, the registering Scheduler (its keeper, as
+// Record.Specs shows it, and its ClaimantID) and the time, by its clock,
+// it first registered the job.
+// Claims and takeovers match the hash, so from that write on an instance
 // with another spec claims nothing of the job: it does not fire it, says so
 // once (the event lock.JobSpecSuperseded, logged as a warning; the metric
 // mongolock_job_spec_superseded; JobInfo.Superseded; the CLI's jobs command
 // and the dashboard show the spec the cluster follows), and fires it again
-// if an instance registers its spec again (lock.JobSpecRestored). A firing
-// of the new spec before its registration is none of the job's: neither
-// the claim covering the firings since nor a late firing runs it. A claim made under the old spec is
-// done as it was claimed.
+// once its spec is the job's again (lock.JobSpecRestored). A firing of the
+// new spec before its registration is none of the job's: neither the claim
+// covering the firings since nor a late firing runs it. A claim made under
+// the old spec is done as it was claimed.
 //
-// So the newest deployment's spec wins once its first instance starts, and
-// an old instance restarted in the middle of a rolling deploy takes the job
-// back until the next new one starts. A job whose instances registered
-// different specs shows them in Record.Specs.
+// Live means holding its presence lease (see Taking over), which a
+// Scheduler takes when it registers jobs (at its first poll), in
+// leader-only mode too, and takes again, if it lapsed, at its next claim
+// or registration. At each poll a superseded instance registers its spec
+// again if the last registrant of the spec followed is not live (stopped,
+// died, or cut off past its lease), or registered the job before it did (a
+// registration again keeps the time of the first): so when a stale or
+// rolled-back instance stops, the instances still up take the job back
+// within a poll or two, and two live instances with different specs agree,
+// poll after poll, on the newer one. Registrations are ordered by the
+// registrants' clocks, so two made within the instances' clock skew of
+// each other may be ordered either way, the same way on every instance.
+// This costs nothing while no job is superseded, and a read of one
+// presence lease a poll while some are (one for each registrant they
+// name). If the last registrant of the spec followed stops while an older
+// instance with another spec and a newer one with the followed spec are
+// up, the older takes the job until the newer takes it back, at its next
+// poll. In leader-only mode the leader's spec wins: a superseded leader
+// registers its spec again at its next poll.
+//
+// So the newest deployment's spec wins once its first instance starts; an
+// old instance restarted in the middle of a rolling deploy takes the job
+// until it stops, or until a newer instance starts. A job whose instances
+// registered different specs shows them in Record.Specs, and
+// Record.Orphaned tells a job that no instance up is known to register (by
+// the last registrant of each spec and the last claimant): it fires nothing
+// until one registers it (the dashboard and the CLI's jobs command flag
+// it).
 //
 // # Firings and claims
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -62,10 +63,16 @@ func (s *fakeStore) settledThrough(job string, f time.Time) {
 	s.docs[job] = &jobDoc{ID: job, Last: f, Done: f}
 }
 
-func (s *fakeStore) register(_ context.Context, jobs []claimReq, now time.Time) error {
+func (s *fakeStore) register(_ context.Context, jobs []regReq, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range jobs {
+		if d := s.doc(j.job); j.reg.By != "" {
+			if d.Regs == nil {
+				d.Regs = regsDoc{}
+			}
+			d.Regs[regKey(j.spec)] = j.reg
+		}
 		if d := s.docs[j.job]; d == nil || d.Hash == "" {
 			d := s.doc(j.job)
 			d.Spec, d.Hash = j.spec, j.hash()
@@ -144,7 +151,9 @@ func (s *fakeStore) poll(_ context.Context, jobs []claimReq) ([]jobDoc, error) {
 	for _, j := range jobs {
 		d := s.docs[j.job]
 		if d != nil && (d.Pending || !d.Control.Trigger.IsZero() || d.Control.Removed || d.Hash != "" && d.Hash != j.hash()) {
-			out = append(out, *d)
+			c := *d
+			c.Regs = maps.Clone(d.Regs) // read after the lock is released
+			out = append(out, c)
 		}
 	}
 	return out, nil

@@ -162,11 +162,11 @@ func TestLoadRecordsPage(t *testing.T) {
 	jobs := db.Collection(DefaultJobsCollection)
 	ctx := context.Background()
 	st := &mongoStore{jobs: jobs}
-	var reqs []claimReq
+	var reqs []regReq
 	for i := range 25 {
-		reqs = append(reqs, claimReq{fmt.Sprintf("job-%02d", i), "@every 1m"})
+		reqs = append(reqs, regReq{claimReq: claimReq{fmt.Sprintf("job-%02d", i), "@every 1m"}})
 	}
-	reqs = append(reqs, claimReq{"x.y", "@every 1m"}, claimReq{"xay", "@every 1m"})
+	reqs = append(reqs, regReq{claimReq: claimReq{"x.y", "@every 1m"}}, regReq{claimReq: claimReq{"xay", "@every 1m"}})
 	if err := st.register(ctx, reqs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +222,9 @@ func TestRegisteredSpecs(t *testing.T) {
 	jobs := mongotest.NewDatabase(t).Collection(DefaultJobsCollection)
 	ctx := context.Background()
 	for _, r := range []struct{ keeper, spec string }{{"a", "@every 1m"}, {"b", "@every 1m"}, {"c", "*/5 * * * *"}} {
-		st := &mongoStore{jobs: jobs, keeper: r.keeper}
-		if err := st.register(ctx, []claimReq{{"j", r.spec}}, time.Now()); err != nil {
+		st := &mongoStore{jobs: jobs}
+		reg := regReq{claimReq: claimReq{"j", r.spec}, reg: regDoc{Spec: r.spec, By: r.keeper, Claimant: r.keeper + "/x", Since: time.Now()}}
+		if err := st.register(ctx, []regReq{reg}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -171,3 +171,36 @@ func TestLeaderOnlyOutwaitsDeadLeadersLock(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaderOnlySpecFollowsLeader: in leader-only mode a follower that
+// registers the job with another spec after the leader must not stop the
+// job: only the leader fires, so the leader's spec is the one followed,
+// and the leader registers it again at its next poll. Before, the leader
+// was superseded and fired nothing, and the follower, not leading, fired
+// nothing either.
+func TestLeaderOnlySpecFollowsLeader(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r, b, _, _ := newLeaderPair(t)
+		log := newRunLog()
+		_ = r.s.AddJob("j", "@every 1s", log.job(nil))
+		_ = b.s.AddJob("j", "@every 2s", log.job(nil))
+		_ = r.s.Start()
+		time.Sleep(5500 * time.Millisecond)
+		_ = b.s.Start()
+		time.Sleep(10 * time.Second)
+		r.stop()
+		var late []time.Duration
+		for _, run := range log.all() {
+			if run.Keeper != "me" {
+				t.Errorf("the follower ran %v", run.Scheduled.Sub(epoch))
+			}
+			if d := run.Scheduled.Sub(epoch); d >= 8*time.Second {
+				late = append(late, d)
+			}
+		}
+		if len(late) < 7 {
+			t.Errorf("the leader ran %v from 8s on, want every second: the follower's spec stopped the job", late)
+		}
+	})
+}

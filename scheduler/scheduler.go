@@ -121,6 +121,9 @@ type job struct {
 	// otherwise the document's (server time, zero if it never changed).
 	// Catch-up claims no firing before it.
 	specFrom time.Time
+	// regSince is this instance's first registration of the job, by its
+	// clock, zero before it: a registration again keeps it (takeBack).
+	regSince time.Time
 }
 
 // New returns a Scheduler that stores claims and runs in db (collections
@@ -144,7 +147,6 @@ func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler,
 		return nil, err
 	}
 	s.mst = st
-	st.keeper = s.keeper
 	st.bad = s.reportBad
 	return s, nil
 }

@@ -26,7 +26,7 @@ type store interface {
 	// can be paused before their first claim, and records the
 	// registration's time as the last firing settled of those never
 	// claimed: the server's, or now (this instance's clock) if earlier.
-	register(ctx context.Context, jobs []claimReq, now time.Time) error
+	register(ctx context.Context, jobs []regReq, now time.Time) error
 	// claim records that keeper claimed firing f of job, unless a firing
 	// at or after f was claimed before or an earlier claim's work is still
 	// pending, and returns the work it won, nil if it lost. It may report
@@ -276,7 +276,6 @@ func historyID(r Run) string {
 type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
-	keeper      string            // the Scheduler's, which register records with its specs
 	bad         func(BadDocument) // reports the documents its reads skip (baddoc.go)
 
 	// Writes of jobs that fire together go in shared commands.
@@ -936,7 +935,7 @@ var neverClaimed = time.Unix(0, 0).UTC()
 // is another gets this one, and the time it changed. Two instances
 // registering a job at once may collide on its _id: the write is then
 // sent again, and finds the document there.
-func (s *mongoStore) register(ctx context.Context, jobs []claimReq, now time.Time) error {
+func (s *mongoStore) register(ctx context.Context, jobs []regReq, now time.Time) error {
 	models := make([]mongo.WriteModel, 0, 3*len(jobs))
 	for _, j := range jobs {
 		h := j.hash()
@@ -945,7 +944,7 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq, now time.Tim
 				SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
 				SetUpdate(append(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed},
 					{Key: fieldSpec, Value: j.spec}, {Key: fieldHash, Value: h}}}},
-					registration(j.spec, s.keeper)...)),
+					registration(j)...)),
 			// A document from before specs were compared: the spec is
 			// taken to have been the job's all along.
 			mongo.NewUpdateOneModel().
@@ -980,7 +979,7 @@ func (s *mongoStore) register(ctx context.Context, jobs []claimReq, now time.Tim
 // the server's still claims the firings after its registration by its
 // own. A claim made meanwhile has moved last on, and the document is left
 // as it is. A failure is tried again by the next registration.
-func (s *mongoStore) settleRegistered(ctx context.Context, jobs []claimReq, now time.Time) error {
+func (s *mongoStore) settleRegistered(ctx context.Context, jobs []regReq, now time.Time) error {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.job

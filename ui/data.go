@@ -417,6 +417,9 @@ type jobRow struct {
 	// specs.
 	Specs    []specView
 	Disagree bool
+	// Orphaned: no instance up is known to register the job, so none fires
+	// it (scheduler.Record.Orphaned).
+	Orphaned bool
 	Next     []time.Time
 	NextWhy  string // why there is no next firing
 	Last     *runView
@@ -440,6 +443,7 @@ func (h *Handler) jobRow(r scheduler.Record, lr locksReading) jobRow {
 		row.Specs = append(row.Specs, v)
 	}
 	row.Disagree = live > 1
+	row.Orphaned = r.Orphaned(func(k string) bool { return present[k] })
 	if r.LastRun != nil {
 		v := h.viewRun(*r.LastRun, present, nil)
 		row.Last = &v
