@@ -63,9 +63,9 @@ func wantDemoOK(t *testing.T, r result, instances int) {
 		t.Fatalf("demo failed: %v", r)
 	}
 	// The steps that may be slow are announced before they start.
-	connecting := strings.Index(r.stdout, "mongolock demo: connecting to the server")
-	header := strings.Index(r.stdout, fmt.Sprintf("mongolock demo: %d instances for", instances))
-	starting := strings.Index(r.stdout, fmt.Sprintf("mongolock demo: starting %d instances", instances))
+	connecting := strings.Index(r.stdout, " demo: connecting to the server")
+	header := strings.Index(r.stdout, fmt.Sprintf(" demo: %d instances for", instances))
+	starting := strings.Index(r.stdout, fmt.Sprintf(" demo: starting %d instances", instances))
 	if connecting < 0 || header < connecting || starting < header {
 		t.Errorf("the demo does not say what it does before each slow step (connecting at %d, header at %d, starting at %d)",
 			connecting, header, starting)
