@@ -1,12 +1,14 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -629,6 +631,10 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	if len(terms) == 0 {
 		return 0, nil
 	}
+	// One order of the filter, whatever the caller's (a map's).
+	terms = slices.SortedFunc(slices.Values(terms), func(a, b Term) int {
+		return cmp.Or(strings.Compare(a.LockID, b.LockID), cmp.Compare(a.Fence, b.Fence))
+	})
 	var any []string
 	var or bson.A
 	for _, t := range terms {
