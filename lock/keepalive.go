@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -138,7 +140,8 @@ func (s *Session) planLocked(retryAt time.Time) (due, expiry time.Time, any bool
 	return due, expiry, any
 }
 
-// activeLocked lists the leases kept alive.
+// activeLocked lists the leases kept alive, by lock id: a renewal's
+// command does not depend on the order of a map.
 func (s *Session) activeLocked() []*Lease {
 	var out []*Lease
 	for _, sl := range s.slots {
@@ -146,6 +149,7 @@ func (s *Session) activeLocked() []*Lease {
 			out = append(out, sl.lease)
 		}
 	}
+	slices.SortFunc(out, func(a, b *Lease) int { return strings.Compare(a.grant.LockID, b.grant.LockID) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -746,6 +748,10 @@ func (l *Locker) releaseAs(ctx context.Context, o owner, terms []Term) (int, err
 	if len(terms) == 0 {
 		return 0, nil
 	}
+	// One order of the filter, whatever the caller's (a map's).
+	terms = slices.SortedFunc(slices.Values(terms), func(a, b Term) int {
+		return cmp.Or(strings.Compare(a.LockID, b.LockID), cmp.Compare(a.Fence, b.Fence))
+	})
 	// Statements of releaseChunk terms each, in one command: one filter
 	// of every term (an $or of {_id, fence} clauses) costs FerretDB 2.x
 	// time quadratic in their number (10 000 terms: 6 s, past the release

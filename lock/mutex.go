@@ -114,7 +114,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 		case err != nil && ctx.Err() == nil:
 			last = err
 		}
-		if err := m.Wait(ctx, b.Pause(attempt)); err != nil {
+		if err := m.Wait(ctx, b.Pause(m.s.clock.Now(), attempt)); err != nil {
 			if errors.Is(err, ErrSessionClosed) {
 				return nil, fmt.Errorf("lock %q: %w", m.id, err)
 			}

@@ -116,7 +116,7 @@ func (m *Migrator) waitLock(ctx context.Context, s *lock.Session, mu *lock.Mutex
 			return nil, clk.Since(start), fmt.Errorf("%w: lock %q still held after %v", ErrWaitTimeout, m.cfg.lockID, m.cfg.wait)
 		}
 		// Woken early when another call of this session releases the lock.
-		if err := mu.Wait(ctx, min(left, backoff.Pause(attempt))); err != nil {
+		if err := mu.Wait(ctx, min(left, backoff.Pause(clk.Now(), attempt))); err != nil {
 			return nil, clk.Since(start), fmt.Errorf("wait for migrations lock %q: %w", m.cfg.lockID, err)
 		}
 	}

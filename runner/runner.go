@@ -518,5 +518,5 @@ func (r *LeaderAwareRunner) leave() {
 // longer than a retry period.
 func (r *LeaderAwareRunner) retryPause() time.Duration {
 	rp := r.session.Timings().RetryPeriod
-	return lock.Backoff{First: rp, Max: rp}.Pause(1)
+	return lock.Backoff{First: rp, Max: rp}.Pause(r.session.Clock().Now(), 1)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -633,8 +634,8 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	for _, e := range events {
 		s.session.Emit(e)
 	}
-	for keeper, jobs := range byKeeper {
-		s.takeOverFrom(ctx, keeper, jobs)
+	for _, keeper := range slices.Sorted(maps.Keys(byKeeper)) {
+		s.takeOverFrom(ctx, keeper, byKeeper[keeper])
 	}
 }
 

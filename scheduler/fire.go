@@ -238,7 +238,7 @@ func (s *Scheduler) claim(fr *firing, catchUp bool) (*work, error) {
 		if w != nil {
 			w.sent, w.got = sent, s.clock.Now()
 		}
-		pause := b.Pause(attempt)
+		pause := b.Pause(s.clock.Now(), attempt)
 		if err == nil || s.ctx.Err() != nil || !s.clock.Now().Add(pause).Before(giveUp) ||
 			lock.Sleep(s.ctx, s.clock, pause) != nil {
 			return w, err
@@ -344,7 +344,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			giveUp = watch.look(s, fr, now, giveUp)
 			now = s.clock.Now()
 		}
-		pause := b.Pause(attempt)
+		pause := b.Pause(now, attempt)
 		if !giveUp.IsZero() {
 			pause = min(pause, giveUp.Sub(now))
 		}
@@ -780,8 +780,8 @@ func (s *Scheduler) retryPause(fr *firing, jobCtx context.Context, r Run) (time.
 	if r.Outcome != OutcomeFailed || r.Attempt > j.cfg.retries || jobCtx.Err() != nil {
 		return 0, false
 	}
-	pause := j.cfg.backoff.Pause(r.Attempt)
 	now := s.clock.Now()
+	pause := j.cfg.backoff.Pause(now, r.Attempt)
 	if next := nextAfter(j.sched, s.cfg.location, maxTime(fr.at, now)); !next.IsZero() && !now.Add(pause).Before(next) {
 		return 0, false
 	}
@@ -854,7 +854,7 @@ func (s *Scheduler) persist(fr *firing, write func(ctx context.Context) error) e
 		if giveUp.IsZero() && (s.stopping() || !mongoutil.Transient(err)) {
 			giveUp = now.Add(2 * s.cfg.opTimeout)
 		}
-		pause := b.Pause(attempt)
+		pause := b.Pause(now, attempt)
 		if !giveUp.IsZero() && !now.Add(pause).Before(giveUp) {
 			return err
 		}

@@ -3,9 +3,8 @@ package scheduler
 import (
 	"container/heap"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -184,11 +183,12 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 		return nil, fmt.Errorf("new scheduler: %w", lock.ErrSessionClosed)
 	default:
 	}
+	made := session.Clock().Now()
 	s := &Scheduler{
 		session:  session,
 		clock:    session.Clock(),
 		keeper:   session.KeeperID(),
-		claimant: session.KeeperID() + "/" + claimantSuffix(),
+		claimant: claimantID(session.KeeperID(), made, schedulersBefore(session, nil)),
 		st:       st, // wrapped below
 		cfg:      cfg,
 		ttl:      session.Timings().TTL,
@@ -215,6 +215,9 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
 	s.releases = newBatcher(cfg.opTimeout, s.releaseBatch)
 	session.AddComponent(s) // for those who watch the session: metrics, health
+	// Its place among the Session's Schedulers once it is one of them, so
+	// that two made at once differ too.
+	s.claimant = claimantID(s.keeper, made, schedulersBefore(session, s))
 	s.slots = make(limiter, MaxConcurrentWrites)
 	s.st = limitedStore{store: st, slots: s.slots}
 	return s, nil
@@ -226,15 +229,31 @@ func (s *Scheduler) KeeperID() string { return s.keeper }
 
 // ClaimantID returns the id the Scheduler claims firings as (Record's
 // ClaimedBy): its keeper id, a slash and a suffix of its own, so that
-// Schedulers sharing a Session each have their own claims.
+// Schedulers sharing a Session each have their own claims, and a process
+// restarted with the keeper id of one before it does not take that one's
+// claims for its own. The suffix is the time New was called, by the
+// Session's clock, and the Scheduler's place among those of its Session.
 func (s *Scheduler) ClaimantID() string { return s.claimant }
 
-// claimantSuffix is a random suffix naming a Scheduler among those of its
-// Session.
-func claimantSuffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// claimantID is the ClaimantID of the Scheduler of keeper made at made, the
+// nth of its Session (from 0).
+func claimantID(keeper string, made time.Time, n int) string {
+	return keeper + "/" + strconv.FormatInt(made.UnixNano(), 36) + "-" + strconv.Itoa(n)
+}
+
+// schedulersBefore is how many Schedulers were built on session before s
+// (all of them if s is not one).
+func schedulersBefore(session *lock.Session, s *Scheduler) int {
+	n := 0
+	for _, c := range session.Components() {
+		if c == any(s) {
+			break
+		}
+		if _, ok := c.(*Scheduler); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // LockID returns the lock id of the job called name.

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +26,7 @@ type History struct {
 	changes []Change
 	ops     []OpAction
 	migs    []MigRun
-	trace   []string
+	trace   []traceLine
 	// unrecorded are runs whose instance reported that their history
 	// record could not be written (the server failed for longer than the
 	// scheduler retries it): a gap the checks accept, being reported.
@@ -209,10 +211,34 @@ func (h *History) applied(a simdb.Applied) {
 	}
 }
 
+// traceLine is a line of the trace and when it was written.
+type traceLine struct {
+	at   time.Duration
+	text string
+}
+
 func (h *History) logf(format string, args ...any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.trace = append(h.trace, fmt.Sprintf("%9.3fs  ", h.now().Seconds())+fmt.Sprintf(format, args...))
+	h.trace = append(h.trace, traceLine{at: h.now(), text: fmt.Sprintf(format, args...)})
+}
+
+// lines is the trace, in the order of time, and of text among the lines
+// written at one instant: goroutines that run at one instant of the
+// bubble's clock run in any order, and a line's place among that
+// instant's others tells nothing.
+func (h *History) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sorted := slices.Clone(h.trace)
+	slices.SortStableFunc(sorted, func(a, b traceLine) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.text, b.text))
+	})
+	out := make([]string, len(sorted))
+	for i, l := range sorted {
+		out[i] = fmt.Sprintf("%9.3fs  ", l.at.Seconds()) + l.text
+	}
+	return out
 }
 
 // docString shows a document briefly, for traces.

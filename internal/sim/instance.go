@@ -70,6 +70,9 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 	in.life = &Life{Name: name, Slot: slot, Keeper: keeper, Offsets: []OffsetAt{{At: now, Offset: w.Skews[slot]}}, Started: now}
 	s.hist.life(in.life)
 	in.link = s.srv.NewLink(name, s.plan(w.Seed*7919+uint64(1000*slot+incarnation)))
+	if s.logCommands {
+		in.link.OnSend(s.logSent)
+	}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
 	s.hist.logf("%s starts, keeper %s, clock %+v", name, keeper, w.Skews[slot])
 
@@ -153,6 +156,12 @@ func (in *instance) observe(e lock.Event) {
 	case lock.Renewed, lock.Acquired, lock.Released, lock.Refused, lock.LeaderSeen:
 		return
 	}
+	if in.isDead() {
+		// What a dead process's goroutines do until the end lets them go
+		// is nothing it did: it would only make the trace depend on the
+		// order they run in.
+		return
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %v", in.life.Name, e.Kind)
 	if e.Job != "" {
@@ -200,7 +209,7 @@ func (in *instance) startSchedulers(db *mongo.Database) {
 		groups = [][]JobSpec{w.Jobs[:half], w.Jobs[half:]}
 	}
 	for _, jobs := range groups {
-		opts := []scheduler.Option{scheduler.WithOpTimeout(2 * w.TTL)}
+		opts := []scheduler.Option{scheduler.WithOpTimeout(2*w.TTL + offBeat)}
 		if w.LeaderOnly {
 			opts = append(opts, scheduler.WithLeaderOnly(in.runner))
 		}

@@ -28,6 +28,13 @@ import (
 	"github.com/mongolock/mongolock/scheduler"
 )
 
+// offBeat is added to the run's round durations (its end, the schedulers'
+// operation timeout) so that they do not end on the instant of a firing,
+// at a whole second: goroutines woken at one instant run in any order, and
+// which of a timeout and a firing comes first would be the Go scheduler's
+// choice.
+const offBeat = 1234567 * time.Nanosecond
+
 // epoch is the true time the simulated clocks start at, near today so
 // that traces read naturally (a bubble's clock starts in 2000).
 var epoch = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
@@ -44,6 +51,9 @@ type Sim struct {
 	instances []*instance // by slot: the current incarnation
 	gone      []*instance // earlier incarnations
 	errs      []string
+
+	// logCommands: every command sent, with its fate, goes to the trace.
+	logCommands bool
 }
 
 // Result is what a run found.
@@ -78,13 +88,16 @@ func (r Result) Report(traceLines int) string {
 
 // Run runs world to its end, in the calling goroutine's synctest bubble,
 // and checks it.
-func Run(w World) Result {
-	s := &Sim{world: w, hist: &History{start: time.Now()}}
+func Run(w World) Result { return run(w, false) }
+
+// run is Run, with every command sent and its fate in the trace if
+// logCommands.
+func run(w World, logCommands bool) Result {
+	s := &Sim{world: w, hist: &History{start: time.Now()}, logCommands: logCommands}
 	s.base = epoch.Sub(time.Now())
 	s.srv = simdb.NewServer(w.Flavor, s.base)
 	s.srv.Observe(s.hist.applied)
 	s.op = newOperator(s)
-	s.hist.logf("%s", strings.ReplaceAll(w.String(), "\n", "\n           "))
 
 	for i := range w.Instances {
 		s.instances = append(s.instances, s.startInstance(i, keeperID(w.Seed, i, 0), 0))
@@ -154,11 +167,14 @@ func Run(w World) Result {
 			s.op.do(e)
 		}
 	}
-	if d := w.Duration - s.hist.now(); d > 0 {
+	if d := w.Duration + offBeat - s.hist.now(); d > 0 {
 		time.Sleep(d)
 	}
 	s.hist.logf("END: stopping every instance")
 	end := s.hist.now()
+	// Before the stops: a dead instance's goroutines take as long to end
+	// as the order they run in makes them.
+	s.op.close()
 	var wg sync.WaitGroup
 	for _, in := range append(s.instances, s.gone...) {
 		wg.Add(1)
@@ -171,12 +187,18 @@ func Run(w World) Result {
 		}()
 	}
 	wg.Wait()
-	s.op.close()
 	res := Result{World: w}
 	res.Violations = append(res.Violations, s.errs...)
 	res.Violations = append(res.Violations, check(s, end)...)
-	res.Trace = s.hist.trace
+	res.Trace = s.hist.lines()
 	return res
+}
+
+// logSent writes a command sent and its fate to the trace.
+func (s *Sim) logSent(c simdb.Sent) {
+	f := c.Fate
+	s.hist.logf("%s sends %016x %s: send %v queue %v reply %v drop %v lose reply %v",
+		c.Link, digest(c.Command), docString(shown(c.Command).(bson.D)), f.Send, f.Queue, f.Reply, f.Drop, f.LoseReply)
 }
 
 func keeperID(seed uint64, slot, incarnation int) string {
@@ -192,22 +214,34 @@ func (s *Sim) fatalf(format string, args ...any) {
 }
 
 // plan is a link's fate for each command. It is drawn from the command's
-// content (less what is random or per-session: lsid, txnNumber, object
-// ids, nonces) and how many commands of that content the link sent before,
-// with the link's seed, so that concurrent commands of one instance get the
-// same fates whichever is sent first.
+// content (less what is random or per-session: digest) and at how many
+// instants before the link sent that content, with the link's seed, so that
+// concurrent commands of one instance get the same fates whichever is sent
+// first. Commands of one content sent at one instant (two goroutines
+// reading the server's clock at once) get one fate: which of them is sent
+// first is the Go scheduler's choice, and a fate each would make the run
+// depend on it.
 func (s *Sim) plan(linkSeed uint64) simdb.Plan {
 	f := s.world.Faults
 	ttl := s.world.TTL
+	type sent struct {
+		instants uint64 // before the last
+		last     time.Time
+	}
 	var mu sync.Mutex
-	seen := map[uint64]uint64{}
+	seen := map[uint64]sent{}
 	return func(cmd bson.D) simdb.Fate {
 		h := digest(cmd)
+		now := time.Now()
 		mu.Lock()
-		n := seen[h]
-		seen[h]++
+		u, ok := seen[h]
+		if ok && !u.last.Equal(now) {
+			u.instants++
+		}
+		u.last = now
+		seen[h] = u
 		mu.Unlock()
-		rng := rand.New(rand.NewPCG(linkSeed^h, n))
+		rng := rand.New(rand.NewPCG(linkSeed^h, u.instants))
 		lat := func() time.Duration { return randDur(rng, 100*time.Microsecond, 2*time.Millisecond) }
 		fate := simdb.Fate{Send: lat(), Reply: lat()}
 		r := rng.Float64()
@@ -227,9 +261,9 @@ func (s *Sim) plan(linkSeed uint64) simdb.Plan {
 	}
 }
 
-// digest hashes cmd without what differs from run to run of one seed:
-// lsid, txnNumber, object ids, nonces, and the order of arrays (a map's
-// order, in the code that builds them).
+// digest hashes cmd without what differs from run to run of one seed
+// (ignored), and without the order of arrays (a batch's requests come in
+// the order their goroutines ran).
 func digest(cmd bson.D) uint64 {
 	var hash func(v any) uint64
 	hash = func(v any) uint64 {
@@ -242,8 +276,7 @@ func digest(cmd bson.D) uint64 {
 		switch x := v.(type) {
 		case bson.D:
 			for _, e := range x {
-				switch e.Key {
-				case "lsid", "txnNumber", "$clusterTime", "maxTimeMS", "$db", "rn", "cid":
+				if ignored(e) {
 					continue
 				}
 				h.Write([]byte(e.Key))
@@ -258,7 +291,7 @@ func digest(cmd bson.D) uint64 {
 			for _, n := range sums {
 				put(n)
 			}
-		case bson.ObjectID:
+		case bson.ObjectID, bson.Binary:
 		case string:
 			h.Write([]byte(x))
 		case int32:
@@ -279,6 +312,47 @@ func digest(cmd bson.D) uint64 {
 		return h.Sum64()
 	}
 	return hash(cmd)
+}
+
+// ignored reports whether digest leaves e out: what is random or
+// per-session (the driver's session, a renewal's nonce rn, a claim's token
+// cid, a Session's token tok), or depends on the wall clock (maxTimeMS).
+// Values of the types that carry random tokens (bson.ObjectID, bson.Binary)
+// are left out wherever they are.
+func ignored(e bson.E) bool {
+	switch e.Key {
+	case "lsid", "txnNumber", "$clusterTime", "maxTimeMS", "$db", "rn", "cid", "tok":
+		return true
+	}
+	return false
+}
+
+// shown is cmd as digest sees it, for traces: less what digest leaves out,
+// and with arrays in one order (digest ignores theirs: a batch's requests
+// come in the order their goroutines ran).
+func shown(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		out := make(bson.D, 0, len(x))
+		for _, e := range x {
+			if !ignored(e) {
+				out = append(out, bson.E{Key: e.Key, Value: shown(e.Value)})
+			}
+		}
+		return out
+	case bson.A:
+		out := make(bson.A, len(x))
+		for i, e := range x {
+			out[i] = shown(e)
+		}
+		slices.SortStableFunc(out, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		return out
+	case bson.ObjectID:
+		return "ObjectID"
+	case bson.Binary:
+		return "Binary"
+	}
+	return v
 }
 
 func (in *instance) frozen() bool {
@@ -309,6 +383,9 @@ type operator struct {
 
 func newOperator(s *Sim) *operator {
 	o := &operator{s: s, link: s.srv.NewLink("operator", nil)}
+	if s.logCommands {
+		o.link.OnSend(s.logSent)
+	}
 	client, err := o.link.Connect(nil)
 	if err != nil {
 		s.fatalf("operator: connect: %v", err)

@@ -5,6 +5,8 @@
 package simclock
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -97,7 +99,7 @@ func (c *Clock) Suspend() {
 }
 
 // Thaw ends a Freeze or Suspend: the monotonic clock runs again, and the
-// timers that came due meanwhile fire.
+// timers that came due meanwhile fire, in the order they came due.
 func (c *Clock) Thaw() {
 	c.mu.Lock()
 	if !c.suspendedAt.IsZero() {
@@ -107,8 +109,16 @@ func (c *Clock) Thaw() {
 	c.frozen = false
 	held := c.held
 	c.held = nil
+	slices.SortStableFunc(held, func(a, b *timer) int { return cmp.Compare(a.due, b.due) })
 	c.mu.Unlock()
-	for _, t := range held {
+	// One at a time, in the order they came due, each a nanosecond after
+	// the one before: in a testing/synctest bubble what a timer sets off
+	// runs before the next fires, rather than all of them at one instant in
+	// the order the Go scheduler picks.
+	for i, t := range held {
+		if i > 0 {
+			time.Sleep(late)
+		}
 		t.fire()
 	}
 }
@@ -171,8 +181,15 @@ func (t *timer) arm(d time.Duration) {
 	t.armLocked(d)
 }
 
+// late is how long after its time a timer fires, as an OS's timers fire
+// late: never on the instant a deadline of the real clock falls on (a
+// context's of lock.WithTimeout, set from the same duration), where which
+// of the two goroutines runs first would be the Go scheduler's choice.
+const late = time.Nanosecond
+
 func (t *timer) armLocked(d time.Duration) {
 	c := t.c
+	d += late
 	if t.real != nil {
 		t.real.Stop()
 	}
