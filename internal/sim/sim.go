@@ -51,6 +51,8 @@ type Result struct {
 	World      World
 	Violations []string
 	Trace      []string
+	// Coverage is what the loss check judged.
+	Coverage Coverage
 }
 
 // Failed reports whether the run broke a promise.
@@ -80,6 +82,9 @@ func (r Result) Report(traceLines int) string {
 // and checks it.
 func Run(w World) Result {
 	s := &Sim{world: w, hist: &History{start: time.Now()}}
+	for _, j := range w.Jobs {
+		s.hist.jobs = append(s.hist.jobs, j.Name)
+	}
 	s.base = epoch.Sub(time.Now())
 	s.srv = simdb.NewServer(w.Flavor, s.base)
 	s.srv.Observe(s.hist.applied)
@@ -154,7 +159,9 @@ func Run(w World) Result {
 			s.op.do(e)
 		}
 	}
-	if d := w.Duration - s.hist.now(); d > 0 {
+	// Firings due until w.Duration are judged: the cluster runs on, with
+	// no more events, for their misfire threshold.
+	if d := w.Duration + w.misfireThreshold() - s.hist.now(); d > 0 {
 		time.Sleep(d)
 	}
 	s.hist.logf("END: stopping every instance")
@@ -174,7 +181,8 @@ func Run(w World) Result {
 	s.op.close()
 	res := Result{World: w}
 	res.Violations = append(res.Violations, s.errs...)
-	res.Violations = append(res.Violations, check(s, end)...)
+	violations, cov := check(s, end)
+	res.Violations, res.Coverage = append(res.Violations, violations...), cov
 	res.Trace = s.hist.trace
 	return res
 }
@@ -320,6 +328,7 @@ func newOperator(s *Sim) *operator {
 	o.do = func(e Event) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		begin := s.hist.now()
 		var err error
 		switch e.Kind {
 		case OpPause:
@@ -336,7 +345,7 @@ func newOperator(s *Sim) *operator {
 			err = scheduler.RemoveJob(ctx, jobs, e.Job)
 		}
 		s.hist.update(func() {
-			s.hist.ops = append(s.hist.ops, OpAction{At: s.hist.now(), Kind: e.Kind, Job: e.Job, D: e.D, Err: err})
+			s.hist.ops = append(s.hist.ops, OpAction{Begin: begin, At: s.hist.now(), Kind: e.Kind, Job: e.Job, D: e.D, Err: err})
 		})
 		if err != nil {
 			s.hist.logf("operator: %v: %v", e, err)
