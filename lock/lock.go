@@ -19,6 +19,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/ctxlock"
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/planted"
 )
 
 // Field names of a lock document.
@@ -333,8 +334,16 @@ func acquireUpdate(keeperID string, ttlMS int64, nonce string, lo time.Time) bso
 			{Key: fieldAcquired, Value: true},
 		}},
 		{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
-		{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
+		{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: seqStep()}}},
 	}
+}
+
+// seqStep is what a new term adds to seq: 1 (-1 with a planted bug).
+func seqStep() int64 {
+	if planted.On(planted.SmallerFence) {
+		return -1
+	}
+	return 1
 }
 
 // Acquisition is the outcome of AcquireLocks.
@@ -632,7 +641,7 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 	var any []string
 	var or bson.A
 	for _, t := range terms {
-		if t.Fence == 0 {
+		if t.Fence == 0 || planted.On(planted.ReleaseOther) { // planted: whatever its term
 			any = append(any, t.LockID)
 		} else {
 			or = append(or, append(bson.D{{Key: fieldID, Value: t.LockID}}, fenceFilter(t.Fence)...))
@@ -642,6 +651,9 @@ func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Ter
 		or = append(or, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}})
 	}
 	filter := bson.D{{Key: fieldKeeper, Value: keeperID}}
+	if planted.On(planted.ReleaseOther) {
+		filter = bson.D{} // planted: whoever holds it
+	}
 	if len(or) == 1 {
 		filter = append(filter, or[0].(bson.D)...)
 	} else {

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 )
@@ -252,6 +253,9 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		return []step{{at: w.trig}} // an operator asked for it: paused or not
 	}
 	cu := s.catchUp(j)
+	if planted.On(planted.RunMisfire) {
+		cu.Max = MaxCatchUp // planted: every misfire runs, not the latest only
+	}
 	// The firings of the work, newest first, looked for backwards from
 	// last: only the newest can run, and there may be very many.
 	firings := []time.Time{w.last}
@@ -889,7 +893,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 // only by leaders, and this instance leads only once the lease of the
 // leader before it lapsed or was released.
 func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []string) {
-	if !s.present(ctx) {
+	if planted.On(planted.NoTakeOver) || !s.present(ctx) { // planted: no takeover
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
