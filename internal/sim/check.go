@@ -168,10 +168,10 @@ func checkOnce(runs []*JobRun) []string {
 }
 
 // checkMigrations: once a version is recorded applied, its Up never runs
-// again; every version is applied (its effect written) once, or more only
-// if every application before the last reported a failure (its lease
-// lost, its effect's reply lost) or its instance died or froze during it;
-// and one is applied if an instance stayed up long enough.
+// again; every version is applied (its effect written) once, or again
+// only after an application its instance did not record applied (it died,
+// froze or lost its lease first, or Up failed); and one is applied if an
+// instance stayed up long enough.
 func (o *oracle) checkMigrations() []string {
 	h := o.h
 	applied := map[int64]time.Duration{}
@@ -211,7 +211,7 @@ func (o *oracle) checkMigrations() []string {
 			if o.failedOrGone(prev, v) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("migrations: version %d applied twice, by %s at %.3fs and by %s at %.3fs, though the first reported success",
+			out = append(out, fmt.Sprintf("migrations: version %d applied twice, by %s at %.3fs and by %s at %.3fs, though the first was recorded applied by its instance",
 				v, prev.Link, prev.At.Seconds(), e.Link, e.At.Seconds()))
 		}
 		if len(es) == 0 && o.upLong(10*o.w.TTL) {
@@ -222,23 +222,20 @@ func (o *oracle) checkMigrations() []string {
 }
 
 // failedOrGone reports whether the application of version v whose effect
-// is e did not end in a reported success: its Up returned an error, or
-// its instance died or froze before Up returned.
+// is e did not end in a success recorded by its own instance: the
+// migrations collection never had v applied by e's link (its instance
+// died, froze or lost its lease first, or Up failed).
 func (o *oracle) failedOrGone(e Change, v int64) bool {
-	for _, m := range o.h.migs {
-		if m.Instance == e.Link && m.Version == v && m.Ended >= e.At {
-			if m.Err != nil {
-				return true
-			}
-			for _, l := range o.h.lives {
-				if l.Name == e.Link && slices.ContainsFunc(l.Frozen, func(fr [2]time.Duration) bool { return fr[0] <= m.Ended && (fr[1] == 0 || fr[1] >= m.Began) }) {
-					return true
-				}
-			}
+	for _, c := range o.h.changes {
+		if c.Coll != migrations.DefaultCollection || c.Link != e.Link || c.At < e.At {
+			continue
+		}
+		id, _ := asInt(lookupDoc(c.Doc, "_id"))
+		if st, _ := lookupDoc(c.Doc, "state").(string); id == v && st == string(migrations.StateApplied) {
 			return false
 		}
 	}
-	return true // no end recorded: its instance died first
+	return true
 }
 
 // upLong reports whether some instance was up and not frozen for d on

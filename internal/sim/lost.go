@@ -98,8 +98,8 @@ func thousands(n int) string {
 
 // Why a firing was not judged: its own words, so that the breakdown reads.
 const (
-	outNotStarted = "no instance registering it was up when it fell"
-	outBehind     = "every instance's clock behind by more than θ"
+	outNotStarted = "no instance registering it up when its clock reached it (started later, or clock ahead)"
+	outBehind     = "the instances up had clocks behind by more than θ"
 	outStep       = "the instance's clock stepped around it"
 	outDown       = "its instances killed or stopped within θ"
 	outFrozen     = "its instances frozen within θ"
@@ -261,9 +261,11 @@ func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time
 		}
 	}
 	outSince := time.Duration(-1) // the first of a run of faulty renewals
-	for _, c := range o.h.sends[link] {
-		if c.At > to || c.At < from-op || mask == 0 {
-			continue
+	sends := o.h.sends[link]      // in the order sent
+	i, _ := slices.BinarySearchFunc(sends, from-op, func(c sentCmd, t time.Duration) int { return cmpDur(c.At, t) })
+	for _, c := range sends[i:] {
+		if c.At > to || mask == 0 {
+			break
 		}
 		if c.Mentions&mask&^mentionsPresence != 0 && c.faulty() {
 			f := c.Fate
@@ -332,13 +334,9 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 		a := t - l.offset(t)
 		stage := func() int {
 			if a < l.SchedStarted {
-				// Its clock reached the firing before it started: it
-				// covers it if it started before the firing was due by
-				// the server's clock (lateness is the server's).
-				if t < l.SchedStarted {
-					return 0
-				}
-				a = l.SchedStarted
+				// Its clock reached the firing before it started (an
+				// instance whose clock is ahead by s reaches it s early).
+				return 0
 			}
 			if a >= b {
 				return 1
@@ -427,6 +425,9 @@ func (o *oracle) mightBeSuspended(job string, from, to time.Duration) bool {
 // effect throughout [from, to]: applied (it returned) before from, and no
 // resume sent nor its end reached before to.
 func (o *oracle) surelySuspended(job string, from, to time.Duration) bool {
+	if to < from {
+		return false // run before it was due (a clock ahead): not the pause's
+	}
 	for i, op := range o.h.ops {
 		if op.Job != job || op.Err != nil || op.Kind != OpPause && op.Kind != OpRemove || op.At > from-slack {
 			continue
@@ -651,7 +652,10 @@ func (o *oracle) checkOverRun() []string {
 			if o.surelySuspended(j.Name, t-slack, sp.began) {
 				out = append(out, fmt.Sprintf("over-run: %s, though the job was paused or removed from before it fell until then", name))
 			}
-			if j.Overlap == scheduler.OverlapSkip {
+			// Skip: judged where an instance could decide at the firing's
+			// time (covers), not for a firing claimed late, after an
+			// outage, once the previous run had ended.
+			if _, _, ok := o.covers(j.Name, t); ok && j.Overlap == scheduler.OverlapSkip {
 				for _, prev := range spans {
 					if prev.key != sp.key && prev.ended > 0 && prev.began < t-o.maxAhead-slack &&
 						prev.ended > t+o.maxBhind+j.Period/2+slack && prev.ended <= sp.began {
@@ -799,4 +803,14 @@ func (s *Sim) docsAround(job string, reach time.Duration) string {
 		return ""
 	}
 	return "; writes of its records from 3s before:" + b.String()
+}
+
+func cmpDur(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
