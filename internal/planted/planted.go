@@ -15,11 +15,12 @@ const (
 	// DropFiring: a firing's job is not called, and the run is recorded
 	// as if it had run (scheduler, fire.go attempt).
 	DropFiring Bug = "drop a firing silently"
-	// RunTwice: a firing's start that found it started by another
-	// instance runs it anyway (scheduler, store.go start).
+	// RunTwice: a firing another instance claimed is run here too
+	// (scheduler, fire.go fire, where the claim found it claimed
+	// elsewhere).
 	RunTwice Bug = "run a firing on two instances"
 	// RecordNotRun: a run is recorded in the history as not run
-	// (scheduler, fire.go addHistoryOnce).
+	// (scheduler, fire.go addHistory).
 	RecordNotRun Bug = "record a run as not run"
 	// RunMisfire: every misfire a claim covers runs, not the latest only
 	// (scheduler, claims.go plan).
@@ -30,13 +31,14 @@ const (
 	// TrustExpired: a lease is trusted past its deadline (lock,
 	// lease.go Lease.Err).
 	TrustExpired Bug = "trust a lease past its deadline"
-	// ReleaseOther: a release removes the lock whatever its term (lock,
-	// the release filter).
+	// ReleaseOther: a release ends the lock whatever its term and holder
+	// (lock, lock.go ReleaseTerms's filter).
 	ReleaseOther Bug = "release another term's lock"
 	// SmallerFence: a new term writes a smaller fence than the last
-	// (lock, the acquire update).
+	// (lock, lock.go acquireUpdate).
 	SmallerFence Bug = "write a smaller fence"
-	// MigrateTwice: a migration's Up is applied a second time (migrations).
+	// MigrateTwice: an applied migration is applied again (migrations,
+	// migrator.go pending).
 	MigrateTwice Bug = "apply a migration twice"
 )
 

@@ -215,7 +215,7 @@ func (o *oracle) checkMigrations() []string {
 				v, prev.Link, prev.At.Seconds(), e.Link, e.At.Seconds()))
 		}
 		if len(es) == 0 && o.upLong(10*o.w.TTL) {
-			out = append(out, fmt.Sprintf("migrations: version %d never applied, though an instance was up, not frozen, for %v", v, 10*o.w.TTL))
+			out = append(out, fmt.Sprintf("migrations: version %d never applied, though an instance was up and reached the server for %v", v, 10*o.w.TTL))
 		}
 	}
 	return out
@@ -238,8 +238,9 @@ func (o *oracle) failedOrGone(e Change, v int64) bool {
 	return true
 }
 
-// upLong reports whether some instance was up and not frozen for d on
-// end, from its start.
+// upLong reports whether some instance was up, not frozen and reaching
+// the server (its commands' faults within the op timeout, no election)
+// for d on end, from its start.
 func (o *oracle) upLong(d time.Duration) bool {
 	for _, l := range o.h.lives {
 		end := l.Down
@@ -249,7 +250,7 @@ func (o *oracle) upLong(d time.Duration) bool {
 		if len(l.Frozen) > 0 {
 			end = min(end, l.Frozen[0][0])
 		}
-		if end-l.Started >= d {
+		if end-l.Started >= d && o.impaired(l.Name, ^uint64(0), l.Started, l.Started+d) <= o.w.opTimeout() && !o.electing(l.Started, l.Started+d) {
 			return true
 		}
 	}
