@@ -649,8 +649,11 @@ func (o *oracle) checkOverRun() []string {
 			f := time.Unix(0, sp.key.at).UTC()
 			t := o.due(f)
 			name := fmt.Sprintf("firing %s of %s (due at %.3fs) ran on %s at %.3fs", f.Format("15:04:05.000"), j.Name, t.Seconds(), sp.instance, sp.began.Seconds())
-			if o.surelySuspended(j.Name, t-slack, sp.began) {
-				out = append(out, fmt.Sprintf("over-run: %s, though the job was paused or removed from before it fell until then", name))
+			// Paused: from before the firing fell and the claim covering
+			// it was applied (an instance ahead claims early), until it
+			// ran.
+			if o.surelySuspended(j.Name, max(t, o.claimedAt(j.Name, f))-slack, sp.began) {
+				out = append(out, fmt.Sprintf("over-run: %s, though the job was paused or removed from before it fell and was claimed until then", name))
 			}
 			// Skip: judged where an instance could decide at the firing's
 			// time (covers), not for a firing claimed late, after an
@@ -687,6 +690,17 @@ func (o *oracle) checkOverRun() []string {
 		}
 	}
 	return out
+}
+
+// claimedAt is the true time the first claim of job covering firing f
+// was applied (0 if none was).
+func (o *oracle) claimedAt(job string, f time.Time) time.Duration {
+	for _, c := range o.claims[job] {
+		if !c.through.Before(f) {
+			return c.at
+		}
+	}
+	return 0
 }
 
 // checkTriggers checks that every operator trigger some instance could
