@@ -34,6 +34,8 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	h := s.hist
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.fateMu.Lock() // a straggler's command may still be sent
+	defer h.fateMu.Unlock()
 	o := newOracle(s, end)
 	var out []string
 	out = append(out, checkExclusion(h.acts)...)
