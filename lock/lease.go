@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/mongolock/mongolock/internal/planted"
 )
 
 // Lease is a lock held by a Session, which keeps it alive until it is
@@ -99,7 +101,7 @@ func (l *Lease) Err() error {
 	if err := context.Cause(l.ctx); err != nil {
 		return err
 	}
-	if l.Remaining() == 0 {
+	if l.Remaining() == 0 && !planted.On(planted.TrustExpired) { // planted: trusted past its deadline
 		return ErrLeaseLost
 	}
 	return nil

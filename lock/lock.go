@@ -22,6 +22,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/ctxlock"
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/planted"
 )
 
 // Field names of a lock document.
@@ -399,8 +400,16 @@ func acquireUpdate(o owner, ttlMS int64, nonce string, lo time.Time) bson.D {
 			{Key: fieldAcquired, Value: true},
 		}},
 		bson.E{Key: "$max", Value: bson.D{{Key: fieldEpoch, Value: max(lo.Unix(), 0)}}},
-		bson.E{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: int64(1)}}},
+		bson.E{Key: "$inc", Value: bson.D{{Key: fieldSeq, Value: seqStep()}}},
 	)
+}
+
+// seqStep is what a new term adds to seq: 1 (-1 with a planted bug).
+func seqStep() int64 {
+	if planted.On(planted.SmallerFence) {
+		return -1
+	}
+	return 1
 }
 
 // Acquisition is the outcome of AcquireLocks.
@@ -766,13 +775,16 @@ func (l *Locker) releaseAs(ctx context.Context, o owner, terms []Term) (int, err
 			or = nil
 		}
 		if len(any) > 0 {
-			f := append(bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}}, o.mine()...)
+			f := bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: any}}}}
+			if !planted.On(planted.ReleaseOther) { // planted: whoever holds it
+				f = append(f, o.mine()...)
+			}
 			models = append(models, mongo.NewUpdateManyModel().SetFilter(f).SetUpdate(vacate))
 			any = nil
 		}
 	}
 	for _, t := range terms {
-		if t.Fence == 0 {
+		if t.Fence == 0 || planted.On(planted.ReleaseOther) { // planted: whatever its term
 			any = append(any, t.LockID)
 		} else {
 			or = append(or, append(bson.D{{Key: fieldID, Value: t.LockID}}, fenceFilter(t.Fence)...))

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
@@ -202,7 +203,9 @@ func (m *Migrator) pending(entries []Entry) ([]Migration, []Entry, error) {
 	for _, e := range entries {
 		switch e.State {
 		case StateApplied, StateUnknown:
-			continue
+			if e.State == StateUnknown || !planted.On(planted.MigrateTwice) { // planted: applied again
+				continue
+			}
 		case StateChanged:
 			if !e.Repeatable {
 				changed = append(changed, fmt.Sprintf("version %d (%s) was applied with checksum %.12s, its definition now has %.12s",

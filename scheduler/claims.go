@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -157,8 +158,12 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 		return []step{{at: w.trig}} // an operator asked for it: paused or not
 	}
 	firings, beyond := s.firingsOf(j, w)
+	policy := s.misfirePolicy(j)
+	if planted.On(planted.RunMisfire) {
+		policy.Max = MaxMisfireRuns // planted: every misfire runs, not the latest only
+	}
 	reasons, held := decide(fates{firings: firings, now: w.serverNow(now), threshold: s.threshold,
-		policy: s.misfirePolicy(j), control: w.control, runGoing: func(f time.Time) bool { return w.runGoing(f, s.lockWait(j, f)) }})
+		policy: policy, control: w.control, runGoing: func(f time.Time) bool { return w.runGoing(f, s.lockWait(j, f)) }})
 	if held {
 		return []step{{at: w.last, reason: reasonHeld}}
 	}
@@ -649,7 +654,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 // only by leaders, and this instance leads only once the lease of the
 // leader before it lapsed or was released.
 func (s *Scheduler) takeOverFrom(ctx context.Context, claimant string, jobs []string) {
-	if !s.present(ctx) {
+	if planted.On(planted.NoTakeOver) || !s.present(ctx) { // planted: no takeover
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)

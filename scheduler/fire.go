@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -208,6 +209,9 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	case w == nil && catchUp:
 		return // claimed already, as it mostly is: nothing was missed
 	case w == nil:
+		if planted.On(planted.RunTwice) { // planted: run the firing another instance claimed
+			_, _ = call(context.WithValue(s.ctx, runKey{}, Run{Job: j.name, Keeper: s.keeper, Scheduled: f, Attempt: 1}), j.fn)
+		}
 		s.emit(fr, lock.Event{Kind: lock.FiringLost})
 		return
 	}
@@ -747,7 +751,11 @@ func (s *Scheduler) attempt(fr *firing, jobCtx context.Context, r *Run) lock.Eve
 	}
 	began := s.clock.Now()
 	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: began.Sub(fr.at), Attempt: max(fr.tries, r.Attempt)})
-	stack, err := call(context.WithValue(ctx, runKey{}, *r), j.fn)
+	fn := j.fn
+	if planted.On(planted.DropFiring) && !r.Triggered && r.Scheduled.Unix()%4 == 0 {
+		fn = func(context.Context) error { return nil } // planted: not called, recorded as run
+	}
+	stack, err := call(context.WithValue(ctx, runKey{}, *r), fn)
 	ended := s.clock.Now()
 	if timeout != nil {
 		timeout.Stop()
@@ -816,6 +824,9 @@ func (s *Scheduler) finish(fr *firing, r Run, ran bool) (bool, error) {
 }
 
 func (s *Scheduler) addHistory(fr *firing, r Run) error {
+	if planted.On(planted.RecordNotRun) && r.Outcome == OutcomeSucceeded && !r.Triggered {
+		r.Outcome, r.Reason = OutcomeSkipped, ReasonMisfired // planted: a run recorded as not run
+	}
 	return s.persist(fr, func(ctx context.Context) error { return s.st.addHistory(ctx, r) })
 }
 

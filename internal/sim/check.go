@@ -20,22 +20,34 @@ import (
 //   - every new term of a lock document had a larger fence than all
 //     before it (fences);
 //   - no firing started twice (once);
-//   - every firing that fell while an instance could run it ran, or is
-//     accounted for by the job's policies or the operator (lost);
-//   - no migration ran after it was recorded applied (migrations);
+//   - every firing some instance could run within the misfire threshold
+//     ran, was spent, or was not run for a reason ground truth bears out
+//     (lost), and so was every operator trigger;
+//   - no firing ran that a pause, a removal, the overlap or the misfire
+//     policy said not to (over-run); no more triggered runs than triggers;
+//   - every migration was applied once, and never after it was recorded
+//     applied (migrations);
 //   - the run history agrees with what ran (records).
-func check(s *Sim, end time.Duration) []string {
+//
+// It returns too what the loss check judged.
+func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	h := s.hist
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.fateMu.Lock() // a straggler's command may still be sent
+	defer h.fateMu.Unlock()
+	o := newOracle(s, end)
 	var out []string
 	out = append(out, checkExclusion(h.acts)...)
 	out = append(out, checkFences(h.changes)...)
 	out = append(out, checkOnce(h.runs)...)
-	out = append(out, checkMigrations(h)...)
-	out = append(out, checkRecords(s)...)
-	out = append(out, checkLost(s, end)...)
-	return out
+	out = append(out, o.checkMigrations()...)
+	out = append(out, o.checkRecords()...)
+	out = append(out, o.checkNotRunRecords()...)
+	out = append(out, o.checkLost()...)
+	out = append(out, o.checkOverRun()...)
+	out = append(out, o.checkTriggers()...)
+	return out, o.cov
 }
 
 // term is one term of a lock as its actions show it.
@@ -158,9 +170,12 @@ func checkOnce(runs []*JobRun) []string {
 }
 
 // checkMigrations: once a version is recorded applied, its Up never runs
-// again; and no version is applied twice unless the first application
-// was not recorded (its instance died or lost its lease first).
-func checkMigrations(h *History) []string {
+// again; every version is applied (its effect written) once, or again
+// only after an application its instance did not record applied (it died,
+// froze or lost its lease first, or Up failed); and one is applied if an
+// instance stayed up long enough.
+func (o *oracle) checkMigrations() []string {
+	h := o.h
 	applied := map[int64]time.Duration{}
 	for _, c := range h.changes {
 		if c.Coll != migrations.DefaultCollection {
@@ -180,14 +195,77 @@ func checkMigrations(h *History) []string {
 				m.Version, m.Instance, m.Began.Seconds(), at.Seconds()))
 		}
 	}
+	// The effects each version's Up wrote, in the order applied.
+	effects := map[int64][]Change{}
+	for _, c := range h.changes {
+		if c.Coll == "effects" {
+			v, _ := asInt(lookupDoc(c.Doc, "v"))
+			effects[v] = append(effects[v], c)
+		}
+	}
+	for v := int64(1); v <= 2; v++ {
+		es := effects[v]
+		for i, e := range es {
+			if i == 0 {
+				continue
+			}
+			prev := es[i-1]
+			if o.failedOrGone(prev, v) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("migrations: version %d applied twice, by %s at %.3fs and by %s at %.3fs, though the first was recorded applied by its instance",
+				v, prev.Link, prev.At.Seconds(), e.Link, e.At.Seconds()))
+		}
+		if len(es) == 0 && o.upLong(10*o.w.TTL) {
+			out = append(out, fmt.Sprintf("migrations: version %d never applied, though an instance was up and reached the server for %v", v, 10*o.w.TTL))
+		}
+	}
 	return out
+}
+
+// failedOrGone reports whether the application of version v whose effect
+// is e did not end in a success recorded by its own instance: the
+// migrations collection never had v applied by e's link (its instance
+// died, froze or lost its lease first, or Up failed).
+func (o *oracle) failedOrGone(e Change, v int64) bool {
+	for _, c := range o.h.changes {
+		if c.Coll != migrations.DefaultCollection || c.Link != e.Link || c.At < e.At {
+			continue
+		}
+		id, _ := asInt(lookupDoc(c.Doc, "_id"))
+		if st, _ := lookupDoc(c.Doc, "state").(string); id == v && st == string(migrations.StateApplied) {
+			return false
+		}
+	}
+	return true
+}
+
+// upLong reports whether some instance was up, not frozen and reaching
+// the server (its commands' faults within the op timeout, no election)
+// for d on end, from its start.
+func (o *oracle) upLong(d time.Duration) bool {
+	for _, l := range o.h.lives {
+		end := l.Down
+		if end == 0 {
+			end = o.end
+		}
+		if len(l.Frozen) > 0 {
+			end = min(end, l.Frozen[0][0])
+		}
+		if end-l.Started >= d && o.impaired(l.Name, ^uint64(0), l.Started, l.Started+d) <= o.w.opTimeout() && !o.electing(l.Started, l.Started+d) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkRecords: every run the history records as having ended ran; every
 // run that ended (its instance alive) is recorded; no record stays
-// "running" for a run that ended.
-func checkRecords(s *Sim) []string {
-	h := s.hist
+// "running" for a run that ended. A record not written is excused only by
+// ground truth: its instance died, or stopped, or froze, soon after the
+// run's end, with the server out of its reach meanwhile.
+func (o *oracle) checkRecords() []string {
+	s, h := o.s, o.h
 	ended := map[firingKey]*JobRun{}
 	for _, r := range h.runs {
 		if r.Ended > 0 {
@@ -208,18 +286,14 @@ func checkRecords(s *Sim) []string {
 		if outcome == string(scheduler.OutcomeSkipped) {
 			continue
 		}
-		attempt, _ := asInt(lookupDoc(d, "attempt"))
-		if prev, ok := recorded[k]; !ok || attempt > 1 {
-			_ = prev
-			recorded[k] = d
-		}
+		recorded[k] = d
 		if outcome == string(scheduler.OutcomeSucceeded) && ended[k] == nil {
 			out = append(out, fmt.Sprintf("records: history says %s of %s succeeded, but it never ended: %s",
 				sched.Time().UTC().Format(time.RFC3339Nano), job, docString(d)))
 		}
 	}
 	for k, r := range ended {
-		if _, ok := recorded[k]; !ok && !s.diedBefore(r.Instance, r.Ended+10*s.world.TTL) && !h.unrecorded[firingKey{job: k.job, at: k.at}] {
+		if _, ok := recorded[k]; !ok && !o.excusedUnwritten(r) {
 			out = append(out, fmt.Sprintf("records: %s of %s ran on %s (ended %.3fs) but the history has no record of it",
 				time.Unix(0, k.at).UTC().Format(time.RFC3339Nano), k.job, r.Instance, r.Ended.Seconds()))
 		}
@@ -234,12 +308,7 @@ func checkRecords(s *Sim) []string {
 		trig, _ := lookupDoc(d, "triggered").(bool)
 		k := firingKey{job: job, at: sched.Time().UnixNano(), triggered: trig}
 		keeper, _ := lookupDoc(d, "keeper").(string)
-		if _, reported := h.endUnrecorded[firingKey{job: k.job, at: k.at}]; reported {
-			// Its instance stopped while the database could not be
-			// reached, and said so (checked as it was reported).
-			continue
-		}
-		if r := ended[k]; r != nil && !s.diedBefore(r.Instance, r.Ended+10*s.world.TTL) {
+		if r := ended[k]; r != nil && !o.excusedUnwritten(r) {
 			out = append(out, fmt.Sprintf("records: job %s's document says %s is running (keeper %s), but it ended at %.3fs",
 				job, sched.Time().UTC().Format(time.RFC3339Nano), keeper, r.Ended.Seconds()))
 		}
@@ -248,11 +317,22 @@ func checkRecords(s *Sim) []string {
 	return out
 }
 
-// diedBefore reports whether instance died (was killed) before t.
-func (s *Sim) diedBefore(instance string, t time.Duration) bool {
-	for _, l := range s.hist.lives {
-		if l.Name == instance {
-			return l.Died && l.Down < t
+// excusedUnwritten reports whether the records of run r may be missing by
+// ground truth: its instance died within 10 TTL of its end, or went down
+// (stopped) or froze then while its commands met faults.
+func (o *oracle) excusedUnwritten(r *JobRun) bool {
+	within := r.Ended + 10*o.w.TTL
+	for _, l := range o.h.lives {
+		if l.Name != r.Instance {
+			continue
+		}
+		if l.Died && l.Down < within {
+			return true
+		}
+		gone := l.Down > 0 && l.Down < within ||
+			slices.ContainsFunc(l.Frozen, func(fr [2]time.Duration) bool { return fr[0] >= r.Ended && fr[0] < within })
+		if gone && (o.impaired(l.Name, ^uint64(0), r.Ended, within) > 0 || o.electing(r.Ended, within)) {
+			return true
 		}
 	}
 	return false

@@ -11,7 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongolock/mongolock/internal/simdb"
-	"github.com/mongolock/mongolock/lock"
 )
 
 // History is what a run observed: every action taken under a lease, every
@@ -27,21 +26,14 @@ type History struct {
 	ops     []OpAction
 	migs    []MigRun
 	trace   []traceLine
-	// unrecorded are runs whose instance reported that their history
-	// record could not be written (the server failed for longer than the
-	// scheduler retries it): a gap the checks accept, being reported.
-	unrecorded map[firingKey]bool
-	// endUnrecorded are runs whose instance reported that their end could
-	// not be written to the job document, and when it reported it.
-	endUnrecorded map[firingKey]time.Duration
-	// spentLease are firings whose start was recorded but whose lease was
-	// lost before the job was called, another claim coming meanwhile.
-	spentLease map[firingKey]bool
-	// movedOn are firings whose start's reply never came and whose claim
-	// moved on before the start could be undone: spent if the start
-	// applied (a start record of the firing shows it), the taker's to run
-	// if not.
-	movedOn map[firingKey]bool
+	// sends are the fates each link's plan gave its commands, by link
+	// name, in the order sent; inFlight the commands sent and not yet
+	// applied (by their first element), for applied to tell a change's
+	// fate.
+	sends    map[string][]sentCmd
+	jobs     []string // the world's jobs, by index
+	fateMu   sync.Mutex
+	inFlight map[*bson.E]sentCmd
 }
 
 // Act is one action taken under a lease the actor trusted.
@@ -80,49 +72,11 @@ type Life struct {
 	Died    bool          // killed rather than stopped
 	// Frozen are the intervals it was stopped or suspended.
 	Frozen [][2]time.Duration
-	// SchedStarted is when its schedulers started (true time).
+	// SchedStarted is when its schedulers started (true time), if
+	// SchedUp: they all did.
 	SchedStarted time.Duration
-	// Present are the intervals it held a presence lease of its own (one
-	// of its Schedulers did, by its events: from Acquired to LeaseLost or
-	// Released; an open one ends at 0); presence holds the lock ids held.
-	Present  [][2]time.Duration
-	presence map[string]bool
-	Jobs     []string
-}
-
-// present reports whether l held a presence lease at true time t.
-func (l *Life) present(t time.Duration) bool {
-	for _, p := range l.Present {
-		if p[0] <= t && (p[1] == 0 || t < p[1]) {
-			return true
-		}
-	}
-	return false
-}
-
-// notePresence follows l's presence leases by the event e.
-func (l *Life) notePresence(e lock.Event, now time.Duration) {
-	if !strings.Contains(e.LockID, "@instance/") || !strings.Contains(e.LockID, "/"+l.Keeper+"/") {
-		return
-	}
-	was := len(l.presence) > 0
-	switch e.Kind {
-	case lock.Acquired:
-		if l.presence == nil {
-			l.presence = map[string]bool{}
-		}
-		l.presence[e.LockID] = true
-	case lock.LeaseLost, lock.Released:
-		delete(l.presence, e.LockID)
-	default:
-		return
-	}
-	switch is := len(l.presence) > 0; {
-	case is && !was:
-		l.Present = append(l.Present, [2]time.Duration{now, 0})
-	case !is && was:
-		l.Present[len(l.Present)-1][1] = now
-	}
+	SchedUp      bool
+	Jobs         []string
 }
 
 // OffsetAt is a clock offset from true time At on.
@@ -144,17 +98,88 @@ func (l *Life) offset(t time.Duration) time.Duration {
 // Change is a document the server wrote.
 type Change struct {
 	At   time.Duration
+	Srv  time.Time // the server's clock when it applied the write
 	Link string
+	// Sent is the command's sending and fate (zero for a link without a
+	// plan: the operator's).
+	Sent sentCmd
 	simdb.Change
+}
+
+// sentCmd is a command a link sent, when (true time) and with what fate.
+// Mentions has bit i set if the command names the world's job i (its
+// document, lock or history records), and bit 63 if it names a presence
+// lock.
+type sentCmd struct {
+	At       time.Duration
+	Fate     simdb.Fate
+	Mentions uint64
+}
+
+const mentionsPresence = 1 << 63
+
+// mentions tells what of jobs cmd names.
+func mentions(cmd bson.D, jobs []string) uint64 {
+	var m uint64
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case bson.D:
+			for _, e := range x {
+				walk(e.Value)
+			}
+		case bson.A:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			if strings.Contains(x, "@instance/") {
+				m |= mentionsPresence
+			}
+			for i, j := range jobs {
+				if x == j || strings.HasSuffix(x, "/"+j) || strings.HasPrefix(x, j+"@") {
+					m |= 1 << i
+				}
+			}
+		}
+	}
+	walk(cmd)
+	return m
+}
+
+// faulty reports whether the command met a fault: dropped, its reply
+// lost, or late, slow or queued beyond the plan's latencies.
+func (c sentCmd) faulty() bool {
+	f := c.Fate
+	return f.Drop || f.LoseReply || f.Queue > 0 || f.Send > 2*time.Millisecond || f.Reply > 2*time.Millisecond
+}
+
+// recordFates wraps plan so that the history keeps each command's fate.
+func (h *History) recordFates(link string, plan simdb.Plan) simdb.Plan {
+	return func(cmd bson.D) simdb.Fate {
+		fate := plan(cmd)
+		sc := sentCmd{At: h.now(), Fate: fate, Mentions: mentions(cmd, h.jobs)}
+		h.fateMu.Lock()
+		if h.inFlight == nil {
+			h.inFlight, h.sends = map[*bson.E]sentCmd{}, map[string][]sentCmd{}
+		}
+		if len(cmd) > 0 && !fate.Drop {
+			h.inFlight[&cmd[0]] = sc
+		}
+		h.sends[link] = append(h.sends[link], sc)
+		h.fateMu.Unlock()
+		return fate
+	}
 }
 
 // OpAction is an operator's control, as applied by the server.
 type OpAction struct {
-	At   time.Duration
-	Kind EventKind
-	Job  string
-	D    time.Duration
-	Err  error
+	Begin time.Duration // when the operator sent it; At, when it returned
+	At    time.Duration
+	Kind  EventKind
+	Job   string
+	D     time.Duration
+	Err   error
 }
 
 // MigRun is a migration's Up, called.
@@ -206,8 +231,15 @@ func (h *History) applied(a simdb.Applied) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at := h.now()
+	var sc sentCmd
+	if len(a.Command) > 0 {
+		h.fateMu.Lock()
+		sc = h.inFlight[&a.Command[0]]
+		delete(h.inFlight, &a.Command[0])
+		h.fateMu.Unlock()
+	}
 	for _, c := range a.Changed {
-		h.changes = append(h.changes, Change{At: at, Link: a.Link, Change: c})
+		h.changes = append(h.changes, Change{At: at, Srv: a.At, Link: a.Link, Sent: sc, Change: c})
 	}
 }
 

@@ -69,7 +69,7 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 	now := s.hist.now()
 	in.life = &Life{Name: name, Slot: slot, Keeper: keeper, Offsets: []OffsetAt{{At: now, Offset: w.Skews[slot]}}, Started: now}
 	s.hist.life(in.life)
-	in.link = s.srv.NewLink(name, s.plan(w.Seed*7919+uint64(1000*slot+incarnation)))
+	in.link = s.srv.NewLink(name, s.hist.recordFates(name, s.plan(w.Seed*7919+uint64(1000*slot+incarnation))))
 	if s.logCommands {
 		in.link.OnSend(s.logSent)
 	}
@@ -107,41 +107,6 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 // observe writes the events that tell a firing's or a lease's story to
 // the trace.
 func (in *instance) observe(e lock.Event) {
-	in.sim.hist.update(func() { in.life.notePresence(e, in.sim.hist.now()) })
-	if e.Kind == lock.FiringSkipped && strings.Contains(e.Reason, "claim moved on meanwhile") {
-		in.sim.hist.update(func() {
-			if in.sim.hist.movedOn == nil {
-				in.sim.hist.movedOn = map[firingKey]bool{}
-			}
-			in.sim.hist.movedOn[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
-		})
-	} else if e.Kind == lock.FiringSkipped && (e.Reason == scheduler.ReasonUntrusted || strings.Contains(e.Reason, ": spent")) {
-		// Its start recorded, its lease lost before the job was called,
-		// and a later claim made meanwhile, or its claim taken over
-		// before the start's reply came: spent, as by a death.
-		in.sim.hist.update(func() {
-			if in.sim.hist.spentLease == nil {
-				in.sim.hist.spentLease = map[firingKey]bool{}
-			}
-			in.sim.hist.spentLease[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
-		})
-	}
-	if e.Kind == lock.RunEnded && strings.Contains(e.Reason, "not recorded in the history") {
-		in.sim.hist.update(func() {
-			if in.sim.hist.unrecorded == nil {
-				in.sim.hist.unrecorded = map[firingKey]bool{}
-			}
-			in.sim.hist.unrecorded[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = true
-		})
-	}
-	if e.Kind == lock.RunEnded && strings.Contains(e.Reason, "end not recorded") {
-		in.sim.hist.update(func() {
-			if in.sim.hist.endUnrecorded == nil {
-				in.sim.hist.endUnrecorded = map[firingKey]time.Duration{}
-			}
-			in.sim.hist.endUnrecorded[firingKey{job: e.Job, at: e.Scheduled.UnixNano()}] = in.sim.hist.now()
-		})
-	}
 	if strings.Contains(e.Reason, "end not recorded") || strings.Contains(e.Reason, "not recorded in the history") {
 		// The scheduler writes its records for as long as it runs; it
 		// gives up only once it stops.
@@ -209,7 +174,7 @@ func (in *instance) startSchedulers(db *mongo.Database) {
 		groups = [][]JobSpec{w.Jobs[:half], w.Jobs[half:]}
 	}
 	for _, jobs := range groups {
-		opts := []scheduler.Option{scheduler.WithOpTimeout(2*w.TTL + offBeat)}
+		opts := []scheduler.Option{scheduler.WithOpTimeout(w.opTimeout())}
 		if w.LeaderOnly {
 			opts = append(opts, scheduler.WithLeaderOnly(in.runner))
 		}
@@ -217,6 +182,10 @@ func (in *instance) startSchedulers(db *mongo.Database) {
 		if err != nil {
 			in.sim.fatalf("%s: scheduler: %v", in.life.Name, err)
 			return
+		}
+		if got, want := s.MisfireThreshold(), w.misfireThreshold(); got != want {
+			// The oracle judges by the threshold the scheduler keeps.
+			in.sim.fatalf("%s: the scheduler's misfire threshold is %v, the oracle's %v", in.life.Name, got, want)
 		}
 		for _, j := range jobs {
 			jopts := []scheduler.JobOption{scheduler.JobOverlap(j.Overlap)}
@@ -235,7 +204,7 @@ func (in *instance) startSchedulers(db *mongo.Database) {
 		}
 		in.scheds = append(in.scheds, s)
 	}
-	in.sim.hist.update(func() { in.life.SchedStarted = in.sim.hist.now() })
+	in.sim.hist.update(func() { in.life.SchedStarted, in.life.SchedUp = in.sim.hist.now(), true })
 }
 
 // isDead reports whether the process is gone: it does nothing any more.

@@ -2,165 +2,546 @@ package sim
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
-// claimWindow is how long an instance must stay up, and not frozen, after
-// its clock reached a firing for the firing to count as one it could
-// claim.
-const claimWindow = time.Second
+// The promise the loss checks hold the scheduler to (one definition,
+// shared by the scheduler's documentation and this oracle):
+//
+// Every firing of a job runs at most once. A firing that can start within
+// the job's misfire threshold θ of its scheduled time runs (late if need
+// be, in order); one that cannot is a misfire, and the job's misfire
+// policy decides: skip (recorded as not run), run the latest (of the
+// misfires one claim covers, only the latest runs; the others are recorded
+// not run), or run all up to a maximum (oldest first). Lateness is judged
+// by the server's clock.
+//
+// The simulation's jobs keep the default policy, run the latest.
 
-// checkLost checks that every firing some instance could claim ran, or is
-// accounted for: its start was recorded (spent: its instance died), or the
-// history records it as not run for a reason the facts bear out (the
-// operator paused or removed the job; the previous run still held the
-// lock). A firing recorded as missed, or not recorded at all, while an
-// instance could claim it, is lost.
-func checkLost(s *Sim, end time.Duration) []string {
+// misfireThreshold is θ, the jobs' misfire threshold: the scheduler's
+// default, derived from the timings, TTL + 3 × poll interval + op timeout,
+// with the Session's TTL, the poll interval's default (the renew interval,
+// TTL/3) and the op timeout the instances set (opTimeout): 4·TTL.
+func (w World) misfireThreshold() time.Duration {
+	t := lock.DefaultTimings(w.TTL)
+	return scheduler.MisfireThresholdFor(t, t.RenewInterval, w.opTimeout())
+}
+
+// opTimeout is the op timeout every instance's Schedulers set: off the
+// whole second firings fall on (offBeat).
+func (w World) opTimeout() time.Duration { return 2*w.TTL + offBeat }
+
+// slack absorbs the server clock's millisecond truncation and the few
+// milliseconds a command's latencies add, in the oracle's comparisons.
+const slack = 20 * time.Millisecond
+
+// Coverage is what the loss check judged in a run (or in many, added).
+type Coverage struct {
+	// Fell: firings due (by the server's clock) during the run; Judged:
+	// those some instance could run (covered), of which Spent had their
+	// start applied and then lost to at-most-once (its instance killed
+	// or frozen before it could call the job, or the start's reply lost
+	// or late).
+	Fell, Judged, Spent int
+	// Out are the firings not judged, by why.
+	Out map[string]int
+	// Triggers: operator triggers applied; TriggersJudged, those some
+	// instance could run.
+	Triggers, TriggersJudged int
+}
+
+func (c *Coverage) add(o Coverage) {
+	c.Fell += o.Fell
+	c.Judged += o.Judged
+	c.Spent += o.Spent
+	c.Triggers += o.Triggers
+	c.TriggersJudged += o.TriggersJudged
+	for k, n := range o.Out {
+		if c.Out == nil {
+			c.Out = map[string]int{}
+		}
+		c.Out[k] += n
+	}
+}
+
+func (c Coverage) share() float64 {
+	if c.Fell == 0 {
+		return 1
+	}
+	return float64(c.Judged) / float64(c.Fell)
+}
+
+// String is the coverage in a line, and why the others were not judged.
+func (c Coverage) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "firings judged: %s of %s (%.1f %%), %s spent; triggers judged: %d of %d",
+		thousands(c.Judged), thousands(c.Fell), 100*c.share(), thousands(c.Spent), c.TriggersJudged, c.Triggers)
+	for _, k := range sortedKeys(c.Out) {
+		fmt.Fprintf(&b, "\n  not judged, %s: %s", k, thousands(c.Out[k]))
+	}
+	return b.String()
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+// Why a firing was not judged: its own words, so that the breakdown reads.
+const (
+	outNotStarted = "no instance registering it up when its clock reached it (started later, or clock ahead)"
+	outBehind     = "the instances up had clocks behind by more than θ"
+	outStep       = "the instance's clock stepped around it"
+	outDown       = "its instances killed or stopped within θ"
+	outFrozen     = "its instances frozen within θ"
+	outElection   = "an election longer than θ's share for faults within θ"
+	outLink       = "the instances' commands (and elections) faulted beyond θ's share for faults within θ"
+	outBusy       = "the job's earlier runs going on (OverlapWait)"
+)
+
+// oracle holds what the loss, over-run and record checks read of a run,
+// all of it ground truth: the world, the instances' lives, the commands'
+// fates, what the server applied, the runs the jobs' functions made.
+type oracle struct {
+	s        *Sim
+	w        World
+	h        *History
+	horizon  time.Duration // firings due until then are judged
+	end      time.Duration // when the instances were stopped
+	theta    time.Duration
+	maxAhead time.Duration // the largest offset ahead of true time of any instance's clock
+	maxBhind time.Duration // and behind
+	runs     map[firingKey][]*JobRun
+	starts   map[firingKey][]Change
+	claims   map[string][]claimChange
+	records  map[string][]notRunRecord
+	cov      Coverage
+}
+
+// claimChange is a claim of a job applied by the server: at true time at,
+// its clock srv, the claim covering firings through through.
+type claimChange struct {
+	at      time.Duration
+	srv     time.Time
+	through time.Time
+}
+
+// notRunRecord is a history record of firings not run, first through
+// through, written (first) at true time written.
+type notRunRecord struct {
+	id             string
+	first, through time.Time
+	reason         string
+	written        time.Duration
+	doc            bson.D
+}
+
+// claimedThrough is the last firing a job document's claim covers (the
+// one place that reads the claim's field).
+func claimedThrough(doc bson.D) (time.Time, bool) {
+	last, ok := lookupDoc(doc, "last").(bson.DateTime)
+	return last.Time(), ok
+}
+
+func newOracle(s *Sim, end time.Duration) *oracle {
 	h := s.hist
-	w := s.world
-	var out []string
-	started := map[firingKey][]startRec{} // start records written
-	for _, c := range h.changes {
-		if c.Coll != scheduler.DefaultJobsCollection {
-			continue
+	o := &oracle{s: s, w: s.world, h: h, horizon: s.world.Duration, end: end, theta: s.world.misfireThreshold(),
+		runs: map[firingKey][]*JobRun{}, starts: map[firingKey][]Change{}, claims: map[string][]claimChange{},
+		records: map[string][]notRunRecord{}}
+	for _, l := range h.lives {
+		for _, off := range l.Offsets {
+			o.maxAhead = max(o.maxAhead, off.Offset)
+			o.maxBhind = max(o.maxBhind, -off.Offset)
 		}
-		if o, _ := lookupDoc(c.Doc, "outcome").(string); o != string(scheduler.OutcomeRunning) {
-			continue
-		}
-		job, _ := lookupDoc(c.Doc, "_id").(string)
-		sched, _ := lookupDoc(c.Doc, "scheduled").(bson.DateTime)
-		trig, _ := lookupDoc(c.Doc, "triggered").(bool)
-		keeper, _ := lookupDoc(c.Doc, "keeper").(string)
-		k := firingKey{job: job, at: sched.Time().UnixNano(), triggered: trig}
-		started[k] = append(started[k], startRec{keeper: keeper, at: c.At})
 	}
-	ran := map[firingKey]bool{}
 	for _, r := range h.runs {
-		ran[keyOfRun(r)] = true
+		o.runs[keyOfRun(r)] = append(o.runs[keyOfRun(r)], r)
 	}
-	skipped := map[string][]bson.D{}
-	for _, d := range s.srv.Docs(dbName, scheduler.DefaultRunsCollection) {
-		if o, _ := lookupDoc(d, "outcome").(string); o == string(scheduler.OutcomeSkipped) {
-			job, _ := lookupDoc(d, "job").(string)
-			skipped[job] = append(skipped[job], d)
-		}
-	}
-	// Work still pending at the end, or settled just before it, or
-	// claimed, resumed or taken over just before it (a triggered run,
-	// which settles no firing: the claim after it covers the firings that
-	// fell while it was pending): its firings, and those after it (which
-	// the claim after it covers), had no chance to settle.
-	tail := 2*w.TTL + 2*time.Second
-	pendingAtEnd := map[string][2]time.Time{}
-	for _, d := range s.srv.Docs(dbName, scheduler.DefaultJobsCollection) {
-		p, _ := lookupDoc(d, "pend").(bool)
-		sat, _ := lookupDoc(d, "sat").(bson.DateTime)
-		at, _ := lookupDoc(d, "at").(bson.DateTime)
-		if p || sat.Time().Sub(epoch) > end-tail-3*time.Second || at.Time().Sub(epoch) > end-tail-3*time.Second {
-			job, _ := lookupDoc(d, "_id").(string)
-			done, _ := lookupDoc(d, "done").(bson.DateTime)
-			last, _ := lookupDoc(d, "last").(bson.DateTime)
-			pendingAtEnd[job] = [2]time.Time{done.Time(), last.Time()}
-		}
-	}
-	// When each job's claims passed each firing: a firing can be claimed
-	// only before a later one was (claims go forward), so one that no
-	// instance reached before then is not due to anyone (an instance
-	// whose clock was far ahead claimed past it).
-	lasts := map[string][]claimedAt{}
+	written := map[string]time.Duration{}
 	for _, c := range h.changes {
-		if c.Coll != scheduler.DefaultJobsCollection {
+		switch c.Coll {
+		case scheduler.DefaultJobsCollection:
+			job, _ := lookupDoc(c.Doc, "_id").(string)
+			if through, ok := claimedThrough(c.Doc); ok {
+				cs := o.claims[job]
+				if len(cs) == 0 || through.After(cs[len(cs)-1].through) {
+					o.claims[job] = append(cs, claimChange{at: c.At, srv: c.Srv, through: through})
+				}
+			}
+			if out, _ := lookupDoc(c.Doc, "outcome").(string); out == string(scheduler.OutcomeRunning) {
+				sched, _ := lookupDoc(c.Doc, "scheduled").(bson.DateTime)
+				trig, _ := lookupDoc(c.Doc, "triggered").(bool)
+				k := firingKey{job: job, at: sched.Time().UnixNano(), triggered: trig}
+				if st := o.starts[k]; len(st) == 0 || st[len(st)-1].Link != c.Link || st[len(st)-1].Sent != c.Sent {
+					o.starts[k] = append(st, c)
+				}
+			}
+		case scheduler.DefaultRunsCollection:
+			id := fmt.Sprint(lookupDoc(c.Doc, "_id"))
+			if _, ok := written[id]; !ok {
+				written[id] = c.At
+			}
+		}
+	}
+	for _, d := range s.srv.Docs(dbName, scheduler.DefaultRunsCollection) {
+		if out, _ := lookupDoc(d, "outcome").(string); out != string(scheduler.OutcomeSkipped) {
 			continue
 		}
-		job, _ := lookupDoc(c.Doc, "_id").(string)
-		last, _ := lookupDoc(c.Doc, "last").(bson.DateTime)
-		ls := lasts[job]
-		if len(ls) == 0 || last.Time().After(ls[len(ls)-1].last) {
-			lasts[job] = append(ls, claimedAt{at: c.At, last: last.Time()})
+		job, _ := lookupDoc(d, "job").(string)
+		first, _ := lookupDoc(d, "scheduled").(bson.DateTime)
+		through, _ := lookupDoc(d, "through").(bson.DateTime)
+		if through == 0 {
+			through = first
+		}
+		reason, _ := lookupDoc(d, "reason").(string)
+		id := fmt.Sprint(lookupDoc(d, "_id"))
+		o.records[job] = append(o.records[job], notRunRecord{id: id, first: first.Time(), through: through.Time(),
+			reason: reason, written: written[id], doc: d})
+	}
+	return o
+}
+
+// srvOffset is how far the server's clock was from true time at true
+// time t: the steps of the world's events (the server's own, and a new
+// primary's at the end of an election).
+func (o *oracle) srvOffset(t time.Duration) time.Duration {
+	var off time.Duration
+	for _, e := range o.w.Events {
+		switch {
+		case e.Kind == ServerStep && e.At <= t:
+			off += e.D
+		case e.Kind == Failover && e.At+e.D <= t:
+			off += e.Step
 		}
 	}
-	closed := func(job string, f time.Time) time.Duration {
-		for _, l := range lasts[job] {
-			if l.last.After(f) {
-				return l.at
-			}
-		}
-		return 1 << 62
-	}
-	for _, j := range w.Jobs {
-		p := j.Period
-		from := epoch.Add(-20 * time.Minute).Truncate(p)
-		to := epoch.Add(end + 20*time.Minute)
-		for f := from; f.Before(to); f = f.Add(p) {
-			k := firingKey{job: j.Name, at: f.UnixNano()}
-			if ran[k] || s.spent(started[k], end-tail) || h.spentLease[k] || h.movedOn[k] && len(started[k]) > 0 {
-				continue
-			}
-			who, reach, ok := s.eligible(j, f, min(end-tail-2*p, closed(j.Name, f)-claimWindow))
-			if !ok || s.skewSpread(reach, min(closed(j.Name, f), end)) >= p/2 {
-				// Every firing runs only while the instances' clocks
-				// agree within half the period (scheduler package,
-				// "Clock skew"): beyond, the instance most ahead decides
-				// which firings the others may still claim. Until a claim
-				// passed the firing: the claim that covers it may be
-				// planned by an instance that came up since, by its
-				// clock (seed 8: one 8 minutes ahead of the instance the
-				// firing fell on).
-				continue
-			}
-			if p, ok := pendingAtEnd[j.Name]; ok && f.After(p[0]) {
-				continue
-			}
-			rec := recordOf(skipped[j.Name], f)
-			if rec != nil && s.excused(j, f, reach, rec) || rec == nil && s.overlapped(j, f, reach) {
-				continue
-			}
-			what := "no record of it"
-			if rec != nil {
-				what = fmt.Sprintf("recorded as not run: %q", lookupDoc(rec, "reason"))
-			}
-			if st := started[k]; len(st) > 0 {
-				what += fmt.Sprintf("; its start was recorded by %s at %.3fs, but the job never ran", st[0].keeper, st[0].at.Seconds())
-			}
-			out = append(out, fmt.Sprintf("lost: firing %s of %s (due on %s at %.3fs) did not run: %s%s",
-				f.Format("15:04:05.000"), j.Name, who, reach.Seconds(), what, s.docsAround(j.Name, reach)))
+	return off
+}
+
+// due is the true time the server's clock read f.
+func (o *oracle) due(f time.Time) time.Duration {
+	t := f.Sub(epoch)
+	return t - o.srvOffset(t)
+}
+
+// electing reports whether an election went on at some time in [from, to]
+// (the driver finds the new primary a heartbeat after).
+func (o *oracle) electing(from, to time.Duration) bool {
+	for _, e := range o.w.Events {
+		if e.Kind == Failover && e.At <= to && e.At+e.D+time.Second >= from {
+			return true
 		}
 	}
+	return false
+}
+
+// impaired is for how long, in [from, to], the server was out of link's
+// reach for what mask selects (sentCmd.Mentions): each faulty command
+// naming it counts from its sending until the client had its answer or
+// gave up (the op timeout), a connection error until the driver's next
+// heartbeat; a run of faulty commands naming presence locks (renewals)
+// from the first's sending to the next clean one's; and an election until
+// the driver finds the new primary. A single faulty renewal or poll costs
+// nothing beyond its own delay: the next one, a third of a TTL later,
+// makes up for it.
+func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time.Duration {
+	op := o.w.opTimeout()
+	var spans [][2]time.Duration
+	add := func(a, b time.Duration) {
+		if a < to && b > from {
+			spans = append(spans, [2]time.Duration{max(a, from), min(b, to)})
+		}
+	}
+	outSince := time.Duration(-1) // the first of a run of faulty renewals
+	sends := o.h.sends[link]      // in the order sent
+	i, _ := slices.BinarySearchFunc(sends, from-op, func(c sentCmd, t time.Duration) int { return cmpDur(c.At, t) })
+	for _, c := range sends[i:] {
+		if c.At > to || mask == 0 {
+			break
+		}
+		if c.Mentions&mask&^mentionsPresence != 0 && c.faulty() {
+			f := c.Fate
+			cost := min(f.Send+f.Queue+f.Reply, op)
+			if f.Drop || f.LoseReply {
+				cost += 500 * time.Millisecond
+			}
+			add(c.At, c.At+cost)
+		}
+		if mask&mentionsPresence != 0 && c.Mentions&mentionsPresence != 0 {
+			switch {
+			case c.faulty() && outSince < 0:
+				outSince = c.At
+			case !c.faulty() && outSince >= 0:
+				if c.At-outSince > o.w.TTL/2 {
+					add(outSince, c.At)
+				}
+				outSince = -1
+			}
+		}
+	}
+	if outSince >= 0 {
+		add(outSince, to)
+	}
+	for _, e := range o.w.Events {
+		if e.Kind == Failover {
+			add(e.At, e.At+e.D+500*time.Millisecond)
+		}
+	}
+	slices.SortFunc(spans, func(x, y [2]time.Duration) int { return int(x[0] - y[0]) })
+	var sum, reach time.Duration = 0, from
+	for _, sp := range spans {
+		if sp[1] <= reach {
+			continue
+		}
+		sum += sp[1] - max(sp[0], reach)
+		reach = sp[1]
+	}
+	return sum
+}
+
+// stage is how far an instance got in covering a firing: the checks in
+// order, and why it failed the first it failed.
+var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink}
+
+// jobMask selects, in sentCmd.Mentions, the commands that concern job's
+// firings: its own and the presence locks'.
+func (o *oracle) jobMask(job string) uint64 {
+	return mentionsPresence | 1<<slices.Index(o.h.jobs, job)
+}
+
+// covers reports whether some instance that registers job could run a
+// firing due at true time t by t+θ: it had started, was alive, not
+// stopping and not frozen throughout [t − its clock's offset, t + θ] (it
+// reaches the firing by its own clock), its clock did not step, no
+// election went on, and its commands' faults cost less than the op
+// timeout (θ's share for them). If none could, why names the stage the
+// best of them failed at.
+func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok bool) {
+	b := t + o.theta
+	best := -1
+	for _, l := range o.h.lives {
+		if !l.SchedUp || !slices.Contains(l.Jobs, job) {
+			continue
+		}
+		a := t - l.offset(t)
+		stage := func() int {
+			if a < l.SchedStarted {
+				// Its clock reached the firing before it started (an
+				// instance whose clock is ahead by s reaches it s early).
+				return 0
+			}
+			if a >= b {
+				return 1
+			}
+			for _, off := range l.Offsets[1:] {
+				if off.At >= min(a, t)-o.theta && off.At <= b {
+					return 2
+				}
+			}
+			if l.Down > 0 && l.Down <= b {
+				return 3
+			}
+			for _, fr := range l.Frozen {
+				if fr[0] <= b && (fr[1] == 0 || fr[1] >= a) {
+					return 4
+				}
+			}
+			// θ's share for faults: the op timeout, and the TTL a
+			// takeover waits for when none is needed (no instance went
+			// down or froze since θ before the firing).
+			budget := o.w.opTimeout()
+			if !o.anyDownOrFrozen(a-o.theta, b) {
+				budget += o.w.TTL
+			}
+			if o.impaired(l.Name, o.jobMask(job), a, b) > budget {
+				if o.impaired(l.Name, 0, a, b) > budget {
+					return 5 // the election alone
+				}
+				return 6
+			}
+			return 7
+		}()
+		if stage == len(stages) {
+			return l.Name, "", true
+		}
+		best = max(best, stage)
+	}
+	if best < 0 {
+		best = 0
+	}
+	return "", stages[best], false
+}
+
+// anyDownOrFrozen reports whether some instance was killed, stopped or
+// frozen at some time in [from, to].
+func (o *oracle) anyDownOrFrozen(from, to time.Duration) bool {
+	for _, l := range o.h.lives {
+		if l.Down > 0 && l.Down >= from && l.Down <= to {
+			return true
+		}
+		for _, fr := range l.Frozen {
+			if fr[0] <= to && (fr[1] == 0 || fr[1] >= from) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mightBeSuspended reports whether the operator's pause or removal of job
+// might have been in effect at some time in [from, to]: from the moment
+// the operator sent it until its resume returned (or its end).
+func (o *oracle) mightBeSuspended(job string, from, to time.Duration) bool {
+	for i, op := range o.h.ops {
+		if op.Job != job || op.Kind != OpPause && op.Kind != OpRemove {
+			continue
+		}
+		until := time.Duration(1 << 62)
+		if op.Kind == OpPause && op.D > 0 {
+			until = op.At + op.D
+		}
+		for _, r := range o.h.ops[i+1:] {
+			if r.Job == job && r.Kind == OpResume {
+				until = min(until, r.At)
+				break
+			}
+		}
+		if op.Begin <= to+slack && until+slack >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// surelySuspended reports whether a pause or removal of job was surely in
+// effect throughout [from, to]: applied (it returned) before from, and no
+// resume sent nor its end reached before to.
+func (o *oracle) surelySuspended(job string, from, to time.Duration) bool {
+	if to < from {
+		return false // run before it was due (a clock ahead): not the pause's
+	}
+	for i, op := range o.h.ops {
+		if op.Job != job || op.Err != nil || op.Kind != OpPause && op.Kind != OpRemove || op.At > from-slack {
+			continue
+		}
+		until := time.Duration(1 << 62)
+		if op.Kind == OpPause && op.D > 0 {
+			until = op.Begin + op.D
+		}
+		for _, r := range o.h.ops[i+1:] {
+			if r.Job == job && (r.Kind == OpResume || r.Kind == OpPause || r.Kind == OpRemove) {
+				until = min(until, r.Begin)
+				break
+			}
+		}
+		if until > to+slack {
+			return true
+		}
+	}
+	return false
+}
+
+// span is when a firing's run went on: its first attempt's start to its
+// last attempt's end (0: never ended, its instance killed).
+type span struct {
+	key          firingKey
+	began, ended time.Duration
+	instance     string
+}
+
+func (o *oracle) spans(job string) []span {
+	var out []span
+	for k, rs := range o.runs {
+		if k.job != job {
+			continue
+		}
+		sp := span{key: k, began: rs[0].Began, ended: rs[0].Ended, instance: rs[0].Instance}
+		for _, r := range rs {
+			sp.began = min(sp.began, r.Began)
+			if r.Ended == 0 || sp.ended != 0 && r.Ended > sp.ended {
+				sp.ended = r.Ended
+			}
+		}
+		out = append(out, sp)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].began < out[k].began })
 	return out
 }
 
-// startRec is a start record written, by keeper at true time at.
-type startRec struct {
-	keeper string
-	at     time.Duration
-}
-
-// spent reports whether one of starts, the start records of a firing
-// whose job was never called, is of an instance that died, or was
-// stopped or suspended past its lease, soon after it (before it could
-// call the job, or undo the start), or came too late in the run (after
-// settle) to be judged.
-func (s *Sim) spent(starts []startRec, settle time.Duration) bool {
-	soon := 5 * s.world.TTL
-	for _, st := range starts {
-		if st.at > settle {
+// otherRunGoing reports whether a run of job other than firing f's went on
+// at some time in [from, to].
+func (o *oracle) otherRunGoing(job string, f time.Time, from, to time.Duration) bool {
+	for _, sp := range o.spans(job) {
+		if sp.key.at == f.UnixNano() && !sp.key.triggered {
+			continue
+		}
+		if sp.began <= to && (sp.ended == 0 || sp.ended >= from) {
 			return true
 		}
-		for _, l := range s.hist.lives {
-			if l.Keeper != st.keeper || l.Started > st.at || l.Down > 0 && l.Down < st.at {
+	}
+	return false
+}
+
+// lockHeldByLive reports whether lock id was held on the server, by the
+// lock documents' writes, at some time in [from, to], by an instance not
+// killed by then: a run still recording its end holds its job's lock.
+func (o *oracle) lockHeldByLive(id string, from, to time.Duration) bool {
+	var held *Change
+	check := func(until time.Duration) bool {
+		if held == nil || held.At > to || min(until, held.At+o.w.TTL) < from {
+			return false
+		}
+		for _, l := range o.h.lives {
+			if l.Name == held.Link && !(l.Died && l.Down < max(from, held.At)) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range o.h.changes {
+		c := &o.h.changes[i]
+		if c.Coll != "locks" || len(c.Doc) == 0 || c.Doc[0].Value != id {
+			continue
+		}
+		if check(c.At) {
+			return true
+		}
+		held = nil
+		if _, has := lookupDoc(c.Doc, "kid").(string); has && c.Link != "" {
+			held = c
+		}
+	}
+	return check(1 << 62)
+}
+
+// spent reports whether firing k's start was applied and then lost to
+// at-most-once: its writer was killed or frozen before it could call the
+// job, or the start's reply was lost or late (by the command's fate).
+func (o *oracle) spent(k firingKey) bool {
+	for _, c := range o.starts[k] {
+		if c.Sent.faulty() {
+			return true
+		}
+		for _, l := range o.h.lives {
+			if l.Name != c.Link {
 				continue
 			}
-			if l.Died && l.Down <= st.at+soon {
+			until := c.At + o.w.opTimeout()
+			if l.Died && l.Down >= c.Sent.At && l.Down <= until {
 				return true
 			}
 			for _, fr := range l.Frozen {
-				if fr[0] >= st.at-s.world.TTL && fr[0] <= st.at+soon {
+				if fr[0] <= until && (fr[1] == 0 || fr[1] >= c.Sent.At) {
 					return true
 				}
 			}
@@ -169,228 +550,244 @@ func (s *Sim) spent(starts []startRec, settle time.Duration) bool {
 	return false
 }
 
-// claimedAt: at true time at, a job's last claim became last.
-type claimedAt struct {
-	at   time.Duration
-	last time.Time
-}
-
-// eligible reports whether some instance that registers j could claim
-// firing f: its clock reached f (at true time reach, before until) while
-// its schedulers ran, it was neither frozen nor gone for claimWindow after,
-// and, in leader-only mode, it led then.
-func (s *Sim) eligible(j JobSpec, f time.Time, until time.Duration) (string, time.Duration, bool) {
-	for _, l := range s.hist.lives {
-		if l.SchedStarted == 0 {
-			continue
-		}
-		reach := f.Sub(epoch) - l.offset(f.Sub(epoch)-l.Offsets[0].Offset)
-		if reach < l.SchedStarted+300*time.Millisecond || reach > until {
-			continue
-		}
-		if l.Down > 0 && reach+claimWindow > l.Down {
-			continue
-		}
-		frozen := false
-		for _, fr := range l.Frozen {
-			e := fr[1]
-			if e == 0 {
-				e = 1 << 62
-			}
-			if fr[0] < reach+claimWindow && e > reach-100*time.Millisecond {
-				frozen = true
-			}
-		}
-		if frozen {
-			continue
-		}
-		if s.world.LeaderOnly && !s.led(l.Name, reach, reach+claimWindow) {
-			continue
-		}
-		if !s.world.LeaderOnly && !l.present(reach) {
-			// Running, but holding no presence lease (its renewals
-			// failed, the database out of its reach): it could claim
-			// nothing, and the cluster could not know it was up.
-			continue
-		}
-		return l.Name, reach, true
-	}
-	return "", 0, false
-}
-
-// led reports whether instance led throughout [from, to], by its leader
-// task's actions (one every TTL/4 while it leads).
-func (s *Sim) led(instance string, from, to time.Duration) bool {
-	gap := s.world.TTL/4 + 100*time.Millisecond
-	var first, last time.Duration
-	var fence uint64
-	have := false
-	for _, a := range s.hist.acts {
-		if a.What != "leader" || a.Instance != instance {
-			continue
-		}
-		if !have || a.Fence != fence || a.At-last > gap {
-			if have && first <= from-gap && last >= to {
-				return true
-			}
-			first, fence, have = a.At, a.Fence, true
-		}
-		last = a.At
-	}
-	return have && first <= from-gap && last >= to
-}
-
-// recordOf returns the record of firings not run that covers f.
-func recordOf(recs []bson.D, f time.Time) bson.D {
-	for _, d := range recs {
-		first, _ := lookupDoc(d, "scheduled").(bson.DateTime)
-		through, _ := lookupDoc(d, "through").(bson.DateTime)
-		if through == 0 {
-			through = first
-		}
-		if !f.Before(first.Time()) && !f.After(through.Time()) {
-			return d
-		}
-	}
-	return nil
-}
-
-// excused reports whether the facts bear out rec's reason for not running
-// firing f of j, which an instance reached at true time reach.
-func (s *Sim) excused(j JobSpec, f time.Time, reach time.Duration, rec bson.D) bool {
-	reason, _ := lookupDoc(rec, "reason").(string)
-	slack := 2*time.Second + s.maxSkew()
-	switch {
-	case strings.HasPrefix(reason, scheduler.ReasonPaused), strings.HasPrefix(reason, scheduler.ReasonRemoved):
-		// Paused (or removed) when the firing fell, or when a late firing
-		// would have started: its record's time.
-		decided, _ := lookupDoc(rec, "end").(bson.DateTime)
-		return s.suspended(j.Name, reach, slack) || s.suspended(j.Name, decided.Time().Sub(epoch), slack)
-	case strings.HasPrefix(reason, scheduler.ReasonLockHeld), strings.HasPrefix(reason, scheduler.ReasonRunGoing):
-		// The previous run (or a triggered one, or the setup of a late
-		// one) still held the job's lock (until its end was recorded),
-		// by the server's documents: from the firing until the record was
-		// made (a late firing waits for the lock then; seed 557: behind a
-		// late run of the firing before, taken over from a dead claimant).
-		decided, _ := lookupDoc(rec, "end").(bson.DateTime)
-		until := max(reach+j.Period, decided.Time().Sub(epoch))
-		return s.overlapped(j, f, reach) || s.lockHeld(scheduler.DefaultLockPrefix+j.Name, reach-slack, until)
+// confirmed reports whether ground truth bears out rec's reason for not
+// running firing f of j, due at true time t.
+func (o *oracle) confirmed(j JobSpec, f time.Time, t time.Duration, rec notRunRecord) bool {
+	switch r := rec.reason; {
+	case strings.HasPrefix(r, scheduler.ReasonPaused), strings.HasPrefix(r, scheduler.ReasonRemoved):
+		return o.mightBeSuspended(j.Name, t-o.maxAhead-slack, max(rec.written, t)+slack)
+	case strings.HasPrefix(r, scheduler.ReasonRunGoing), strings.HasPrefix(r, scheduler.ReasonBusy), strings.HasPrefix(r, scheduler.ReasonLockHeld):
+		from, to := t-o.maxAhead-slack, t+o.maxBhind+j.Period/2+slack
+		return j.Overlap == scheduler.OverlapSkip &&
+			(o.otherRunGoing(j.Name, f, from, to) || o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, from, to))
 	}
 	return false
 }
 
-// suspended reports whether the operator had paused or removed job at
-// true time t, give or take slack.
-func (s *Sim) suspended(job string, t, slack time.Duration) bool {
-	var since time.Duration = -1
-	for _, op := range s.hist.ops {
-		if op.Job != job || op.Err != nil {
-			continue
+func (o *oracle) recordsOf(job string, f time.Time) []notRunRecord {
+	var out []notRunRecord
+	for _, r := range o.records[job] {
+		if !f.Before(r.first) && !f.After(r.through) {
+			out = append(out, r)
 		}
-		switch op.Kind {
-		case OpPause, OpRemove:
-			if op.At <= t+slack {
-				since = op.At
-				if op.Kind == OpPause && op.D > 0 && op.At+op.D < t-slack {
-					since = -1 // that pause had ended
+	}
+	return out
+}
+
+// firings are job j's firings due (by the server's clock) in (0, horizon].
+func (o *oracle) firings(j JobSpec) []time.Time {
+	var out []time.Time
+	for f := epoch.Add(-20 * time.Minute).Truncate(j.Period); f.Before(epoch.Add(o.horizon + 20*time.Minute)); f = f.Add(j.Period) {
+		if t := o.due(f); t > 0 && t <= o.horizon {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// checkLost checks that every firing some instance could run (covers) ran,
+// was spent, or has a record of not running whose reason ground truth
+// bears out; it counts what it judged in o.cov.
+func (o *oracle) checkLost() []string {
+	var out []string
+	for _, j := range o.w.Jobs {
+		for _, f := range o.firings(j) {
+			o.cov.Fell++
+			t := o.due(f)
+			k := firingKey{job: j.Name, at: f.UnixNano()}
+			if j.Overlap == scheduler.OverlapWait && j.Run > j.Period && o.otherRunGoing(j.Name, f, t-o.maxAhead, t+o.theta) {
+				o.out(outBusy)
+				continue
+			}
+			who, why, ok := o.covers(j.Name, t)
+			if !ok {
+				o.out(why)
+				continue
+			}
+			o.cov.Judged++
+			if len(o.runs[k]) > 0 {
+				continue
+			}
+			if o.spent(k) {
+				o.cov.Spent++
+				continue
+			}
+			recs := o.recordsOf(j.Name, f)
+			if slices.ContainsFunc(recs, func(r notRunRecord) bool { return o.confirmed(j, f, t, r) }) {
+				continue
+			}
+			what := "no record of it"
+			if len(recs) > 0 {
+				what = fmt.Sprintf("recorded as not run: %q", recs[0].reason)
+			}
+			if st := o.starts[k]; len(st) > 0 {
+				what += fmt.Sprintf("; its start was applied for %s at %.3fs, but the job never ran", st[0].Link, st[0].At.Seconds())
+			}
+			out = append(out, fmt.Sprintf("lost: firing %s of %s (due at %.3fs; %s was up and reached the server until %.3fs) did not run: %s%s",
+				f.Format("15:04:05.000"), j.Name, t.Seconds(), who, (t+o.theta).Seconds(), what, o.s.docsAround(j.Name, t)))
+		}
+	}
+	return out
+}
+
+func (o *oracle) out(why string) {
+	if o.cov.Out == nil {
+		o.cov.Out = map[string]int{}
+	}
+	o.cov.Out[why]++
+}
+
+// checkOverRun checks that no firing ran that a pause, a removal, the
+// overlap policy (OverlapSkip) or the misfire policy (run the latest) said
+// not to run.
+func (o *oracle) checkOverRun() []string {
+	var out []string
+	for _, j := range o.w.Jobs {
+		spans := o.spans(j.Name)
+		for _, sp := range spans {
+			if sp.key.triggered {
+				continue
+			}
+			f := time.Unix(0, sp.key.at).UTC()
+			t := o.due(f)
+			name := fmt.Sprintf("firing %s of %s (due at %.3fs) ran on %s at %.3fs", f.Format("15:04:05.000"), j.Name, t.Seconds(), sp.instance, sp.began.Seconds())
+			// Paused: from before the firing fell and the claim covering
+			// it was applied (an instance ahead claims early), until it
+			// ran.
+			if o.surelySuspended(j.Name, max(t, o.claimedAt(j.Name, f))-slack, sp.began) {
+				out = append(out, fmt.Sprintf("over-run: %s, though the job was paused or removed from before it fell and was claimed until then", name))
+			}
+			// Skip: judged where an instance could decide at the firing's
+			// time (covers), not for a firing claimed late, after an
+			// outage, once the previous run had ended.
+			if _, _, ok := o.covers(j.Name, t); ok && j.Overlap == scheduler.OverlapSkip {
+				for _, prev := range spans {
+					if prev.key != sp.key && prev.ended > 0 && prev.began < t-o.maxAhead-slack &&
+						prev.ended > t+o.maxBhind+j.Period/2+slack && prev.ended <= sp.began {
+						out = append(out, fmt.Sprintf("over-run: %s, though the run of %s went on from %.3fs to %.3fs (OverlapSkip)",
+							name, time.Unix(0, prev.key.at).UTC().Format("15:04:05.000"), prev.began.Seconds(), prev.ended.Seconds()))
+						break
+					}
 				}
 			}
-		case OpResume:
-			if op.At < t-slack {
-				since = -1
+			// Run the latest: a firing already misfired when the claim
+			// covering it was applied runs only if no later firing that
+			// claim covers had misfired too.
+			for _, c := range o.claims[j.Name] {
+				if c.through.Before(f) {
+					continue
+				}
+				if c.srv.Sub(f) > o.theta+slack {
+					latest := c.srv.Add(-o.theta - slack).Truncate(j.Period)
+					if latest.After(c.through) {
+						latest = c.through.Truncate(j.Period)
+					}
+					if latest.After(f) {
+						out = append(out, fmt.Sprintf("over-run: %s, a misfire when the claim through %s was applied at %.3fs (server %s), though %s had misfired too (run the latest)",
+							name, c.through.Format("15:04:05.000"), c.at.Seconds(), c.srv.Format("15:04:05.000"), latest.Format("15:04:05.000")))
+					}
+				}
+				break
 			}
 		}
 	}
-	return since >= 0
+	return out
 }
 
-// skewSpread is how far apart the clocks of the instances up at some
-// time in [from, to] (true times) were, at any time in it.
-func (s *Sim) skewSpread(from, to time.Duration) time.Duration {
-	to = max(to, from)
-	var lo, hi time.Duration
-	first := true
-	note := func(off time.Duration) {
-		if first || off < lo {
-			lo = off
+// claimedAt is the true time the first claim of job covering firing f
+// was applied (0 if none was).
+func (o *oracle) claimedAt(job string, f time.Time) time.Duration {
+	for _, c := range o.claims[job] {
+		if !c.through.Before(f) {
+			return c.at
 		}
-		if first || off > hi {
-			hi = off
-		}
-		first = false
 	}
-	for _, l := range s.hist.lives {
-		if l.Started > to || l.Down > 0 && l.Down < from {
-			continue
+	return 0
+}
+
+// checkTriggers checks that every operator trigger some instance could
+// run ran, and that no job ran more triggered runs than it was triggered.
+func (o *oracle) checkTriggers() []string {
+	var out []string
+	for _, j := range o.w.Jobs {
+		var trig []OpAction
+		for _, op := range o.h.ops {
+			if op.Job == j.Name && op.Kind == OpTrigger {
+				trig = append(trig, op)
+			}
 		}
-		note(l.offset(max(from, l.Started)))
-		for _, o := range l.Offsets {
-			if o.At >= from && o.At <= to {
-				note(o.Offset)
+		var runs []span
+		for _, sp := range o.spans(j.Name) {
+			if sp.key.triggered {
+				runs = append(runs, sp)
+			}
+		}
+		if len(runs) > len(trig) {
+			out = append(out, fmt.Sprintf("triggers: %s ran %d triggered runs, but was triggered %d times", j.Name, len(runs), len(trig)))
+		}
+		used := make([]bool, len(runs))
+		for i, op := range trig {
+			if op.Err != nil || op.At+o.theta > o.horizon {
+				continue
+			}
+			o.cov.Triggers++
+			near := slices.ContainsFunc(trig, func(x OpAction) bool { return x != trig[i] && x.At > op.Begin-o.theta && x.Begin < op.At+o.theta })
+			if near || o.mightBeSuspended(j.Name, op.Begin-o.theta, op.At+o.theta) {
+				continue
+			}
+			if _, _, ok := o.covers(j.Name, op.At); !ok {
+				continue
+			}
+			o.cov.TriggersJudged++
+			found := false
+			for k, sp := range runs {
+				if !used[k] && sp.began >= op.Begin {
+					used[k], found = true, true
+					break
+				}
+			}
+			if !found {
+				out = append(out, fmt.Sprintf("lost: the trigger of %s at %.3fs never ran, though an instance could run it until %.3fs",
+					j.Name, op.At.Seconds(), (op.At+o.theta).Seconds()))
 			}
 		}
 	}
-	return hi - lo
+	return out
 }
 
-// lockHeld reports whether lock id was held, by the server's documents, at
-// some time in [from, to] (true times).
-func (s *Sim) lockHeld(id string, from, to time.Duration) bool {
-	held := false
-	for _, c := range s.hist.changes {
-		if c.Coll != "locks" || len(c.Doc) == 0 || c.Doc[0].Value != id {
-			continue
-		}
-		if c.At > to {
-			break
-		}
-		_, has := lookupDoc(c.Doc, "kid").(string)
-		if c.At >= from && has {
-			return true
-		}
-		held = has
-	}
-	return held
-}
-
-// overlapped reports whether a run of j, other than f's, went on around
-// reach, the true time an instance reached firing f: the previous run
-// still held the job's lock, or kept the instances busy. A run lasts from
-// its first attempt's start to its last attempt's end (it holds the lock
-// between attempts, while it records them).
-func (s *Sim) overlapped(j JobSpec, f time.Time, reach time.Duration) bool {
-	slack := 2*time.Second + s.maxSkew()
-	type span struct{ began, ended time.Duration }
-	spans := map[firingKey]*span{}
-	for _, r := range s.hist.runs {
-		if r.Job != j.Name || r.Scheduled.Equal(f) && !r.Triggered {
-			continue
-		}
-		k := keyOfRun(r)
-		sp := spans[k]
-		if sp == nil {
-			sp = &span{began: r.Began, ended: r.Ended}
-			spans[k] = sp
-		}
-		sp.began = min(sp.began, r.Began)
-		if r.Ended == 0 || sp.ended != 0 && r.Ended > sp.ended {
-			sp.ended = r.Ended
+// checkNotRunRecords checks every record of firings not run against what
+// ran and what happened: it never stands for a firing that ran, and a
+// reason of pause, removal or overlap is borne out.
+func (o *oracle) checkNotRunRecords() []string {
+	var out []string
+	for _, j := range o.w.Jobs {
+		for _, rec := range o.records[j.Name] {
+			n, bad := 0, ""
+			for f := rec.first; !f.After(rec.through) && n < 100000; f, n = f.Add(j.Period), n+1 {
+				t := o.due(f)
+				if t <= 0 {
+					continue
+				}
+				if rs := o.runs[firingKey{job: j.Name, at: f.UnixNano()}]; len(rs) > 0 {
+					out = append(out, fmt.Sprintf("records: firing %s of %s is recorded as not run (%q), but it ran on %s at %.3fs: %s",
+						f.Format("15:04:05.000"), j.Name, rec.reason, rs[0].Instance, rs[0].Began.Seconds(), docString(rec.doc)))
+					break
+				}
+				switch r := rec.reason; {
+				case strings.HasPrefix(r, scheduler.ReasonPaused), strings.HasPrefix(r, scheduler.ReasonRemoved),
+					strings.HasPrefix(r, scheduler.ReasonRunGoing), strings.HasPrefix(r, scheduler.ReasonBusy), strings.HasPrefix(r, scheduler.ReasonLockHeld):
+					if bad == "" && !o.confirmed(j, f, t, rec) {
+						bad = f.Format("15:04:05.000")
+					}
+				}
+			}
+			if bad != "" {
+				out = append(out, fmt.Sprintf("records: firing %s of %s is recorded as not run for %q, which did not happen: %s",
+					bad, j.Name, rec.reason, docString(rec.doc)))
+			}
 		}
 	}
-	for _, sp := range spans {
-		if sp.began <= reach+j.Period && (sp.ended == 0 || sp.ended >= reach-slack) {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Sim) maxSkew() time.Duration {
-	var m time.Duration
-	for _, sk := range s.world.Skews {
-		m = max(m, sk, -sk)
-	}
-	return m
+	return out
 }
 
 // docsAround is, for the report of a lost firing of job due at true time
@@ -422,4 +819,14 @@ func (s *Sim) docsAround(job string, reach time.Duration) string {
 		return ""
 	}
 	return "; writes of its records from 3s before:" + b.String()
+}
+
+func cmpDur(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,105 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mongolock/mongolock/internal/planted"
+)
+
+// caughtBy is the invariant whose violation names each planted bug.
+var caughtBy = map[planted.Bug]string{
+	planted.DropFiring:   "lost:",
+	planted.RunTwice:     "once:",
+	planted.RecordNotRun: "records:",
+	planted.RunMisfire:   "over-run:",
+	planted.NoTakeOver:   "lost:",
+	planted.TrustExpired: "exclusion:",
+	planted.ReleaseOther: "exclusion:",
+	planted.SmallerFence: "fences:",
+	planted.MigrateTwice: "migrations:",
+}
+
+var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose names contain this (TestPlantedBugsCaught)")
+
+// TestPlantedBugsCaught plants each bug in turn and runs the default seeds
+// in order until one breaks the bug's invariant, where two runs of the
+// same seed without the bug do not (the code has bugs of its own): the
+// oracle proves it can fail. A bug no default seed catches is a hole in
+// the oracle.
+func TestPlantedBugsCaught(t *testing.T) {
+	if *seedFlag != 0 {
+		t.Skip("one seed only (-sim.seed)")
+	}
+	if testing.Short() {
+		t.Skip("plants each bug and runs seeds until it is caught: not in -short")
+	}
+	for _, bug := range planted.All {
+		if !strings.Contains(string(bug), *plantedFlag) {
+			continue
+		}
+		prefix := caughtBy[bug]
+		if prefix == "" {
+			t.Fatalf("planted bug %q: no invariant names it", bug)
+		}
+		seed, tried, ok := catch(t, bug, prefix)
+		if !ok {
+			t.Errorf("planted bug %q: not caught (%s) by the default seeds, %d tried", bug, prefix, tried)
+			continue
+		}
+		t.Logf("planted bug %q: caught by seed %d (%s), %d seeds tried", bug, seed, prefix, tried)
+	}
+}
+
+// catch runs the default seeds, two at a time, with bug planted, until one
+// breaks prefix's invariant that two runs without the bug do not.
+func catch(t *testing.T, bug planted.Bug, prefix string) (uint64, int, bool) {
+	const batch = 2
+	tried := 0
+	for first := uint64(1); first <= uint64(*seedsFlag); first += batch {
+		seeds := make([]uint64, 0, batch)
+		for s := first; s < first+batch && s <= uint64(*seedsFlag); s++ {
+			seeds = append(seeds, s)
+		}
+		undo := planted.Plant(bug)
+		res := runAll(t, seeds)
+		undo()
+		tried += len(seeds)
+		for i, r := range res {
+			if !hasPrefix(r.Violations, prefix) {
+				continue
+			}
+			base := runAll(t, []uint64{seeds[i], seeds[i]})
+			if !hasPrefix(base[0].Violations, prefix) && !hasPrefix(base[1].Violations, prefix) {
+				return seeds[i], tried, true
+			}
+			// Else the code's own bug, not the planted one.
+		}
+	}
+	return 0, tried, false
+}
+
+// runAll runs seeds in parallel and returns their results, in order.
+func runAll(t *testing.T, seeds []uint64) []Result {
+	out := make([]Result, len(seeds))
+	t.Run("seeds", func(t *testing.T) {
+		for i, seed := range seeds {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				out[i] = runSeed(t, seed)
+			})
+		}
+	})
+	return out
+}
+
+func hasPrefix(vs []string, prefix string) bool {
+	for _, v := range vs {
+		if strings.HasPrefix(v, prefix) {
+			return true
+		}
+	}
+	return false
+}
