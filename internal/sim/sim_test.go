@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,13 +18,16 @@ import (
 )
 
 var (
-	seedFlag  = flag.Uint64("sim.seed", 0, "run only this seed, with its whole trace")
-	seedsFlag = flag.Int("sim.seeds", 1000, "how many seeds to run, from -sim.first")
-	firstFlag = flag.Uint64("sim.first", 1, "the first seed to run")
-	traceFlag = flag.Bool("sim.trace", false, "print the trace of every seed run")
+	seedFlag   = flag.Uint64("sim.seed", 0, "run only this seed, with its whole trace")
+	seedsFlag  = flag.Int("sim.seeds", 1000, "how many seeds to run, from -sim.first")
+	firstFlag  = flag.Uint64("sim.first", 1, "the first seed to run")
+	traceFlag  = flag.Bool("sim.trace", false, "print the trace of every seed run")
+	strictFlag = flag.Bool("sim.strict", false, "fail on every violation, the open liveness ones too (Strict)")
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	Strict = *strictFlag
 	goleak.VerifyTestMain(m)
 }
 
@@ -50,6 +55,8 @@ func TestSim(t *testing.T) {
 	var mu sync.Mutex
 	var failed []Result
 	var cov Coverage
+	open := map[string]int{} // open violations by kind
+	var openSeeds []uint64
 	ran := 0
 	start := time.Now()
 	for i := range shards {
@@ -67,6 +74,13 @@ func TestSim(t *testing.T) {
 				if res.Failed() {
 					failed = append(failed, res)
 				}
+				if o := res.Open(); len(o) > 0 {
+					openSeeds = append(openSeeds, seed)
+					for _, v := range o {
+						kind, _, _ := strings.Cut(v, ":")
+						open[kind]++
+					}
+				}
 				mu.Unlock()
 				if res.Failed() {
 					t.Errorf("seed %d broke %d promises; replay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d (whole trace: %s)\n%s",
@@ -80,6 +94,11 @@ func TestSim(t *testing.T) {
 	t.Cleanup(func() {
 		t.Logf("%d seeds from %d in %v, %d failed", ran, *firstFlag, time.Since(start).Round(time.Millisecond), len(failed))
 		t.Logf("%v", cov)
+		if len(openSeeds) > 0 {
+			slices.Sort(openSeeds)
+			t.Logf("open (issue 27: reported, not failing; -sim.strict fails on them): %v in %d of %d seeds, e.g. %v",
+				open, len(openSeeds), ran, openSeeds[:min(len(openSeeds), 12)])
+		}
 		// The loss check must see most of what it checks: a check that
 		// finds everything out of scope passes everything.
 		if ran >= minSeedsForShare && cov.share() < minJudgedShare {
