@@ -359,7 +359,12 @@
 // (internal/sim, run by the module's tests): crashes, pauses, suspends,
 // restarts, clock skew and steps, lost, late and slow commands, failovers
 // and an operator's controls, and every promise checked over the whole
-// history of each run.
+// history of each run, by the simulation's ground truth. At most once is
+// held in every run. The misfire promise is checked and its violations
+// reported, not yet failing: in about one run in five (mostly under
+// command faults of 1 to 4 % and leader-only failovers) some firing that
+// the check judges could have started within the threshold did not run
+// (issue 27).
 //
 // A lease is not a fence. A job that ignores its context, or whose instance
 // pauses past its lease, may still run when another instance starts the

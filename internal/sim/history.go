@@ -133,7 +133,9 @@ func mentions(cmd bson.D, jobs []string) uint64 {
 				walk(e)
 			}
 		case string:
-			if strings.Contains(x, "@instance/") {
+			// The presence locks, and the election's lock: in leader-only
+			// mode leading is presence.
+			if strings.Contains(x, "@instance/") || x == leaderLockID {
 				m |= mentionsPresence
 			}
 			for i, j := range jobs {

@@ -276,6 +276,11 @@ func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time
 				cost += 500 * time.Millisecond
 			}
 			add(c.At, c.At+cost)
+		} else if c.Fate.Drop {
+			// Any command's connection error leaves the link's server
+			// unknown until the next heartbeat (simdb's): no command of
+			// the job reaches it meanwhile.
+			add(c.At+c.Fate.Send, c.At+c.Fate.Send+500*time.Millisecond)
 		}
 		if mask&mentionsPresence != 0 && c.Mentions&mentionsPresence != 0 {
 			switch {
@@ -557,8 +562,12 @@ func (o *oracle) confirmed(j JobSpec, f time.Time, t time.Duration, rec notRunRe
 	case strings.HasPrefix(r, scheduler.ReasonPaused), strings.HasPrefix(r, scheduler.ReasonRemoved):
 		return o.mightBeSuspended(j.Name, t-o.maxAhead-slack, max(rec.written, t)+slack)
 	case strings.HasPrefix(r, scheduler.ReasonRunGoing), strings.HasPrefix(r, scheduler.ReasonBusy), strings.HasPrefix(r, scheduler.ReasonLockHeld):
+		// Every overlap policy skips the firings that fall while a run goes
+		// on, but the one OverlapWait and OverlapCancel let wait; only
+		// OverlapSkip gives up waiting for a lock held elsewhere.
 		from, to := t-o.maxAhead-slack, t+o.maxBhind+j.Period/2+slack
-		return j.Overlap == scheduler.OverlapSkip &&
+		lockHeld := strings.HasPrefix(r, scheduler.ReasonLockHeld)
+		return (j.Overlap == scheduler.OverlapSkip || !lockHeld) &&
 			(o.otherRunGoing(j.Name, f, from, to) || o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, from, to))
 	}
 	return false

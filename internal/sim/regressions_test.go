@@ -1,12 +1,13 @@
 package sim
 
 import (
-	"flag"
 	"testing"
 )
 
 // regressions are seeds that broke a promise while the code was wrong,
-// each with what it showed. A seed replays its world (cluster, workload,
+// each with what it showed; those of the scheduler's liveness promise are
+// held to it only with -sim.strict, while its open classes are fixed
+// (Result.Gating). A seed replays its world (cluster, workload,
 // faults) exactly; goroutines that wake at the same instant may run in
 // another order, so each is run a few times.
 var regressions = []struct {
@@ -29,47 +30,9 @@ var regressions = []struct {
 	{3917, "a resume of a job no longer paused moved the pause's end: a firing after the first resume recorded as paused (TestResumeOfRunningJobKeepsResumeTime)"},
 }
 
-// open are seeds that still break a promise now and then (their replays
-// differ in the order of goroutines that wake together): known bugs, not
-// yet fixed. Run them with -sim.open.
-var open = []struct {
-	seed uint64
-	what string
-}{
-	// Once a regression: a firing skipped as the lock was held, by a run
-	// whose end record was slow (fixed). Until the release fix, also about
-	// 1 replay in 40 (3 in 340): a release retried after a lost reply
-	// kept the lock held in its Session, and the next firing there was
-	// skipped as "lock held elsewhere" (fixed:
-	// TestReleasingLockTakenAgain, TestSlowRecordsDoNotSkipNextFiring).
-	{1253, "rare (3 in 1360 replays since the release fixes, none in the last 200): twice a firing with no record at all (once skipped while a catch-up run at Start held the job's lock: its not-run record never landed); once firings skipped as \"lock held elsewhere\", the lock free on the server, behind this instance's own lost lease of a catch-up firing whose start was still being written. Before the release fixes, about 1 replay in 110 (3 in 340); before NoteSince, also firings recorded as missed after a presence lease lapsed (2 in 960)"},
-	// Once also: a taker recorded as missed a firing its dead claimant
-	// had decided to run late (fixed: TestTakerRunsClaimantsLateFirings),
-	// or could not read the presence locks (fixed:
-	// TestPresenceUnreadDecidesNothing).
-	{1296, "about 1 replay in 250 (2 in 500): a start write of a killed instance, applied after its death, spent a firing that never ran. Until each Scheduler recorded when it came up in its presence lock (lock.Locker.NoteSince), about 1 replay in 25 (24 in 600): a firing an overloaded instance skipped recorded as missed by the next claimant, that instance's presence lease having lapsed and been taken again since (0 in 200 after)"},
-}
-
-var openFlag = flag.Bool("sim.open", false, "also run the seeds of known open bugs (TestSimOpen)")
-
-// TestSimOpen replays the seeds of known open bugs, ten times each.
-func TestSimOpen(t *testing.T) {
-	if !*openFlag {
-		t.Skip("the seeds of known open bugs run with -sim.open")
-	}
-	for _, r := range open {
-		failed := 0
-		for range 10 {
-			if res := runSeed(t, r.seed); res.Failed() {
-				failed++
-				t.Logf("seed %d (%s): whole trace: %s", r.seed, r.what, saveReport(res))
-			}
-		}
-		if failed > 0 {
-			t.Errorf("seed %d broke a promise in %d of 10 replays: %s", r.seed, failed, r.what)
-		}
-	}
-}
+// The seeds of known open bugs (1253, 1296) were replayed here with
+// -sim.open until the default run reported the scheduler's liveness
+// violations itself (Result.Open): their classes are among those it logs.
 
 func TestSimRegressions(t *testing.T) {
 	for _, r := range regressions {
