@@ -140,12 +140,6 @@ func parseLockDoc(raw bson.Raw, d *lockDoc) (bad *BadDocument) {
 			} else {
 				fail(fieldNonce, "not a string")
 			}
-		case fieldSince:
-			if ms, ok := v.DateTimeOK(); ok {
-				d.Since = bson.DateTime(ms).Time()
-			} else {
-				fail(fieldSince, "not a date")
-			}
 		}
 	}
 	switch {
@@ -282,9 +276,6 @@ func (l *Locker) takeOverBad(ctx context.Context, o owner, raw bson.Raw, d lockD
 		set = append(set, bson.E{Key: fieldToken, Value: o.tok})
 	} else {
 		unset = append(unset, bson.E{Key: fieldToken, Value: ""})
-	}
-	if present[fieldSince] && d.Since.IsZero() {
-		unset = append(unset, bson.E{Key: fieldSince, Value: ""})
 	}
 	update := bson.D{
 		{Key: "$set", Value: set},

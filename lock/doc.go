@@ -51,8 +51,7 @@
 //
 // The Locker underneath is the store: one document {_id: lockID, kid:
 // keeperID, tok: the Session's token, ts: server time of the last acquire
-// or renew, at, epoch, seq, ttl} per lock in one collection (and since,
-// where a holder noted it: NoteSince). Acquiring is one
+// or renew, at, epoch, seq, ttl} per lock in one collection. Acquiring is one
 // write-concern-majority findAndModify upsert keyed on the lock id and
 // the holder (keeper id and token): a duplicate-key error means another
 // holder has a live lease. The Locker's own methods, which take a keeper

@@ -33,11 +33,6 @@ type Holder struct {
 	// Released reports a lock released by its last keeper (KeeperID is
 	// empty then); RenewedAt is the time of the release.
 	Released bool
-	// Since is the earliest time a holder of the lock noted, with
-	// NoteSince, that it has been present since (zero if none did). It is
-	// kept across terms, whoever holds them: it describes the lock id's
-	// holders, such as a presence lock whose id names one process.
-	Since time.Time
 	// ReadAt is the server's time when the document was read, as Expired
 	// judged it: the lower bound of the Locker's estimate of the server's
 	// clock (zero if it has none). ExpiresAt.Sub(ReadAt) is how long the
@@ -103,32 +98,6 @@ func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, 
 	return l.list(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}})
 }
 
-// NoteSince records in lockID's document, if keeperID holds it, that its
-// holder has been present since t (a time of the server's clock, such as
-// a Grant's AcquiredAt): the earliest time noted is kept ($min), across
-// the lock's later terms, whoever holds them, and Holder.Since reports it.
-// It is for a lock whose id names one process, taken again in new terms
-// as its lease lapses: the scheduler's presence locks, whose current term
-// alone would not show how long the process has been up. One write; an
-// error wrapping ErrNotHeld if keeperID does not hold the lock.
-func (l *Locker) NoteSince(ctx context.Context, keeperID, lockID string, t time.Time) error {
-	if err := validateMany(keeperID, []string{lockID}); err != nil {
-		return err
-	}
-	if t.IsZero() {
-		return fmt.Errorf("%w: NoteSince %q: zero time", ErrInvalidArgument, lockID)
-	}
-	res, err := l.coll.UpdateOne(ctx, bson.D{{Key: fieldID, Value: lockID}, {Key: fieldKeeper, Value: keeperID}},
-		bson.D{{Key: "$min", Value: bson.D{{Key: fieldSince, Value: t}}}})
-	if err != nil {
-		return mongoutil.WrapErr(ctx, "note presence of "+lockID, err)
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("note presence of %q: %w", lockID, ErrNotHeld)
-	}
-	return nil
-}
-
 // list reads the lock documents filter matches, ordered by id.
 func (l *Locker) list(ctx context.Context, filter bson.D) ([]Holder, error) {
 	cur, err := l.coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
@@ -168,7 +137,6 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 		RenewedAt:  d.Renewed,
 		ExpiresAt:  d.Renewed.Add(ttl),
 		Released:   d.Keeper == "",
-		Since:      d.Since,
 	}
 	if h.Released {
 		h.ExpiresAt = h.RenewedAt

@@ -36,7 +36,6 @@ const (
 	fieldSeq      = "seq"   // low half of the fence: +1 with every term
 	fieldTTL      = "ttl"   // lease length in milliseconds of the keeper that wrote it
 	fieldNonce    = "rn"    // random tag of the last renewal or batched acquisition
-	fieldSince    = "since" // earliest presence its holders vouched for (NoteSince), kept across terms
 )
 
 // A lock document without a keeper (kid) is a released lock: kept, with
@@ -58,7 +57,6 @@ type lockDoc struct {
 	Legacy bson.Timestamp `bson:"fence"`
 	TTL    int64          `bson:"ttl"`
 	Nonce  string         `bson:"rn"`
-	Since  time.Time      `bson:"since,omitempty"`
 
 	// Of a bad document (parseLockDoc): its _id as stored, and whether its
 	// keeper or its fence could not be read.

@@ -417,39 +417,3 @@ func TestReleaseTermsOnlyThatTerm(t *testing.T) {
 		t.Fatalf("release of the current terms: %d deleted, %v; want 3", n, err)
 	}
 }
-
-// TestNoteSince: the earliest presence noted by a lock's holder is kept
-// across its later terms, whoever holds them, and only its holder notes
-// it.
-func TestNoteSince(t *testing.T) {
-	t.Parallel()
-	ls, _ := newLockers(t, 1, lock.WithTTL(10*time.Second))
-	a := ls[0]
-	ctx := testCtx(t, time.Minute)
-	g := mustAcquire(t, ctx, a, "presence", "A")
-	if err := a.NoteSince(ctx, "B", "presence", g.AcquiredAt); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("noted by a keeper that does not hold it: %v, want ErrNotHeld", err)
-	}
-	if err := a.NoteSince(ctx, "A", "presence", time.Time{}); !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Fatalf("a zero time: %v, want ErrInvalidArgument", err)
-	}
-	first := g.AcquiredAt.Truncate(time.Millisecond)
-	for _, at := range []time.Time{first, first.Add(time.Second)} { // the later one changes nothing
-		if err := a.NoteSince(ctx, "A", "presence", at); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustAcquire(t, ctx, a, "presence", "A") // a new term of the same keeper
-	if err := releaseOne(ctx, a, "presence", "A"); err != nil {
-		t.Fatal(err)
-	}
-	mustAcquire(t, ctx, a, "presence", "B") // and another keeper's
-	h, err := a.Holder(ctx, "presence")
-	if err != nil || !h.Since.Equal(first) || h.KeeperID != "B" {
-		t.Fatalf("holder %+v (%v): want since %v kept across terms", h, err, first)
-	}
-	hs, err := a.LocksWithPrefix(ctx, "pres")
-	if err != nil || len(hs) != 1 || !hs[0].Since.Equal(first) {
-		t.Fatalf("listed %+v (%v)", hs, err)
-	}
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -58,46 +57,6 @@ type LeaderAwareRunner struct {
 	mu     sync.Mutex
 	term   *term  // the current term; nil when not leading
 	leader string // last observed leader: the keeper id while leading, "" if unknown
-	// seen are the terms of the lock this runner saw held while it did not
-	// lead (TermsSeen), oldest first, at most maxSeen.
-	seen []TermSpan
-}
-
-// TermSpan is a term of a lock as read: from its acquisition to its last
-// renewal (or its release) seen, on the server's clock.
-type TermSpan struct {
-	Fence    uint64
-	From, To time.Time
-}
-
-// maxSeen bounds the terms a runner remembers having seen.
-const maxSeen = 16
-
-// TermsSeen returns the terms of the lock this runner saw held by others
-// while it campaigned (its refused campaigns read the holder), oldest
-// first, the last 16: when another instance led, as far as this one knows.
-// A Scheduler in leader-only mode runs late the firings that fell in them
-// (scheduler.WithLeaderOnly).
-func (r *LeaderAwareRunner) TermsSeen() []TermSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.seen)
-}
-
-// noteSeen records h, the lock's holder as a refused campaign read it.
-// Called with r.mu held.
-func (r *LeaderAwareRunner) noteSeenLocked(h lock.Holder) {
-	if h.Fence == 0 || h.AcquiredAt.IsZero() || h.RenewedAt.Before(h.AcquiredAt) {
-		return
-	}
-	if n := len(r.seen); n > 0 && r.seen[n-1].Fence == h.Fence {
-		if h.RenewedAt.After(r.seen[n-1].To) {
-			r.seen[n-1].To = h.RenewedAt
-		}
-		return
-	}
-	r.seen = append(r.seen, TermSpan{Fence: h.Fence, From: h.AcquiredAt, To: h.RenewedAt})
-	r.seen = r.seen[max(0, len(r.seen)-maxSeen):]
 }
 
 // term is one acquisition of the lock. ended is written only by the

@@ -138,9 +138,6 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 	r.mu.Lock()
 	changed := id != r.leader
 	r.leader = id
-	if h.KeeperID != r.KeeperID() {
-		r.noteSeenLocked(h)
-	}
 	r.mu.Unlock()
 	if changed && id != "" {
 		r.session.Emit(lock.Event{Kind: lock.LeaderSeen, LockID: r.lockID, Leader: id, Fence: h.Fence})
