@@ -6,16 +6,22 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 )
 
 // TestTermLog checks that the term log records two terms of one election,
-// a lease lost and a release, with their gap, in two writes a term.
+// a lease lost and a release, with their gap, in two writes a term; and
+// that no upsert the runner, its lock or the term log sends has a filter
+// of its _id alone (mongotest.Upserts: FerretDB 2.x would let a racing
+// insert replace the document).
 func TestTermLog(t *testing.T) {
 	t.Parallel()
-	db := mongotest.NewDatabase(t)
+	ups := mongotest.NewUpserts()
+	db := mongotest.Database(t, mongotest.NewClient(t, options.Client().SetMonitor(ups.Monitor())), mongotest.NewDatabase(t).Name())
 	ctx := context.Background()
 	if err := runner.EnsureTermIndexes(ctx, db.Collection(runner.DefaultTermsCollection), time.Hour, func(string) {}); err != nil {
 		t.Fatal(err)
@@ -67,6 +73,13 @@ func TestTermLog(t *testing.T) {
 	}
 	if terms.Dropped() != 0 {
 		t.Errorf("%d events dropped", terms.Dropped())
+	}
+	if ups.Count(runner.DefaultTermsCollection) == 0 || ups.Count(lock.DefaultCollection) == 0 {
+		t.Errorf("upserts seen: %d into the term log, %d into the locks: the test no longer covers them",
+			ups.Count(runner.DefaultTermsCollection), ups.Count(lock.DefaultCollection))
+	}
+	for _, u := range ups.IDOnly() {
+		t.Errorf("%s: its filter is the _id alone", u)
 	}
 	// Observe after Close drops nothing and writes nothing.
 	terms.Observe(lock.Event{Kind: lock.TermStarted, LockID: "elect", Fence: 1})
