@@ -166,7 +166,11 @@
 // ("deadlock detected", code 16908292), which MongoDB never does: AcquireLocks
 // writes locks in the order of their ids, so two of its calls never wait for
 // each other, and sends a write rolled back for another command's sake again
-// a few times before it gives up with that error. FerretDB 1.x is not atomic (it reads, then writes by
+// a few times before it gives up with that error. FerretDB 2.x runs an
+// upsert whose filter is the _id alone as an insert that replaces a
+// document a racer inserted meanwhile, so no upsert this module sends is
+// keyed on its _id alone (docs/deployments.md lists them): the clock
+// document's has the condition that it holds a time. FerretDB 1.x is not atomic (it reads, then writes by
 // _id), so two contenders can both take over the same expired lease there;
 // this module's tests, and devserver, run it behind a proxy that serializes
 // commands. A Locker learns what it talks to once, on first use: a hello,

@@ -228,9 +228,20 @@ func (t *TermLog) write(ctx context.Context, e lock.Event) error {
 		stamp = "end"
 		set = append(set, bson.E{Key: "reason", Value: e.Reason}, bson.E{Key: "lost", Value: errors.Is(e.Err, lock.ErrLeaseLost)})
 	}
-	_, err := t.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: termID(e.LockID, e.Fence)}},
-		bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: stamp, Value: true}}}},
-		options.UpdateOne().SetUpsert(true))
+	// The start and the end of a term are written in turn, by this loop
+	// alone, and upserted: whichever is there first makes the document.
+	// The filter has a condition besides the _id that every term's
+	// document meets: FerretDB 2.x runs an upsert of the _id alone that
+	// collides with an insert (of another TermLog given the same events)
+	// as a replacement of that document, losing the stamp it holds; with
+	// the condition the collision is a duplicate key, and the write sent
+	// again matches the document.
+	filter := bson.D{{Key: "_id", Value: termID(e.LockID, e.Fence)}, {Key: "lock", Value: bson.D{{Key: "$exists", Value: true}}}}
+	update := bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: stamp, Value: true}}}}
+	_, err := t.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	if mongoutil.IsDuplicateKey(err) {
+		_, err = t.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	}
 	if err != nil {
 		return mongoutil.WrapErr(ctx, "record term "+termID(e.LockID, e.Fence), err)
 	}

@@ -935,13 +935,20 @@ var neverClaimed = time.Unix(0, 0).UTC()
 // is another gets this one, and the time it changed. Two instances
 // registering a job at once may collide on its _id: the write is then
 // sent again, and finds the document there.
+//
+// The upsert's filter has a condition besides the _id (upsertGuard) that
+// every job document meets (its last claim, which every write that makes
+// one sets): FerretDB 2.x runs an _id-only upsert that collides as a
+// replacement of the document there, so that both racers would report an
+// insert and the second's document, last claim and all, would replace the
+// first's, however far its claims had gone meanwhile.
 func (s *mongoStore) register(ctx context.Context, jobs []regReq, now time.Time) error {
 	models := make([]mongo.WriteModel, 0, 3*len(jobs))
 	for _, j := range jobs {
 		h := j.hash()
 		models = append(models,
 			mongo.NewUpdateOneModel().SetUpsert(true).
-				SetFilter(bson.D{{Key: fieldID, Value: j.job}}).
+				SetFilter(bson.D{{Key: fieldID, Value: j.job}, upsertGuard(fieldLast)}).
 				SetUpdate(append(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: fieldLast, Value: neverClaimed},
 					{Key: fieldSpec, Value: j.spec}, {Key: fieldHash, Value: h}}}},
 					registration(j)...)),
@@ -957,16 +964,36 @@ func (s *mongoStore) register(ctx context.Context, jobs []regReq, now time.Time)
 					{Key: "$currentDate", Value: bson.D{{Key: fieldSpecSince, Value: true}}},
 				}))
 	}
-	var err error
-	for range 3 {
-		if _, err = s.jobs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err == nil || !mongoutil.OnlyDuplicateKeys(err) {
-			break
-		}
-	}
-	if err != nil {
+	if err := upsertBatch(ctx, s.jobs, models); err != nil {
 		return mongoutil.WrapErr(ctx, fmt.Sprintf("register %d jobs", len(jobs)), err)
 	}
 	return s.settleRegistered(ctx, jobs, now)
+}
+
+// upsertGuard is the condition, besides the _id, of an upsert that must
+// not replace a document a racer inserted: field, which every document the
+// upsert may meet has. On FerretDB 2.x an upsert whose filter is the _id
+// alone that collides with a document inserted meanwhile replaces it with
+// its own and reports an insert; with another condition the insert fails
+// with a duplicate key, as on MongoDB, and upsertBatch sends it again,
+// to find the document there.
+func upsertGuard(field string) bson.E {
+	return bson.E{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}
+}
+
+// upsertBatch sends models, in order, again while only duplicate keys
+// fail (an upsert's insert collided with a racer's, a few times at most):
+// sent again, each such upsert matches the document the racer made. A
+// document without the upserts' guard field (upsertGuard), which the
+// library never writes, keeps failing: its error is returned.
+func upsertBatch(ctx context.Context, coll *mongo.Collection, models []mongo.WriteModel) error {
+	var err error
+	for range 3 {
+		if _, err = coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err == nil || !mongoutil.OnlyDuplicateKeys(err) {
+			break
+		}
+	}
+	return err
 }
 
 // settleRegistered records, in the documents of jobs never claimed, when
@@ -1142,7 +1169,12 @@ type histReq struct {
 }
 
 // historyBatch upserts runs into the history by id, in one ordered bulk
-// write: a run written twice (a retry) is the same document.
+// write: a run written twice (a retry) is the same document. Each upsert
+// is guarded (upsertGuard: every record has its job), so that one racing
+// another's insert of the same firing's record (a run's and a record of
+// the firing not run, after a takeover) fails and is sent again instead
+// of replacing it on FerretDB 2.x: a record written once never replaces
+// one, and a run's record replaces one of the firing not run.
 func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, reqs []histReq) ([]struct{}, error) {
 	models := make([]mongo.WriteModel, len(reqs))
 	runs := make([]Run, len(reqs))
@@ -1170,11 +1202,11 @@ func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, reqs []histRe
 			}
 		}
 		models[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: fieldID, Value: historyID(r)}}).
+			SetFilter(bson.D{{Key: fieldID, Value: historyID(r)}, upsertGuard(fieldJob)}).
 			SetUpdate(update).
 			SetUpsert(true)
 	}
-	if _, err := s.runs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
+	if err := upsertBatch(ctx, s.runs, models); err != nil {
 		return nil, mongoutil.WrapErr(ctx, "record history of "+runsDesc(runs), err)
 	}
 	return make([]struct{}, len(reqs)), nil

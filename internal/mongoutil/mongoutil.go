@@ -135,14 +135,32 @@ const ClockField = "now"
 // $currentDate stamps its other documents with, where hello would answer
 // with mongos's own. The write is acknowledged by the primary alone: the
 // reading needs no durability, and a shorter round trip bounds it tighter.
+//
+// The upsert's filter has a condition besides the _id, that the document
+// has a time: FerretDB 2.x runs an _id-only upsert that collides with a
+// racer's insert as a replacement of its document. Harmless here (each
+// reads back its own stamp), but it is one rule for every upsert: the
+// first readers of a new collection may collide instead, and the one
+// that does sends its write again, which finds the document there. A
+// clock document without a time, which ReadClock never writes, is an
+// error that says so.
 func ReadClock(ctx context.Context, coll *mongo.Collection) (time.Time, error) {
 	c := coll.Clone(options.Collection().SetWriteConcern(writeconcern.W1()))
 	var doc struct {
 		Now time.Time `bson:"now"`
 	}
-	err := c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: ClockDocID}},
-		bson.D{{Key: "$currentDate", Value: bson.D{{Key: ClockField, Value: true}}}},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+	read := func() error {
+		return c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: ClockDocID}, {Key: ClockField, Value: bson.D{{Key: "$exists", Value: true}}}},
+			bson.D{{Key: "$currentDate", Value: bson.D{{Key: ClockField, Value: true}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+	}
+	err := read()
+	if IsDuplicateKey(err) {
+		err = read()
+	}
+	if IsDuplicateKey(err) {
+		return time.Time{}, fmt.Errorf("the clock document (_id {mongolock: \"clock\"}) in %s has no %q field: delete it: %w", Namespace(coll), ClockField, err)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
