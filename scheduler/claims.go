@@ -62,6 +62,20 @@ func (w *work) runGoing(f time.Time, wait time.Duration) bool {
 	return !start.After(f) && end.After(f.Add(wait))
 }
 
+// prevRunSpans is the job's previous run as the claim found it, by this
+// instance's clock: ended (its span), or started and still going (found:
+// its start; its end is known once its lock is free: lockFor).
+func (w *work) prevRunSpans() (ended []span, found span) {
+	r := &w.prevRun
+	switch {
+	case r.Start.IsZero() || r.Trigger:
+		return nil, span{}
+	case r.End.IsZero():
+		return nil, span{from: r.Start.Add(-w.offset())}
+	}
+	return []span{{from: r.Start.Add(-w.offset()), to: r.End.Add(-w.offset())}}, span{}
+}
+
 // offset is how far ahead of this instance's clock the server's was, as
 // w's claim showed: its server time against the local time its reply came.
 func (w *work) offset() time.Duration {
@@ -791,9 +805,14 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	prev := w.done       // the last firing settled
 	lastStarted := false
 	lastEnded := false // the last step, fr's firing, did not start: its event is out
-	var before *firing // the last run of this work
+	// The runs of the job known to have gone on: the one the claim found
+	// started (its end known once its lock was free to this work), and
+	// this work's own. A firing that fell while one of them went on past
+	// its lock wait is the overlap policy's (overlapped), whenever it
+	// comes to run: late, after a backlog, as on time.
+	runs, found := w.prevRunSpans()
 	for i, st := range steps {
-		if st.reason == "" && i < len(steps)-1 && before != nil && s.overlapped(j, before, st.at) {
+		if st.reason == "" && !w.triggered() && s.overlapped(j, runs, st.at) {
 			st.reason = ReasonRunGoing
 		}
 		if st.reason != "" {
@@ -813,8 +832,13 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		}
 		run.last = i == len(steps)-1
 		res := s.runOne(run, w, skipped)
+		if !run.lockFree.IsZero() && !found.from.IsZero() {
+			// The run the claim found held the lock until about then.
+			runs = append(runs, span{from: found.from, to: run.lockFree})
+			found = span{}
+		}
 		if res.started {
-			before = run
+			runs = append(runs, span{from: run.began, to: run.ended})
 		}
 		switch {
 		case res.takenOver:
@@ -879,15 +903,22 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	s.recordNotRun(fr, skipped)
 }
 
-// overlapped reports whether firing f of j, after prev's in one claim's
-// work, fell while prev's run went on, past the wait for its lock that a
-// firing of its own would have made (lockWait): the overlap policy skips
-// it, as it would had it been claimed on its own while prev ran
-// (OverlapSkip waits no longer; OverlapWait and OverlapCancel let one
-// firing wait, the claimed one). A backlog of late firings, run one
-// after the other, so does not outrun a job slower than its period.
-func (s *Scheduler) overlapped(j *job, prev *firing, f time.Time) bool {
-	return !prev.began.IsZero() && !prev.began.After(f) && prev.ended.After(f.Add(s.lockWait(j, f)))
+// span is an interval of this instance's clock.
+type span struct{ from, to time.Time }
+
+// overlapped reports whether firing f of j fell while one of runs went
+// on, past the wait for its lock that a firing of its own would have made
+// (lockWait): the overlap policy skips it, as it would had it been
+// claimed on its own while that run went on. A backlog of late firings,
+// run one after the other, so does not outrun a job slower than its
+// period.
+func (s *Scheduler) overlapped(j *job, runs []span, f time.Time) bool {
+	for _, r := range runs {
+		if !r.from.IsZero() && !r.from.After(f) && r.to.After(f.Add(s.lockWait(j, f))) {
+			return true
+		}
+	}
+	return false
 }
 
 // recordNotRun writes the records of firings of fr's job that do not run,
