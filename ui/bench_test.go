@@ -199,7 +199,6 @@ func BenchmarkPages(b *testing.B) {
 	}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
-			b.ReportAllocs() // of the page's handler and of its client, in this process
 			var pageDB, baseDB, wall []time.Duration
 			cmds := 0
 			for b.Loop() {

@@ -106,6 +106,18 @@ func (h *Handler) readLocks(ctx context.Context) (locksReading, error) {
 	})
 }
 
+// readHolder reads lock id's document, held or not (zero Holder: none),
+// an item reading.
+func (h *Handler) readHolder(ctx context.Context, id string) (lock.Holder, error) {
+	return getItem(ctx, h.rd, "holder:"+id, func(ctx context.Context) (lock.Holder, error) {
+		hd, err := h.locker.Holder(ctx, id)
+		if errors.Is(err, lock.ErrNotHeld) {
+			err = nil
+		}
+		return hd, err
+	})
+}
+
 // loadLocks reads a page of at most n held locks (LocksPage), and whether
 // more follow; readAt is moved to the latest reading time of the locks.
 func (h *Handler) loadLocks(ctx context.Context, prefix, after string, n int, elections map[string]bool, readAt *time.Time) ([]lockView, bool, error) {
@@ -263,6 +275,22 @@ func (h *Handler) elections(ctx context.Context) ([]electionView, error) {
 	for _, ls := range [][]lockView{lr.Locks, lr.Presence} {
 		for i := range ls {
 			held[ls[i].LockID] = &ls[i]
+		}
+	}
+	elections := make(map[string]bool)
+	for _, t := range terms {
+		elections[t.LockID] = true
+	}
+	for id := range elections {
+		// An election past the lock snapshot: read its lock by id, within
+		// the item readings of the refresh (past them, its leader is not
+		// known).
+		if _, _, known := lr.lookup(id); known || held[id] != nil {
+			continue
+		}
+		if hd, err := h.readHolder(ctx, id); err == nil && hd.KeeperID != "" {
+			v := h.viewLock(hd, elections)
+			held[id] = &v
 		}
 	}
 	byLock := make(map[string][]runner.Term)

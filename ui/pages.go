@@ -156,14 +156,7 @@ func (h *Handler) pageLock(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var hd lock.Holder
 		if !known { // past the snapshot: read it
-			hd, err = getItem(r.Context(), h.rd, "holder:"+id, func(ctx context.Context) (lock.Holder, error) {
-				hd, err := h.locker.Holder(ctx, id)
-				if errors.Is(err, lock.ErrNotHeld) {
-					err = nil
-				}
-				return hd, err
-			})
-			if err != nil {
+			if hd, err = h.readHolder(r.Context(), id); err != nil {
 				h.failRead(w, r, err)
 				return
 			}
