@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,6 +132,21 @@ func TestReadsPerRefreshBounded(t *testing.T) {
 			if code != http.StatusOK && code != http.StatusNotFound && code != http.StatusServiceUnavailable {
 				t.Errorf("%d viewer(s) of %d URLs: answers %v", c.viewers, c.urls, codes)
 			}
+		}
+	}
+
+	// Pages past the lock snapshot: a lock read by id, and the locks page
+	// paged by id.
+	clk.Advance(ui.DefaultRefresh)
+	for _, c := range []struct{ path, want, not string }{
+		{"/locks/entity/02005", "bench/2", ""},
+		{"/locks?after=entity/00999&n=10", "after=entity%2F01009", "entity/00999<"},
+		{"/locks?after=entity/01999", "entity/02009", "Next locks"}, // the last page
+		{"/locks?prefix=entity/0200", "entity/02009", "entity/01999"},
+	} {
+		code, body := get(t, s, c.path)
+		if code != http.StatusOK || !strings.Contains(body, c.want) || (c.not != "" && strings.Contains(body, c.not)) {
+			t.Errorf("GET %s: %d, want 200 with %q and without %q:\n%.2000s", c.path, code, c.want, c.not, body)
 		}
 	}
 
