@@ -92,7 +92,14 @@ func (h *Handler) readLocks(ctx context.Context) (locksReading, error) {
 		if out.Locks, out.More, err = h.loadLocks(ctx, "", "", snapshotLocks, elections, &out.ReadAt); err != nil {
 			return locksReading{}, err
 		}
-		if out.Presence, _, err = h.loadLocks(ctx, h.cfg.lockPrefix+"@instance/", "", snapshotPresence, elections, &out.ReadAt); err != nil {
+		presence := h.cfg.lockPrefix + "@instance/"
+		if !out.More { // the snapshot holds every lock: the presence ones too
+			for _, l := range out.Locks {
+				if strings.HasPrefix(l.LockID, presence) {
+					out.Presence = append(out.Presence, l)
+				}
+			}
+		} else if out.Presence, _, err = h.loadLocks(ctx, presence, "", snapshotPresence, elections, &out.ReadAt); err != nil {
 			return locksReading{}, err
 		}
 		if out.ReadAt.IsZero() {

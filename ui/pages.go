@@ -60,8 +60,9 @@ type locksPage struct {
 
 // locksScan is a page of the held locks read for the locks page.
 type locksScan struct {
-	Locks []lockView
-	More  bool
+	Locks  []lockView
+	More   bool
+	ReadAt time.Time
 }
 
 var lockKinds = []string{"", string(kindJob), string(kindPresence), string(kindElection), string(kindOther)}
@@ -84,12 +85,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
-	lr, err := h.readLocks(r.Context())
-	if err != nil {
-		h.failRead(w, r, err)
-		return
-	}
-	pg := locksPage{Prefix: prefix, Kind: kind, Late: q.Get("late") == "1", ReadAt: lr.ReadAt}
+	pg := locksPage{Prefix: prefix, Kind: kind, Late: q.Get("late") == "1"}
 	// The page is of the next snapshotLocks held locks matching the
 	// prefix after after: the shared snapshot's on the first page.
 	from := prefix
@@ -99,19 +95,28 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	case from == "" && kind == string(kindJob):
 		from = h.cfg.lockPrefix
 	}
-	scanned, more := lr.Locks, lr.More
-	if from != "" || after != "" {
+	var scanned []lockView
+	var more bool
+	if from == "" && after == "" {
+		lr, err := h.readLocks(r.Context())
+		if err != nil {
+			h.failRead(w, r, err)
+			return
+		}
+		scanned, more, pg.ReadAt = lr.Locks, lr.More, lr.ReadAt
+	} else {
 		pr, err := getItem(r.Context(), h.rd, fmt.Sprintf("locks:%q:%q", from, after), func(ctx context.Context) (locksScan, error) {
 			elections, _ := h.readElectionIDs(ctx)
-			var at time.Time
-			ls, more, err := h.loadLocks(ctx, from, after, snapshotLocks, elections, &at)
-			return locksScan{ls, more}, err
+			var sc locksScan
+			var err error
+			sc.Locks, sc.More, err = h.loadLocks(ctx, from, after, snapshotLocks, elections, &sc.ReadAt)
+			return sc, err
 		})
 		if err != nil {
 			h.failRead(w, r, err)
 			return
 		}
-		scanned, more = pr.Locks, pr.More
+		scanned, more, pg.ReadAt = pr.Locks, pr.More, pr.ReadAt
 	}
 	for _, l := range scanned {
 		if !strings.HasPrefix(l.LockID, prefix) || (kind != "" && string(l.Kind) != kind) || (pg.Late && !l.Late && !l.Expired) {
@@ -126,7 +131,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	if pg.Next == "" && more && len(scanned) > 0 {
 		pg.Next = nextPage(r, scanned[len(scanned)-1].LockID)
 	}
-	h.render(w, r, lr.ReadAt, "locks", "locks", "Locks", http.StatusOK, pg, "")
+	h.render(w, r, pg.ReadAt, "locks", "locks", "Locks", http.StatusOK, pg, "")
 }
 
 // lockPage is the data of a lock's page.
