@@ -21,10 +21,11 @@
 //     most once per refresh interval (WithRefresh), and at most 64 readings
 //     of one item a URL names (a job's record, a page of its history or of
 //     the jobs, a lock's terms, actions or holder, a page of the locks past
-//     the snapshot) per interval. A reading of the one is a query, two for
-//     the lock snapshot and a lock read by id (with the server's clock), so
-//     a refresh interval costs the database at most about 10 + 2×64
-//     queries, however many viewers ask for however many pages. Failed
+//     the snapshot) per interval. The snapshots cost about 15 commands
+//     together, an item reading one or two (a lock read by id reads the
+//     server's clock too), so a refresh interval costs the database at most
+//     about 15 + 2×64 commands, however many viewers ask for however many
+//     pages (TestReadsPerRefreshBounded counts them). Failed
 //     readings and misses (an unknown job or lock) are kept for the
 //     interval like the others; a lock the snapshot covers, held or not,
 //     costs no read of its own. Past the 64, a page whose item was not
