@@ -73,7 +73,7 @@
 // not a whole number) is written again above whatever can be read of it
 // and above the server's time in seconds, so fences still only grow. A
 // live lease with a bad fence or keeper still excludes until it lapses.
-// Readers (Locks, LocksWithPrefix) skip a bad document and report it,
+// Readers (Locks, LocksWithPrefix, LocksPage) skip a bad document and report it,
 // with its collection, _id and field (WithBadDocuments; by default a
 // warning in the log); Holder returns an error wrapping ErrBadDocument.
 //

@@ -81,7 +81,35 @@ func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
-	return l.list(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}})
+	return l.list(ctx, bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}}, 0)
+}
+
+// LocksPage lists at most limit held locks (as Locks) whose ids begin
+// with prefix ("": any) and sort after after ("": from the first),
+// ordered by id: a page of Locks, read by a range of ids, which the _id
+// index serves. The next page is the one after the last id returned.
+func (l *Locker) LocksPage(ctx context.Context, prefix, after string, limit int) ([]Holder, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: LocksPage: limit %d, want at least 1", ErrInvalidArgument, limit)
+	}
+	if err := l.readClock(ctx); err != nil {
+		return nil, fmt.Errorf("list locks %q… after %q: %w", prefix, after, err)
+	}
+	id := bson.D{}
+	switch {
+	case after != "" && after >= prefix:
+		id = append(id, bson.E{Key: "$gt", Value: after})
+	case prefix != "":
+		id = append(id, bson.E{Key: "$gte", Value: prefix})
+	}
+	if prefix != "" {
+		id = append(id, bson.E{Key: "$lt", Value: prefix + "\U0010ffff"})
+	}
+	filter := bson.D{{Key: fieldKeeper, Value: bson.D{{Key: "$exists", Value: true}}}}
+	if len(id) > 0 {
+		filter = append(bson.D{{Key: fieldID, Value: id}}, filter...)
+	}
+	return l.list(ctx, filter, int64(limit))
 }
 
 // LocksWithPrefix lists the lock documents whose ids begin with prefix,
@@ -95,12 +123,17 @@ func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, 
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks %q…: %w", prefix, err)
 	}
-	return l.list(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}})
+	return l.list(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}}, 0)
 }
 
-// list reads the lock documents filter matches, ordered by id.
-func (l *Locker) list(ctx context.Context, filter bson.D) ([]Holder, error) {
-	cur, err := l.coll.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}))
+// list reads the lock documents filter matches, ordered by id, at most
+// limit of them (0: all).
+func (l *Locker) list(ctx context.Context, filter bson.D, limit int64) ([]Holder, error) {
+	opts := options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(limit)
+	}
+	cur, err := l.coll.Find(ctx, filter, opts)
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)
 	}

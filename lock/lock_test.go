@@ -417,3 +417,50 @@ func TestReleaseTermsOnlyThatTerm(t *testing.T) {
 		t.Fatalf("release of the current terms: %d deleted, %v; want 3", n, err)
 	}
 }
+
+// TestLocksPage checks that LocksPage pages the held locks by id: a
+// prefix, a cursor and a limit, released locks left out.
+func TestLocksPage(t *testing.T) {
+	t.Parallel()
+	ls, _ := newLockers(t, 1, lock.WithTTL(10*time.Second))
+	a := ls[0]
+	ctx := testCtx(t, time.Minute)
+	for _, id := range []string{"a/1", "a/2", "a/3", "b/1", "c/1"} {
+		mustAcquire(t, ctx, a, id, "A")
+	}
+	if err := releaseOne(ctx, a, "a/2", "A"); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(prefix, after string, limit int) string {
+		t.Helper()
+		hs, err := a.LocksPage(ctx, prefix, after, limit)
+		if err != nil {
+			t.Fatalf("LocksPage(%q, %q, %d): %v", prefix, after, limit, err)
+		}
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.LockID)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		prefix, after string
+		limit         int
+		want          string
+	}{
+		{"", "", 10, "a/1 a/3 b/1 c/1"},
+		{"", "", 2, "a/1 a/3"},
+		{"", "a/3", 2, "b/1 c/1"},
+		{"a/", "", 10, "a/1 a/3"},
+		{"a/", "a/1", 10, "a/3"},
+		{"b/", "a/9", 10, "b/1"}, // a cursor before the prefix
+		{"a/", "b/", 10, ""},     // and after it
+	} {
+		if got := ids(c.prefix, c.after, c.limit); got != c.want {
+			t.Errorf("LocksPage(%q, %q, %d) = %q, want %q", c.prefix, c.after, c.limit, got, c.want)
+		}
+	}
+	if _, err := a.LocksPage(ctx, "", "", 0); !errors.Is(err, lock.ErrInvalidArgument) {
+		t.Errorf("limit 0: %v, want ErrInvalidArgument", err)
+	}
+}

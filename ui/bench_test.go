@@ -24,8 +24,9 @@ import (
 )
 
 var (
-	benchJobs = flag.Int("ui.jobs", 1000, "jobs BenchmarkPages seeds")
-	benchRuns = flag.Int("ui.runs", 100000, "history records BenchmarkPages seeds, spread evenly over the jobs")
+	benchJobs  = flag.Int("ui.jobs", 1000, "jobs BenchmarkPages seeds")
+	benchRuns  = flag.Int("ui.runs", 100000, "history records BenchmarkPages seeds, spread evenly over the jobs")
+	benchLocks = flag.Int("ui.locks", 20000, "held locks BenchmarkPages seeds (entity/00000, ...), besides the jobs' released ones")
 )
 
 // dbTimer sums the time the server took for the commands of a client (as
@@ -152,7 +153,8 @@ func migrationsUp(ctx context.Context, db *mongo.Database) (migrations.Result, e
 }
 
 // BenchmarkPages measures the database time of each page of the dashboard
-// at -ui.jobs jobs (1 000) and -ui.runs history records (100 000): every
+// at -ui.jobs jobs (1 000), -ui.runs history records (100 000) and
+// -ui.locks held locks (20 000, written as documents in one InsertMany): every
 // reading anew (the shared reader's clock moves past the refresh before
 // each), interleaved with a baseline read in the same run, the indexed read
 // of one job's last 50 runs that `mongolock jobs JOB --history 50` makes.
@@ -165,6 +167,7 @@ func BenchmarkPages(b *testing.B) {
 	client := mongotest.NewClient(b, options.Client().SetMonitor(timer.monitor()))
 	db := mongotest.Database(b, client, mongotest.NewDatabase(b).Name())
 	seed(b, db, *benchJobs, *benchRuns)
+	seedHeldLocks(b, db, *benchLocks)
 	clk := clockwork.NewFakeClock()
 	h, err := ui.New(db, ui.WithClock(clk), ui.WithReadTimeout(5*time.Minute))
 	if err != nil {
@@ -188,6 +191,11 @@ func BenchmarkPages(b *testing.B) {
 		{"job-deep-page", "/jobs/" + mid + "?c=" + deep.String()},
 		{"job-failed", "/jobs/" + mid + "?outcome=failed"},
 		{"migrations", "/migrations"},
+		{"locks-prefix", "/locks?prefix=entity/1"},
+		{"locks-page-2", "/locks?after=entity/00999"},
+		{"locks-late", "/locks?late=1"},
+		{"lock", "/locks/entity/00010"},                                        // in the shared snapshot
+		{"lock-far", fmt.Sprintf("/locks/entity/%05d", max(*benchLocks-1, 0))}, // past it: read by id
 	}
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {

@@ -54,26 +54,53 @@ type lockView struct {
 	Late bool
 }
 
-// locksReading is one reading of the lock collection.
+// Bounds of the lock readings.
+const (
+	// snapshotLocks is how many held locks the shared lock snapshot reads
+	// (the first by id), and a page of the locks page scans.
+	snapshotLocks = 1000
+	// snapshotPresence is how many instances' presence locks it reads.
+	snapshotPresence = 1000
+)
+
+// locksReading is one reading of the lock collection: the first
+// snapshotLocks held locks by id, and the presence locks of the instances.
 type locksReading struct {
-	Locks  []lockView
-	ReadAt time.Time // the server's time of the reading (lower bound)
+	Locks []lockView
+	// More: there are held locks after the last of Locks.
+	More     bool
+	Presence []lockView
+	ReadAt   time.Time // the server's time of the reading (lower bound)
+}
+
+// lookup returns the lock id as the reading holds it; known: the reading
+// says whether it is held (it holds it, or it holds every lock).
+func (lr locksReading) lookup(id string) (v lockView, found, known bool) {
+	for _, ls := range [][]lockView{lr.Locks, lr.Presence} {
+		if i := slices.IndexFunc(ls, func(l lockView) bool { return l.LockID == id }); i >= 0 {
+			return ls[i], true, true
+		}
+	}
+	return lockView{}, false, !lr.More || (len(lr.Locks) > 0 && id < lr.Locks[len(lr.Locks)-1].LockID)
 }
 
 func (h *Handler) readLocks(ctx context.Context) (locksReading, error) {
 	return get(ctx, h.rd, "locks", func(ctx context.Context) (locksReading, error) {
-		hs, err := h.locker.Locks(ctx)
-		if err != nil {
+		elections, _ := h.readElectionIDs(ctx) // without the term log, none are known
+		out := locksReading{}
+		var err error
+		if out.Locks, out.More, err = h.loadLocks(ctx, "", "", snapshotLocks, elections, &out.ReadAt); err != nil {
 			return locksReading{}, err
 		}
-		elections, _ := h.readElectionIDs(ctx) // without the term log, none are known
-		out := locksReading{Locks: make([]lockView, 0, len(hs))}
-		for _, hd := range hs {
-			v := h.viewLock(hd, elections)
-			if out.ReadAt.IsZero() || hd.ReadAt.After(out.ReadAt) {
-				out.ReadAt = hd.ReadAt
+		presence := h.cfg.lockPrefix + "@instance/"
+		if !out.More { // the snapshot holds every lock: the presence ones too
+			for _, l := range out.Locks {
+				if strings.HasPrefix(l.LockID, presence) {
+					out.Presence = append(out.Presence, l)
+				}
 			}
-			out.Locks = append(out.Locks, v)
+		} else if out.Presence, _, err = h.loadLocks(ctx, presence, "", snapshotPresence, elections, &out.ReadAt); err != nil {
+			return locksReading{}, err
 		}
 		if out.ReadAt.IsZero() {
 			if lo, _, ok := h.locker.ServerTime(); ok {
@@ -84,6 +111,37 @@ func (h *Handler) readLocks(ctx context.Context) (locksReading, error) {
 		}
 		return out, nil
 	})
+}
+
+// readHolder reads lock id's document, held or not (zero Holder: none),
+// an item reading.
+func (h *Handler) readHolder(ctx context.Context, id string) (lock.Holder, error) {
+	return getItem(ctx, h.rd, "holder:"+id, func(ctx context.Context) (lock.Holder, error) {
+		hd, err := h.locker.Holder(ctx, id)
+		if errors.Is(err, lock.ErrNotHeld) {
+			err = nil
+		}
+		return hd, err
+	})
+}
+
+// loadLocks reads a page of at most n held locks (LocksPage), and whether
+// more follow; readAt is moved to the latest reading time of the locks.
+func (h *Handler) loadLocks(ctx context.Context, prefix, after string, n int, elections map[string]bool, readAt *time.Time) ([]lockView, bool, error) {
+	hs, err := h.locker.LocksPage(ctx, prefix, after, n+1)
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(hs) > n
+	hs = hs[:min(len(hs), n)]
+	out := make([]lockView, 0, len(hs))
+	for _, hd := range hs {
+		if hd.ReadAt.After(*readAt) {
+			*readAt = hd.ReadAt
+		}
+		out = append(out, h.viewLock(hd, elections))
+	}
+	return out, more, nil
 }
 
 // viewLock is hd as the pages show it, its ids redacted: the one place a
@@ -221,8 +279,26 @@ func (h *Handler) elections(ctx context.Context) ([]electionView, error) {
 		return nil, err
 	}
 	held := make(map[string]*lockView)
-	for i := range lr.Locks {
-		held[lr.Locks[i].LockID] = &lr.Locks[i]
+	for _, ls := range [][]lockView{lr.Locks, lr.Presence} {
+		for i := range ls {
+			held[ls[i].LockID] = &ls[i]
+		}
+	}
+	elections := make(map[string]bool)
+	for _, t := range terms {
+		elections[t.LockID] = true
+	}
+	for id := range elections {
+		// An election past the lock snapshot: read its lock by id, within
+		// the item readings of the refresh (past them, its leader is not
+		// known).
+		if _, _, known := lr.lookup(id); known || held[id] != nil {
+			continue
+		}
+		if hd, err := h.readHolder(ctx, id); err == nil && hd.KeeperID != "" {
+			v := h.viewLock(hd, elections)
+			held[id] = &v
+		}
 	}
 	byLock := make(map[string][]runner.Term)
 	var ids []string
@@ -313,6 +389,10 @@ type overview struct {
 	Window    time.Duration
 	Now       time.Time
 	TermsErr  string // the term log could not be read
+	// MoreLocks: Expiring is of the first Scanned held locks (and the
+	// presence locks): more are held.
+	MoreLocks bool
+	Scanned   int
 }
 
 func (h *Handler) overview(ctx context.Context) (overview, error) {
@@ -320,15 +400,20 @@ func (h *Handler) overview(ctx context.Context) (overview, error) {
 	if err != nil {
 		return overview{}, err
 	}
-	ov := overview{Window: problemWindow, Now: lr.ReadAt}
-	for _, l := range lr.Locks {
-		if l.Kind == kindPresence {
-			ov.Instances = append(ov.Instances, instanceView{Keeper: l.Name, LastSeen: l.RenewedAt, Up: !l.Expired, Lock: l})
-		}
-		if l.Expired || l.Late {
-			ov.Expiring = append(ov.Expiring, l)
+	ov := overview{Window: problemWindow, Now: lr.ReadAt, MoreLocks: lr.More, Scanned: len(lr.Locks)}
+	for _, l := range lr.Presence {
+		ov.Instances = append(ov.Instances, instanceView{Keeper: l.Name, LastSeen: l.RenewedAt, Up: !l.Expired, Lock: l})
+	}
+	seen := make(map[string]bool)
+	for _, ls := range [][]lockView{lr.Locks, lr.Presence} {
+		for _, l := range ls {
+			if (l.Expired || l.Late) && !seen[l.LockID] {
+				seen[l.LockID] = true
+				ov.Expiring = append(ov.Expiring, l)
+			}
 		}
 	}
+	slices.SortFunc(ov.Expiring, func(a, b lockView) int { return strings.Compare(a.LockID, b.LockID) })
 	if ov.Elections, err = h.elections(ctx); err != nil {
 		ov.TermsErr = h.cfg.redact(err.Error())
 	}
@@ -460,8 +545,8 @@ type specView struct {
 // presentKeepers is the set of keepers whose presence lease is held.
 func presentKeepers(lr locksReading) map[string]bool {
 	out := make(map[string]bool)
-	for _, l := range lr.Locks {
-		if l.Kind == kindPresence && !l.Expired {
+	for _, l := range lr.Presence {
+		if !l.Expired {
 			out[l.KeeperID] = true
 		}
 	}
@@ -521,7 +606,7 @@ func (h *Handler) jobs(ctx context.Context, q scheduler.RecordsQuery) (jobsPage,
 		return jobsPage{}, err
 	}
 	key := fmt.Sprintf("jobs:%q:%q:%v:%d", q.Prefix, q.After, q.Attention, q.Limit)
-	page, err := get(ctx, h.rd, key, func(ctx context.Context) (scheduler.RecordsPage, error) {
+	page, err := getItem(ctx, h.rd, key, func(ctx context.Context) (scheduler.RecordsPage, error) {
 		return h.loadRecordsPage(ctx, q)
 	})
 	if err != nil {
@@ -539,7 +624,7 @@ var errUnknownJob = errors.New("unknown job")
 
 // readJob reads one job's record.
 func (h *Handler) readJob(ctx context.Context, name string) (scheduler.Record, error) {
-	return get(ctx, h.rd, "job:"+name, func(ctx context.Context) (scheduler.Record, error) {
+	return getItem(ctx, h.rd, "job:"+name, func(ctx context.Context) (scheduler.Record, error) {
 		recs, bad, err := scheduler.LoadRecords(ctx, h.db.Collection(h.cfg.jobs), name)
 		switch {
 		case err != nil:
@@ -569,7 +654,7 @@ func (h *Handler) readMigrations(ctx context.Context) ([]migrations.Entry, error
 // lock (each run is a term), from the term log otherwise.
 func (h *Handler) lockTerms(ctx context.Context, v lockView) ([]termRow, error) {
 	if v.Kind == kindJob {
-		runs, err := get(ctx, h.rd, "lockruns:"+v.Name, func(ctx context.Context) ([]scheduler.Run, error) {
+		runs, err := getItem(ctx, h.rd, "lockruns:"+v.Name, func(ctx context.Context) ([]scheduler.Run, error) {
 			p, err := h.loadHistoryPage(ctx, scheduler.HistoryQuery{Job: v.Name,
 				Outcomes: []scheduler.Outcome{scheduler.OutcomeSucceeded, scheduler.OutcomeFailed}, Limit: lockTermsShown})
 			return p.Runs, err
@@ -587,7 +672,7 @@ func (h *Handler) lockTerms(ctx context.Context, v lockView) ([]termRow, error) 
 		}
 		return rows, nil
 	}
-	terms, err := get(ctx, h.rd, "lockterms:"+v.LockID, func(ctx context.Context) ([]runner.Term, error) {
+	terms, err := getItem(ctx, h.rd, "lockterms:"+v.LockID, func(ctx context.Context) ([]runner.Term, error) {
 		return h.loadTerms(ctx, v.LockID, lockTermsShown)
 	})
 	if err != nil {
@@ -613,7 +698,7 @@ type actionRecord struct {
 // lockActions reads the last actions on lock id from the dashboard (force
 // releases), newest first.
 func (h *Handler) lockActions(ctx context.Context, id string) ([]actionRecord, error) {
-	return get(ctx, h.rd, "lockactions:"+id, func(ctx context.Context) ([]actionRecord, error) {
+	return getItem(ctx, h.rd, "lockactions:"+id, func(ctx context.Context) ([]actionRecord, error) {
 		return h.loadActions(ctx, id, bson.D{{Key: "lock", Value: id}}, bson.D{{Key: "lock", Value: 1}, {Key: "at", Value: -1}}, lockTermsShown)
 	})
 }
@@ -622,7 +707,7 @@ func (h *Handler) lockActions(ctx context.Context, id string) ([]actionRecord, e
 // from (zero: any) and before to (zero: any), newest first.
 func (h *Handler) jobActions(ctx context.Context, job string, from, to time.Time, limit int) ([]actionRecord, error) {
 	key := fmt.Sprintf("actions:%q:%d:%d:%d", job, from.UnixNano(), to.UnixNano(), limit)
-	return get(ctx, h.rd, key, func(ctx context.Context) ([]actionRecord, error) {
+	return getItem(ctx, h.rd, key, func(ctx context.Context) ([]actionRecord, error) {
 		filter := bson.D{{Key: "job", Value: job}}
 		at := bson.D{}
 		if !from.IsZero() {

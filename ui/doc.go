@@ -13,17 +13,37 @@
 //
 // # What it promises
 //
-//   - One reader per Handler: a page's data is read at most once per
-//     refresh interval (WithRefresh) whatever the number of viewers; the
-//     pages' script polls the page's live part, and viewers within one
-//     interval share one reading. A page costs a bounded number of queries
-//     (one to six) and reads a bounded number of documents: the jobs and
-//     history tables are paged by key (no skip over earlier pages), the
-//     timeline shows the last DefaultTimelineSize firings. On MongoDB they
-//     use the indexes mongolock's migrations create (jobs by _id, history by
-//     job and firing, recent history by end, terms by start, locks by
-//     keeper), but for the overview's list of jobs to look at, which scans
-//     the jobs collection (a document per job).
+//   - One reader per Handler, and a bounded cost per refresh for all
+//     viewers together, whatever the URLs: the pages read a fixed set of
+//     shared snapshots (the lock snapshot — the first 1 000 held locks by
+//     id and up to 1 000 instances' presence locks —, the recent terms,
+//     the jobs to look at, the recent problems, the migrations), each at
+//     most once per refresh interval (WithRefresh), and at most 64 readings
+//     of one item a URL names (a job's record, a page of its history or of
+//     the jobs, a lock's terms, actions or holder, a page of the locks past
+//     the snapshot) per interval. The snapshots cost about 15 commands
+//     together, an item reading one or two (a lock read by id reads the
+//     server's clock too), so a refresh interval costs the database at most
+//     about 15 + 2×64 commands, however many viewers ask for however many
+//     pages (TestReadsPerRefreshBounded counts them). Failed
+//     readings and misses (an unknown job or lock) are kept for the
+//     interval like the others; a lock the snapshot covers, held or not,
+//     costs no read of its own. Past the 64, a page whose item was not
+//     read in the interval answers 503 with Retry-After, reading nothing.
+//     The pages' script polls the page's live part, and viewers within one
+//     interval share one reading. A reading reads a bounded number of
+//     documents: the jobs and history tables and the locks page are paged
+//     by key (no skip over earlier pages), the timeline shows the last
+//     DefaultTimelineSize firings. On MongoDB they use the indexes
+//     mongolock's migrations create (jobs by _id, history by job and
+//     firing, recent history by end, terms by start, locks by _id), but for
+//     the overview's list of jobs to look at, which scans the jobs
+//     collection (a document per job).
+//   - With more than 1 000 held locks, the overview's "about to expire"
+//     is of the lock snapshot (the overview says so and links to
+//     /locks?late=1, which pages through them all), an election's lock
+//     past it is read by id (an item reading), and the locks page scans
+//     1 000 locks a page and pages by id.
 //   - Read-only unless WithActions: without it there is no action endpoint
 //     at all. With it, pause (with a note and an end), resume, trigger,
 //     remove and force-release are each allowed or refused by the hook,

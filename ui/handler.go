@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -204,6 +205,11 @@ func (h *Handler) failRead(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if r.Context().Err() != nil {
 		return // the viewer left
+	}
+	if errors.Is(err, errBusy) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(int(h.cfg.refresh/time.Second), 1)))
+		h.fail(w, r, status, err.Error())
+		return
 	}
 	h.cfg.log.Warn().Str("error", h.cfg.redact(err.Error())).Str("path", h.cfg.redact(r.URL.Path)).Msg("ui: read failed")
 	h.fail(w, r, status, "the database could not be read: "+err.Error())

@@ -55,7 +55,13 @@ type locksPage struct {
 	Kind   string
 	Late   bool
 	Next   string // the query of the next page, empty if none
-	Total  int    // locks matching, on every page
+	ReadAt time.Time
+}
+
+// locksScan is a page of the held locks read for the locks page.
+type locksScan struct {
+	Locks  []lockView
+	More   bool
 	ReadAt time.Time
 }
 
@@ -79,29 +85,53 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
-	lr, err := h.readLocks(r.Context())
-	if err != nil {
-		h.failRead(w, r, err)
-		return
+	pg := locksPage{Prefix: prefix, Kind: kind, Late: q.Get("late") == "1"}
+	// The page is of the next snapshotLocks held locks matching the
+	// prefix after after: the shared snapshot's on the first page.
+	from := prefix
+	switch {
+	case from == "" && kind == string(kindPresence):
+		from = h.cfg.lockPrefix + "@instance/"
+	case from == "" && kind == string(kindJob):
+		from = h.cfg.lockPrefix
 	}
-	pg := locksPage{Prefix: prefix, Kind: kind, Late: q.Get("late") == "1", ReadAt: lr.ReadAt}
-	for _, l := range lr.Locks {
+	var scanned []lockView
+	var more bool
+	if from == "" && after == "" {
+		lr, err := h.readLocks(r.Context())
+		if err != nil {
+			h.failRead(w, r, err)
+			return
+		}
+		scanned, more, pg.ReadAt = lr.Locks, lr.More, lr.ReadAt
+	} else {
+		pr, err := getItem(r.Context(), h.rd, fmt.Sprintf("locks:%q:%q", from, after), func(ctx context.Context) (locksScan, error) {
+			elections, _ := h.readElectionIDs(ctx)
+			var sc locksScan
+			var err error
+			sc.Locks, sc.More, err = h.loadLocks(ctx, from, after, snapshotLocks, elections, &sc.ReadAt)
+			return sc, err
+		})
+		if err != nil {
+			h.failRead(w, r, err)
+			return
+		}
+		scanned, more, pg.ReadAt = pr.Locks, pr.More, pr.ReadAt
+	}
+	for _, l := range scanned {
 		if !strings.HasPrefix(l.LockID, prefix) || (kind != "" && string(l.Kind) != kind) || (pg.Late && !l.Late && !l.Expired) {
 			continue
 		}
-		pg.Total++
-		if after != "" && l.LockID <= after {
-			continue
-		}
 		if len(pg.Locks) == n {
-			if pg.Next == "" {
-				pg.Next = nextPage(r, pg.Locks[n-1].LockID)
-			}
-			continue
+			pg.Next = nextPage(r, pg.Locks[n-1].LockID)
+			break
 		}
 		pg.Locks = append(pg.Locks, l)
 	}
-	h.render(w, r, lr.ReadAt, "locks", "locks", "Locks", http.StatusOK, pg, "")
+	if pg.Next == "" && more && len(scanned) > 0 {
+		pg.Next = nextPage(r, scanned[len(scanned)-1].LockID)
+	}
+	h.render(w, r, pg.ReadAt, "locks", "locks", "Locks", http.StatusOK, pg, "")
 }
 
 // lockPage is the data of a lock's page.
@@ -126,20 +156,15 @@ func (h *Handler) pageLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pg := lockPage{}
-	i := slices.IndexFunc(lr.Locks, func(l lockView) bool { return l.LockID == id })
-	if i >= 0 {
-		pg.Lock, pg.Held = lr.Locks[i], !lr.Locks[i].Expired
+	if v, found, known := lr.lookup(id); found {
+		pg.Lock, pg.Held = v, !v.Expired
 	} else {
-		hd, err := get(r.Context(), h.rd, "holder:"+id, func(ctx context.Context) (lock.Holder, error) {
-			hd, err := h.locker.Holder(ctx, id)
-			if errors.Is(err, lock.ErrNotHeld) {
-				err = nil
+		var hd lock.Holder
+		if !known { // past the snapshot: read it
+			if hd, err = h.readHolder(r.Context(), id); err != nil {
+				h.failRead(w, r, err)
+				return
 			}
-			return hd, err
-		})
-		if err != nil {
-			h.failRead(w, r, err)
-			return
 		}
 		elections, _ := h.readElectionIDs(r.Context())
 		if hd.LockID == "" {
@@ -358,7 +383,7 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	load := func(q scheduler.HistoryQuery) (scheduler.HistoryPage, error) {
-		return get(ctx, h.rd, "hist:"+cacheKey(q), func(ctx context.Context) (scheduler.HistoryPage, error) {
+		return getItem(ctx, h.rd, "hist:"+cacheKey(q), func(ctx context.Context) (scheduler.HistoryPage, error) {
 			return h.loadHistoryPage(ctx, q)
 		})
 	}

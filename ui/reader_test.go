@@ -12,9 +12,9 @@ import (
 )
 
 // TestReader checks the shared reader on a fake clock: a reading is
-// shared by every request within the refresh, made anew after it, not
-// kept when it failed, shared with the requests that wait for it, and the
-// readings kept are bounded.
+// shared by every request within the refresh, made anew after it, kept
+// for the refresh when it failed too, shared with the requests that wait
+// for it, and the readings kept are bounded.
 func TestReader(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	r := newReader(clk, time.Second, time.Minute)
@@ -34,8 +34,12 @@ func TestReader(t *testing.T) {
 	if _, err := get(ctx, r, "bad", func(context.Context) (int, error) { return 0, boom }); !errors.Is(err, boom) {
 		t.Fatalf("failed reading: %v", err)
 	}
+	if _, err := get(ctx, r, "bad", load); !errors.Is(err, boom) {
+		t.Fatalf("within the refresh of a failed reading: %v, want it kept", err)
+	}
+	clk.Advance(time.Second)
 	if v, err := get(ctx, r, "bad", load); err != nil || v != 3 {
-		t.Fatalf("after a failed reading: %d, %v; want a new one", v, err)
+		t.Fatalf("after the refresh of a failed reading: %d, %v; want a new one", v, err)
 	}
 	if _, err := get(ctx, r, "panics", func(context.Context) (int, error) { panic("oops") }); err == nil {
 		t.Fatal("a reading that panics gave no error")
@@ -89,5 +93,36 @@ func TestReader(t *testing.T) {
 	r.forget()
 	if v, _ := get(ctx, r, "k", load); v == 2 {
 		t.Error("forget kept a reading")
+	}
+}
+
+// TestReaderItemBudget checks that the item readings made per refresh are
+// bounded whatever the keys asked for: past maxItemReadings, a new key
+// fails with errBusy and reads nothing, while the items already read and
+// the snapshots are served; the next interval has a budget of its own.
+func TestReaderItemBudget(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	r := newReader(clk, time.Second, time.Minute)
+	ctx := context.Background()
+	loads := 0
+	load := func(context.Context) (int, error) { loads++; return loads, nil }
+	for i := range 3 * maxItemReadings {
+		_, err := getItem(ctx, r, fmt.Sprint("item", i), load)
+		if busy := errors.Is(err, errBusy); busy != (i >= maxItemReadings) {
+			t.Fatalf("item %d: %v", i, err)
+		}
+	}
+	if loads != maxItemReadings {
+		t.Fatalf("%d item readings in one refresh, want %d", loads, maxItemReadings)
+	}
+	if _, err := getItem(ctx, r, "item0", load); err != nil {
+		t.Errorf("an item read in this refresh: %v", err)
+	}
+	if _, err := get(ctx, r, "snapshot", load); err != nil {
+		t.Errorf("a snapshot past the item budget: %v", err)
+	}
+	clk.Advance(time.Second)
+	if _, err := getItem(ctx, r, "new", load); err != nil {
+		t.Errorf("an item in the next refresh: %v", err)
 	}
 }

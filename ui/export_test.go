@@ -1,0 +1,4 @@
+package ui
+
+// MaxItemReadings is maxItemReadings, for the tests of package ui_test.
+const MaxItemReadings = maxItemReadings
