@@ -92,9 +92,6 @@ type firing struct {
 	// run): the firings after it in its work that fell while it went on
 	// are the overlap policy's (overlapped).
 	began, ended time.Time
-	// lockFree is when its job's lock, held elsewhere when it first
-	// tried, was taken (zero if it was free at once).
-	lockFree time.Time
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
 	// once the claim is won and when the Session has a tracer; span is it,
@@ -321,9 +318,6 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 		switch {
 		case err == nil && res.lease != nil:
-			if attempt > 1 {
-				fr.lockFree = s.clock.Now() // held elsewhere until about now
-			}
 			return res.lease, "", true
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
