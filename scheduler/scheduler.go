@@ -378,9 +378,10 @@ func (s *Scheduler) Start() error {
 	s.pollDone = make(chan struct{})
 	s.done = make(chan struct{})
 	s.state = stateStarted
-	// Firings missed while no instance was up, as the catch-up policy
-	// says (a claim of one of them loses if another instance claimed it),
-	// are claimed by the first poll, once it registered the jobs: a job
+	// The latest firing before Start is claimed by the first poll, once
+	// it registered the jobs (missedAtStart; a claim of it loses if
+	// another instance claimed it): its claim runs or records the firings
+	// since the last claim, as the misfire rule says. A job
 	// whose spec it changes has no missed firings of this spec. In
 	// leader-only mode the poll does it once this instance leads.
 	s.catchUpDue = s.cfg.leader == nil
