@@ -93,7 +93,7 @@ func benchFailover(b *testing.B, kill bool) {
 // the last claimant acted, and a firing may have had several).
 // Taken over are the firings a claimant held when it acted on itself, and
 // every firing an instance reported taking over. Three instances, three
-// jobs "@every 1s", catchUpAll.
+// jobs "@every 1s", runAllMisfires.
 //
 // "kill": each round, after a random pause of up to a TTL, arms the
 // instances with kill@claim, stop@claim, kill@lock or stop@lock, at random

@@ -64,7 +64,7 @@ var leaderFaults = []string{stopAtClaim, killMidRun, stopMidRun, killAtRun}
 
 // Scenario 11: leader-only mode (scheduler.WithLeaderOnly, the instances'
 // LeaderAwareRunner deciding). Three instances, three jobs "@every 1s"
-// whose runs last leaderRunTime, catchUpAll. Round after round the leader
+// whose runs last leaderRunTime, runAllMisfires. Round after round the leader
 // fails while it holds a firing, and a new instance replaces it:
 //   - stopped (SIGSTOP) right after it claimed a firing (stopAtClaim), and
 //     resumed once another instance ran the firing, 1.5 TTL after;
@@ -76,7 +76,7 @@ var leaderFaults = []string{stopAtClaim, killMidRun, stopMidRun, killAtRun}
 //
 // Before each round, every firing due so far has run (or was spent): a
 // round catches the leader on schedule, not in the middle of the takeovers
-// and catch-up that the round before left, which failoverBound does not
+// and late firings that the round before left, which failoverBound does not
 // allow for.
 //
 // No firing may run twice, ever. A firing whose run a failed leader
@@ -150,7 +150,7 @@ func (f fault) String() string {
 }
 
 // newLeaderCluster starts three instances in leader-only mode with the jobs
-// given, runs of leaderRunTime, catchUpAll and arm files (rearm). Stopped
+// given, runs of leaderRunTime, runAllMisfires and arm files (rearm). Stopped
 // instances are stopped for good once resumed and checked, so that three
 // stay up.
 func newLeaderCluster(t *testing.T, skews []time.Duration, jobs ...string) *leaderCluster {
@@ -507,7 +507,7 @@ func (c *leaderCluster) check(windowStart, windowEnd time.Time) {
 }
 
 // Scenario 11b: once the leader that followed a failure has caught up (every
-// firing missed meanwhile ran, catchUpAll), it gets back on schedule:
+// firing missed meanwhile ran, runAllMisfires), it gets back on schedule:
 // every firing runs on its own claim, as it falls, none skipped (as busy,
 // overloaded or missed) to be caught up later by a claim that covers
 // several. Three instances in leader-only mode, three jobs "@every 1s"

@@ -49,12 +49,13 @@ var pollInterval = lock.DefaultTimings(testTTL).RenewInterval
 // claim covers, and a loaded machine (scheduler/doc.go, "Taking over").
 var takeoverBound = testTTL + 2*pollInterval + slack
 
-// catchUpAll runs every firing missed within the hour. A claim that waits
+// runAllMisfires runs every misfire within the hour. A claim that waits
 // to be taken over keeps the job's later firings from being claimed (the
-// claims of a job settle in order): they are missed, and the claim after
-// the takeover covers them. Only a policy that runs missed firings runs
-// them; the default, CatchUpLatest, records them as not run.
-var catchUpAll = scheduler.MisfireRunAll(time.Hour, 100)
+// claims of a job settle in order): the claim after the takeover covers
+// them, and they run late within the misfire threshold; this policy runs
+// those a loaded machine delays past it too, where the default
+// (MisfireRunLatest) would record all but the latest as misfired.
+var runAllMisfires = scheduler.MisfireRunAll(time.Hour, 100)
 
 // Scenario 8: the instance that claimed a firing is killed (SIGKILL), or
 // stopped (SIGSTOP), before the run's start, round after round: right
@@ -67,7 +68,7 @@ var catchUpAll = scheduler.MisfireRunAll(time.Hour, 100)
 // is a figure here; scheduler's TestClaimTakenOver checks the bound on a
 // simulated server); a stopped claimant, resumed after the firing ran elsewhere
 // and more than a TTL after it stopped, must not run it, and reports its
-// claim taken over (or the job's lock held elsewhere). With catchUpAll, every firing of the window must run
+// claim taken over (or the job's lock held elsewhere). With runAllMisfires, every firing of the window must run
 // exactly once, including those that fell while a claim waited to be taken
 // over.
 //
@@ -176,7 +177,7 @@ type victim struct {
 }
 
 // newClaimantCluster starts three instances with the jobs given,
-// catchUpAll and arm files (rearm), configured further by base (nil
+// runAllMisfires and arm files (rearm), configured further by base (nil
 // leaves out the runner: a stopped leader's term outlasts its lease, not
 // the claimant scenarios' concern).
 func newClaimantCluster(tb testing.TB, skews []time.Duration, base func(*instanceConfig), jobs ...string) *claimantCluster {
@@ -184,7 +185,7 @@ func newClaimantCluster(tb testing.TB, skews []time.Duration, base func(*instanc
 	c := &claimantCluster{testCluster: newCluster(tb, testTTL, jobs...), errorf: tb.Errorf, logf: tb.Logf,
 		armDir: tb.TempDir(), stopped: map[string]bool{}, spent: map[cluster.Firing]string{}}
 	c.skews = skews
-	c.base.Misfire = &catchUpAll
+	c.base.Misfire = &runAllMisfires
 	if base == nil {
 		c.base.NoRunner = true
 	} else {
