@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -155,7 +156,7 @@ func (m *Migrator) claim(ctx context.Context, mig Migration, keeper string, fenc
 			bson.D{{Key: fieldFence, Value: bson.D{{Key: "$exists", Value: false}}}},
 		}},
 	}
-	if up {
+	if up && !planted.On(planted.MigrateTwice) { // planted: applied again
 		filter = append(filter, bson.E{Key: "$nor", Value: bson.A{bson.D{
 			{Key: fieldState, Value: string(StateApplied)},
 			{Key: "checksum", Value: mig.Checksum()},

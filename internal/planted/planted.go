@@ -38,7 +38,8 @@ const (
 	// (lock, lock.go acquireUpdate).
 	SmallerFence Bug = "write a smaller fence"
 	// MigrateTwice: an applied migration is applied again (migrations,
-	// migrator.go pending).
+	// migrator.go pending, and records.go claim, which would otherwise
+	// refuse it).
 	MigrateTwice Bug = "apply a migration twice"
 )
 
