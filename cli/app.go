@@ -472,10 +472,10 @@ func (a *app) connectKeepAlive() (db *mongo.Database, disconnect func(), err err
 }
 
 // locker is a lock.Locker on the lock collection; keepAlive, if not nil,
-// is the database of connectKeepAlive.
-func (a *app) locker(db, keepAlive *mongo.Database, log zerolog.Logger) (*lock.Locker, error) {
-	opts := []lock.Option{lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log),
-		lock.WithTopologyWatch(a.watch)}
+// is the database of connectKeepAlive. more are options of the command's.
+func (a *app) locker(db, keepAlive *mongo.Database, log zerolog.Logger, more ...lock.Option) (*lock.Locker, error) {
+	opts := append([]lock.Option{lock.WithCollection(a.g.collection), lock.WithTTL(a.g.ttl), lock.WithLogger(log),
+		lock.WithTopologyWatch(a.watch)}, more...)
 	if keepAlive != nil {
 		opts = append(opts, lock.WithKeepAliveDatabase(keepAlive))
 	}

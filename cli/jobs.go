@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/scheduler"
 )
 
@@ -447,23 +448,23 @@ func (a *app) withRegistered(recs []scheduler.Record, names []string) []listedJo
 }
 
 // warnBad logs, as warnings, the documents a read skipped because they
-// could not be read (scheduler.BadDocument): the listing goes on without
-// them.
-func (a *app) warnBad(log zerolog.Logger, bad []scheduler.BadDocument) {
+// could not be read (lock.BadDocument), whatever their collection: the
+// listing goes on without them.
+func (a *app) warnBad(log zerolog.Logger, bad []lock.BadDocument) {
 	for _, b := range bad {
-		log.Warn().Str("collection", b.Collection).Str("id", b.ID).Str("field", b.Field).
-			Str("error", a.red.oneLine(b.Err.Error())).Msg("skipped a document that cannot be read")
+		log.Warn().Str("collection", b.Collection).Str("id", a.red.oneLine(fmt.Sprint(b.ID))).Str("field", b.Field).
+			Str("problem", a.red.oneLine(b.Problem)).Msg("skipped a bad document")
 	}
 }
 
 // allKnown returns an error naming the jobs of names that are neither in
 // the database nor registered. A job whose document could not be read
 // (bad) is known: warnBad named it.
-func (a *app) allKnown(jobs []listedJob, names []string, coll string, bad []scheduler.BadDocument) error {
+func (a *app) allKnown(jobs []listedJob, names []string, coll string, bad []lock.BadDocument) error {
 	var unknown []string
 	for _, n := range names {
 		if !slices.ContainsFunc(jobs, func(j listedJob) bool { return j.rec.Name == n }) &&
-			!slices.ContainsFunc(bad, func(b scheduler.BadDocument) bool { return b.ID == n }) && !slices.Contains(unknown, n) {
+			!slices.ContainsFunc(bad, func(b lock.BadDocument) bool { return b.ID == n }) && !slices.Contains(unknown, n) {
 			unknown = append(unknown, n)
 		}
 	}

@@ -280,12 +280,12 @@ func TestJobsBadDocuments(t *testing.T) {
 		}
 		var got []string
 		for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
-			var e struct{ Level, Message, Collection, ID, Field, Error string }
+			var e struct{ Level, Message, Collection, ID, Field, Problem string }
 			if err := json.Unmarshal([]byte(l), &e); err == nil && e.Message == "connected" {
 				continue // the line naming the database (every command's)
 			}
-			if err := json.Unmarshal([]byte(l), &e); err != nil || e.Level != "warn" || e.Error == "" {
-				t.Errorf("%v: stderr line %q: want a warning with an error", rest, l)
+			if err := json.Unmarshal([]byte(l), &e); err != nil || e.Level != "warn" || e.Problem == "" {
+				t.Errorf("%v: stderr line %q: want a warning with a problem", rest, l)
 			}
 			got = append(got, e.Collection+" "+e.ID+" "+e.Field)
 		}

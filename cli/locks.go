@@ -58,7 +58,9 @@ func (a *app) openLocker(ctx context.Context) (*lock.Locker, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := a.locker(db, nil, log)
+	// A bad lock document is named as the jobs command names a bad job
+	// document (warnBad), and the listing goes on.
+	l, err := a.locker(db, nil, log, lock.WithBadDocuments(func(b lock.BadDocument) { a.warnBad(log, []lock.BadDocument{b}) }))
 	if err != nil {
 		disconnect()
 		return nil, nil, err

@@ -14,34 +14,69 @@ import (
 )
 
 // BadDocument describes a stored document that is not what this module
-// writes: a hand edit, another tool's document, a damaged one. Readers
-// skip it, report it (the Locker's WithBadDocuments, by default a warning
-// in its log) and go on with the others; writers never trust its fields.
-// Other packages of the module report theirs with the same shape.
+// writes: a hand edit, another tool's document, an older version's, a
+// damaged one. It is the module's one description of such a document, for
+// every collection it reads (locks, jobs, runs, terms, migrations, the
+// dashboard's actions). Readers skip it, report it (the Locker's
+// WithBadDocuments, by default a warning in its log; the scheduler's
+// lock.DocumentUnreadable event) and go on with the others; writers never
+// trust its fields, and the scheduler's claims repair its own documents.
+//
+// A BadDocument is an error wrapping ErrBadDocument; its message names the
+// collection, the _id and the field, and says what was wrong.
 type BadDocument struct {
-	// Collection is "database.collection".
+	// Collection is the collection's name.
 	Collection string
-	// ID is the document's _id as stored (any BSON type).
+	// ID is the document's _id as stored (any BSON type), nil if it has
+	// none.
 	ID any
-	// Field is the first field found wrong; Problem says what is wrong
-	// with it ("not a string", "missing").
+	// Field is the dotted path of the first field found wrong ("kid",
+	// "regs.a1b2.spec"); empty if the document as a whole could not be
+	// read. Problem says what is wrong with it ("not a string",
+	// "missing").
 	Field, Problem string
 }
 
+// String is the description: `<collection> document <_id>, field "<field>":
+// <problem>`.
 func (b BadDocument) String() string {
-	return fmt.Sprintf("%s: document %v: field %q: %s", b.Collection, b.ID, b.Field, b.Problem)
+	id := "(no _id)"
+	if b.ID != nil {
+		id = fmt.Sprint(b.ID)
+	}
+	if b.Field == "" {
+		return fmt.Sprintf("%s document %s: %s", b.Collection, id, b.Problem)
+	}
+	return fmt.Sprintf("%s document %s, field %q: %s", b.Collection, id, b.Field, b.Problem)
 }
 
-// ErrBadDocument reports a document that is not what this module writes
-// (BadDocument): Holder returns it, wrapped with the description, for a
-// lock whose document is bad.
+func (b BadDocument) Error() string { return ErrBadDocument.Error() + ": " + b.String() }
+func (b BadDocument) Unwrap() error { return ErrBadDocument }
+
+// NewBadDocument describes raw, a document of the collection coll, whose
+// field is wrong as problem says: for the module's packages and tools that
+// read their own collections.
+func NewBadDocument(coll string, raw bson.Raw, field, problem string) BadDocument {
+	b := BadDocument{Collection: coll, Field: field, Problem: problem}
+	if v, err := raw.LookupErr(fieldID); err == nil {
+		b.ID = rawValueID(v)
+	}
+	return b
+}
+
+// rawValueID is v, an _id, as a Go value; as text if it cannot be decoded.
+func rawValueID(v bson.RawValue) any {
+	var id any
+	if err := v.Unmarshal(&id); err == nil {
+		return id
+	}
+	return v.String()
+}
+
+// ErrBadDocument is wrapped by every BadDocument: Holder returns one for a
+// lock whose document is bad, and the scheduler's events of bad documents
+// carry one.
 var ErrBadDocument = errors.New("lock: bad document")
-
-// badDocError is ErrBadDocument with the document it is about.
-type badDocError struct{ BadDocument }
-
-func (e *badDocError) Error() string { return ErrBadDocument.Error() + ": " + e.BadDocument.String() }
-func (e *badDocError) Unwrap() error { return ErrBadDocument }
 
 // Ranges of the fields of a lock document that this version reads as
 // written: beyond them a fence (epoch << 32 + seq) would not fit, or a
@@ -181,14 +216,9 @@ func wholeNumber(v bson.RawValue, lo, hi int64) (int64, bool) {
 // Locker's handler (WithBadDocuments).
 func (l *Locker) reportBad(b *BadDocument, d lockDoc) BadDocument {
 	r := *b
-	r.Collection = l.coll.Database().Name() + "." + l.coll.Name()
+	r.Collection = l.coll.Name()
 	if d.rawID.Type != 0 {
-		var id any
-		if err := d.rawID.Unmarshal(&id); err == nil {
-			r.ID = id
-		} else {
-			r.ID = d.rawID.String()
-		}
+		r.ID = rawValueID(d.rawID)
 	}
 	if l.cfg.badDocs != nil {
 		l.cfg.badDocs(r)
@@ -216,7 +246,7 @@ func (b *badLog) log(l *Locker, r BadDocument) {
 	b.mu.Unlock()
 	if !seen {
 		l.cfg.log.Warn().Str("collection", r.Collection).Str("id", fmt.Sprint(r.ID)).Str("field", r.Field).
-			Str("problem", r.Problem).Msg("bad lock document skipped")
+			Str("problem", r.Problem).Msg("skipped a bad document")
 	}
 }
 

@@ -101,7 +101,7 @@ func TestBadDocumentsAreTakenOver(t *testing.T) {
 			if c.field != "" {
 				if _, err := l.Holder(ctx, id); !errors.Is(err, lock.ErrBadDocument) {
 					t.Errorf("%s: holder: %v, want ErrBadDocument", id, err)
-				} else if b, ok := bad.of(id); !ok || b.Field != c.field || b.Collection != db.Name()+"."+lock.DefaultCollection {
+				} else if b, ok := bad.of(id); !ok || b.Field != c.field || b.Collection != lock.DefaultCollection {
 					t.Errorf("%s: reported %+v, want field %q of %s.%s", id, b, c.field, db.Name(), lock.DefaultCollection)
 				}
 			}
@@ -203,7 +203,7 @@ func TestReadersSkipBadDocuments(t *testing.T) {
 	for _, d := range docs {
 		id := d.doc[0].Value
 		b, ok := bad.of(id)
-		if !ok || b.Field != d.field || b.Collection != db.Name()+"."+lock.DefaultCollection || b.Problem == "" {
+		if !ok || b.Field != d.field || b.Collection != lock.DefaultCollection || b.Problem == "" {
 			t.Errorf("document %v: reported %+v (%v), want field %q", id, b, ok, d.field)
 		}
 	}

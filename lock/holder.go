@@ -62,7 +62,7 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 	}
 	var doc lockDoc
 	if bad := parseLockDoc(raw, &doc); bad != nil {
-		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, &badDocError{l.reportBad(bad, doc)})
+		return Holder{}, fmt.Errorf("holder of %q: %w", lockID, l.reportBad(bad, doc))
 	}
 	h := l.holderOf(doc)
 	if h.Released {

@@ -108,9 +108,10 @@ const (
 	JobSpecRestored
 	// DocumentUnreadable: a read of the jobs or runs collection skipped a
 	// document it could not read (a field of the wrong type, a run record
-	// without its firing); Reason names the document and the field, Err
-	// says what is wrong, Job is the job's name where known. The read
-	// goes on with the others.
+	// without its firing), or a claim met a field of a job document it
+	// could not read and repaired it; Err is the BadDocument, Reason its
+	// description (collection, _id, field, what was wrong), Job is the
+	// job's name where known. The read goes on with the others.
 	DocumentUnreadable
 )
 

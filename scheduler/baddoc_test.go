@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -54,17 +55,18 @@ func hostileDB(t *testing.T) (db *mongo.Database, good []Run, bad map[string]map
 
 // checkBad fails t unless got names exactly the documents of want (_id to
 // field), each of coll, with an error wrapping ErrBadDocument.
-func checkBad(t *testing.T, what, coll string, got []BadDocument, want map[string]string) {
+func checkBad(t *testing.T, what, coll string, got []lock.BadDocument, want map[string]string) {
 	t.Helper()
 	names := map[string]string{}
 	for _, b := range got {
-		if b.Collection != coll || !errors.Is(b.Err, ErrBadDocument) {
+		if b.Collection != coll || !errors.Is(b, lock.ErrBadDocument) || b.Problem == "" {
 			t.Errorf("%s: %s: want collection %s and ErrBadDocument", what, b, coll)
 		}
-		if _, twice := names[b.ID]; twice {
+		id := fmt.Sprint(b.ID)
+		if _, twice := names[id]; twice {
 			t.Errorf("%s: %s reported twice", what, b)
 		}
-		names[b.ID] = b.Field
+		names[id] = b.Field
 	}
 	if !maps.Equal(names, want) {
 		t.Errorf("%s: bad documents %v, want %v (_id: field)", what, names, want)
@@ -120,7 +122,7 @@ func TestHostileDocuments(t *testing.T) {
 		// firing is a time are named where they fall (those without one
 		// sort after every time, where a cursor's query does not go).
 		var seen []Run
-		var seenBad []BadDocument
+		var seenBad []lock.BadDocument
 		var cur *HistoryCursor
 		for range 20 {
 			p, err := LoadHistoryPage(ctx, runs, HistoryQuery{Job: "j", Limit: 3, Cursor: cur})
@@ -157,7 +159,7 @@ func TestHostileDocuments(t *testing.T) {
 	})
 	t.Run("LoadRecordsPage", func(t *testing.T) {
 		var names []string
-		var seenBad []BadDocument
+		var seenBad []lock.BadDocument
 		after := ""
 		for range 10 {
 			p, err := LoadRecordsPage(ctx, jobs, RecordsQuery{After: after, Limit: 2})
@@ -217,10 +219,12 @@ func TestHostileDocuments(t *testing.T) {
 		defer mu.Unlock()
 		got := map[string]string{}
 		for _, e := range events {
-			if !errors.Is(e.Err, ErrBadDocument) || e.Reason == "" {
-				t.Errorf("event %+v: want an ErrBadDocument naming the document", e)
+			b, ok := errors.AsType[lock.BadDocument](e.Err)
+			if !ok || e.Reason != b.String() {
+				t.Errorf("event %+v: want a lock.BadDocument naming the document", e)
+				continue
 			}
-			got[e.Reason] = e.Job
+			got[fmt.Sprintf("%s document %v, field %q", b.Collection, b.ID, b.Field)] = e.Job
 		}
 		want := map[string]string{
 			`mongolock_jobs document j, field "last"`: "j", `mongolock_jobs document m, field "outcome"`: "m",

@@ -101,8 +101,9 @@
 // changes when an instance tries F. Each job has one document in the jobs
 // collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
 // last firing anyone claimed. An instance claims F with one conditional
-// upsert, filter {_id: name, sh: H, last: {$lt: F}, pend: {$ne: true}} (H
-// the hash of its spec: see One spec per job), update
+// upsert, filter {_id: name, sh: H, last: {$not: {$gte: F}}, pend: {$ne: true}} (H
+// the hash of its spec: see One spec per job; last < F for every date the
+// library writes, and a last that is not a date is claimed over), update
 // {$set: {last: F, by: K, pend: true, cid: C}}, K being the claimant (the
 // Scheduler's ClaimantID: its Session's keeper id and a suffix of its own,
 // so that two Schedulers on one Session have claims, and presence locks,
@@ -483,10 +484,17 @@
 // and LoadHistoryPage read them from any instance or tool. A document one
 // of them cannot read (a field of the wrong type, such as outcome: 7 or
 // last: "x"; a run record without scheduled) is skipped and reported as a
-// BadDocument naming its collection, _id and field: returned beside the
-// others by the Load functions (in bad, or the page's Bad), and as the
+// lock.BadDocument naming its collection, _id and field: returned beside
+// the others by the Load functions (in bad, or the page's Bad), and as the
 // event lock.DocumentUnreadable by a Scheduler's. It never fails the whole
-// read, nor panics it. All writes use write concern majority with
+// read, nor panics it. A Scheduler's own reads and claims of a job
+// document never skip it: they read what they can, report each field they
+// cannot (lock.DocumentUnreadable, its problem ending "repaired"), and
+// remove it from the document with a write conditional on the value read
+// (a last claim that is not a date becomes the last firing settled; a
+// spec hash is made again from the spec; a pending claim whose own fields
+// are bad is settled, its firings not run). A bad field never stops a job,
+// nor the other jobs claimed with it. All writes use write concern majority with
 // journal, so a claim survives a failover. A run's end and history are
 // written however long the database cannot be reached while the Scheduler
 // runs (the job's lock stays held meanwhile, so its next run waits). Each

@@ -49,10 +49,6 @@ var (
 	// its lock.
 	ErrOverlapCancelled = errors.New("scheduler: cancelled by a later firing")
 
-	// ErrBadDocument is wrapped by BadDocument.Err: a document of the jobs
-	// or runs collection that a reader could not read, and skipped.
-	ErrBadDocument = errors.New("scheduler: bad document")
-
 	// ErrPanic is wrapped by the error recorded for a job that panicked.
 	ErrPanic = errors.New("scheduler: job panicked")
 )

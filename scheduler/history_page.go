@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
 )
 
 // MaxHistoryPage is the most records LoadHistoryPage reads in one page.
@@ -92,8 +93,8 @@ type HistoryPage struct {
 	Runs []Run
 	// Bad are the records of the page that could not be read (a field of
 	// the wrong type, or no firing time), and are not in Runs
-	// (BadDocument).
-	Bad []BadDocument
+	// (lock.BadDocument).
+	Bad []lock.BadDocument
 	// Older and Newer continue to the neighbouring pages; nil when there
 	// is none (Newer is nil on the newest page).
 	Older, Newer *HistoryCursor

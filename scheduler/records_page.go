@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/lock"
 )
 
 // MaxRecordsPage is the most job records LoadRecordsPage reads in one page.
@@ -35,8 +36,8 @@ type RecordsPage struct {
 	// Next is the After of the next page, empty on the last.
 	Next string
 	// Bad are the documents of the page that could not be read, and are
-	// not in Records (BadDocument).
-	Bad []BadDocument
+	// not in Records (lock.BadDocument).
+	Bad []lock.BadDocument
 }
 
 // LoadRecordsPage reads a page of the job documents of coll (the jobs

@@ -151,12 +151,11 @@ func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler,
 }
 
 // reportBad reports a document a read of the Scheduler skipped
-// (BadDocument): lock.DocumentUnreadable, a warning in the log.
-func (s *Scheduler) reportBad(b BadDocument) {
-	e := lock.Event{Kind: lock.DocumentUnreadable, At: s.clock.Now(), KeeperID: s.keeper, Err: b.Err,
-		Reason: fmt.Sprintf("%s document %s, field %q", b.Collection, b.ID, b.Field)}
-	if b.Collection == s.cfg.jobsColl {
-		e.Job = b.ID
+// (lock.BadDocument): lock.DocumentUnreadable, a warning in the log.
+func (s *Scheduler) reportBad(b lock.BadDocument) {
+	e := lock.Event{Kind: lock.DocumentUnreadable, At: s.clock.Now(), KeeperID: s.keeper, Err: b, Reason: b.String()}
+	if id, ok := b.ID.(string); ok && b.Collection == s.cfg.jobsColl {
+		e.Job = id
 	}
 	s.session.Emit(e)
 }

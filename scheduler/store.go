@@ -276,7 +276,7 @@ func historyID(r Run) string {
 type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
-	bad         func(BadDocument) // reports the documents its reads skip (baddoc.go)
+	bad         func(lock.BadDocument) // reports the documents its reads skip (baddoc.go)
 
 	// Writes of jobs that fire together go in shared commands.
 	claims   *batcher[firingKey, claimReq, claimResult]
@@ -543,9 +543,13 @@ func (s *mongoStore) firstClaims(ctx context.Context, reqs []claimReq, todo []in
 // work is settled; for a catch-up claim, only if a firing was claimed
 // before. An upsert copies id and hash into the document it makes.
 func claimFilter(id, hash any, f time.Time, catchUp bool) bson.D {
-	last := bson.D{{Key: "$lt", Value: f}}
+	// Not a date at or after f: every claim the library writes is a date
+	// from neverClaimed on, so this is last < f for those; a last that is
+	// not a date (a hand edit, another tool) is claimed over, and the
+	// claim writes it again (repairJob has the rest of the document).
+	last := bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: f}}}}
 	if catchUp {
-		last = append(last, bson.E{Key: "$gt", Value: neverClaimed})
+		last = bson.D{{Key: "$lt", Value: f}, {Key: "$gt", Value: neverClaimed}}
 	}
 	// Nor before the last firing settled: after a registration that is
 	// the registration's time (settleRegistered), and a firing before it,
@@ -592,9 +596,8 @@ func (s *mongoStore) claimOne(ctx context.Context, r claimReq, f time.Time, keep
 	// duplicate key error: the claim was lost. If it does not exist, this
 	// is the job's first claim. The document after tells the work: the
 	// firings after done, and what operators set.
-	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, r.hash(), f, catchUp), claimUpdate(f, keeper, r.spec, bson.NewObjectID()),
-		options.FindOneAndUpdate().SetUpsert(!catchUp).SetReturnDocument(options.After)).Decode(&d)
+	d, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx, claimFilter(r.job, r.hash(), f, catchUp), claimUpdate(f, keeper, r.spec, bson.NewObjectID()),
+		options.FindOneAndUpdate().SetUpsert(!catchUp).SetReturnDocument(options.After)))
 	switch {
 	case mongoutil.IsDuplicateKey(err), errors.Is(err, mongo.ErrNoDocuments):
 		return nil, nil
@@ -627,11 +630,28 @@ func (s *mongoStore) findJobs(ctx context.Context, filter bson.D, n int, what st
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, what, err)
 	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	var docs []jobDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	for cur.Next(ctx) {
+		// One bad document costs its own job at most, not the others
+		// read with it (readJobDoc).
+		if d, err := s.readJobDoc(ctx, cur.Current); err == nil {
+			docs = append(docs, d)
+		}
+	}
+	if err := cur.Err(); err != nil {
 		return nil, mongoutil.WrapErr(ctx, what, err)
 	}
 	return docs, nil
+}
+
+// readOne reads the job document res holds, as readJobDoc.
+func (s *mongoStore) readOne(ctx context.Context, res *mongo.SingleResult) (jobDoc, error) {
+	raw, err := res.Raw()
+	if err != nil {
+		return jobDoc{}, err
+	}
+	return s.readJobDoc(ctx, raw)
 }
 
 func (s *mongoStore) start(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
@@ -740,8 +760,7 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, reqs []startRe
 func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
 	// No projection: FerretDB does not implement it in findAndModify.
 	opts := options.FindOneAndUpdate().SetReturnDocument(options.After)
-	var doc jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, startFilter(r, w), startUpdate(r, w), opts).Decode(&doc)
+	doc, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx, startFilter(r, w), startUpdate(r, w), opts))
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		// Refused, or retried after it was applied: r's record tells.
@@ -844,8 +863,7 @@ func (s *mongoStore) abandon(ctx context.Context, r Run, w *work, prev time.Time
 var errClaimGone = errors.New("claim taken over meanwhile")
 
 func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error) {
-	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx,
+	d, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx,
 		bson.D{{Key: fieldID, Value: job}, {Key: fieldTrigger, Value: t}, notPending},
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: fieldBy, Value: keeper}, {Key: fieldPending, Value: true}, {Key: fieldPTrig, Value: t},
@@ -853,7 +871,7 @@ func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, 
 			{Key: "$unset", Value: bson.D{{Key: fieldTrigger, Value: ""}}},
 			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}},
 		},
-		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+		options.FindOneAndUpdate().SetReturnDocument(options.After)))
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return nil, nil
@@ -894,12 +912,11 @@ func (s *mongoStore) takeOver(ctx context.Context, jobs []string, from, keeper s
 }
 
 func (s *mongoStore) resume(ctx context.Context, job, keeper string, cid bson.ObjectID) (*work, error) {
-	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx,
+	d, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx,
 		bson.D{{Key: fieldID, Value: job}, {Key: fieldPending, Value: true}, {Key: fieldBy, Value: keeper}, {Key: fieldClaimID, Value: cid}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: fieldClaimID, Value: bson.NewObjectID()}}},
 			{Key: "$currentDate", Value: bson.D{{Key: fieldAt, Value: true}}}},
-		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+		options.FindOneAndUpdate().SetReturnDocument(options.After)))
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return nil, nil
@@ -1255,7 +1272,7 @@ func (s *mongoStore) history(ctx context.Context, job string, limit int) ([]Run,
 }
 
 // reportBad hands the documents a read skipped to s.bad.
-func (s *mongoStore) reportBad(bad []BadDocument) {
+func (s *mongoStore) reportBad(bad []lock.BadDocument) {
 	if s.bad == nil {
 		return
 	}
@@ -1289,9 +1306,9 @@ func (s *mongoStore) removeJob(ctx context.Context, job string) error {
 // read preference. A pause whose end has passed by the server's clock
 // (read then, if some pause has an end) is over: its Record is not
 // Paused. A document it cannot read is skipped and returned in bad
-// (BadDocument); the error is the read's. It needs no Scheduler, for
+// (lock.BadDocument); the error is the read's. It needs no Scheduler, for
 // tools such as the CLI.
-func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (recs []Record, bad []BadDocument, err error) {
+func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (recs []Record, bad []lock.BadDocument, err error) {
 	filter := bson.D{}
 	if len(names) > 0 {
 		filter = bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}}
@@ -1312,7 +1329,7 @@ func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (
 }
 
 // readJobs reads the job documents of cur, and those it cannot read.
-func readJobs(ctx context.Context, cur *mongo.Cursor, coll string) (docs []jobDoc, bad []BadDocument, err error) {
+func readJobs(ctx context.Context, cur *mongo.Cursor, coll string) (docs []jobDoc, bad []lock.BadDocument, err error) {
 	bad, err = readEach(ctx, cur, coll, func(raw bson.Raw) (string, error) {
 		d, field, err := decodeJob(raw)
 		if err == nil {
@@ -1344,9 +1361,9 @@ func recordsOf(ctx context.Context, coll *mongo.Collection, docs []jobDoc) ([]Re
 // collection, DefaultRunsCollection unless WithRunsCollection), newest
 // first, from the primary whatever coll's read preference. limit <= 0
 // reads all of them. A record it cannot read (a field of the wrong type,
-// or no firing time) is skipped and returned in bad (BadDocument), and
+// or no firing time) is skipped and returned in bad (lock.BadDocument), and
 // counts towards limit; the error is the read's.
-func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) (runs []Run, bad []BadDocument, err error) {
+func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) (runs []Run, bad []lock.BadDocument, err error) {
 	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}, {Key: fieldAttempt, Value: -1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
