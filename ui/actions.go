@@ -317,7 +317,12 @@ func (h *Handler) do(ctx context.Context, a Action, by string) (string, error) {
 			h.cfg.log.Warn().Err(ierr).Msg("ui: index of the actions")
 		}
 	}
-	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: bson.NewObjectID()}},
+	// An upsert, not an insert, for the server's time ($currentDate), of a
+	// fresh _id; its filter has the kind too: FerretDB 2.x runs an upsert
+	// keyed on the _id alone as an insert that replaces whatever document
+	// has that _id (docs/deployments.md), and no upsert of this module is
+	// so keyed (TestActionsUpsertsNotIDOnly).
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "kind", Value: string(a.Kind)}},
 		bson.D{{Key: "$set", Value: doc}, {Key: "$currentDate", Value: bson.D{{Key: "at", Value: true}}}},
 		options.UpdateOne().SetUpsert(true))
 	if err != nil {
