@@ -30,7 +30,15 @@
 // since changed is reported as changed, and Up refuses to run at all until
 // the definition is restored (or the record removed by hand), rather than
 // re-running it or running past it. Repeatable migrations are the
-// exception: a changed definition makes them pending again.
+// exception: a changed definition makes them pending again. A record that
+// is not what a migrator writes (a hand edit, another tool: a state of
+// another type, an _id that is no version) never fails Status: it is an
+// entry of its own, StateUnreadable, naming the field (Entry.Bad, a
+// lock.BadDocument). Up and Down refuse to run while a registered
+// migration's record is unreadable (an error wrapping lock.ErrBadDocument
+// that names it): whether it was applied cannot be told, and running it
+// could apply it twice. Unreadable records of versions not registered are
+// left alone.
 //
 // # Runs
 //

@@ -142,15 +142,27 @@ type Entry struct {
 	Checksum string
 	// Record is nil for a migration never attempted.
 	Record *Record
+	// Bad names the field of an unreadable record (StateUnreadable); its
+	// Record then holds its version and, as Error, the description. An
+	// unreadable record whose _id is not a version has Version 0.
+	Bad *lock.BadDocument
 }
 
 // Status lists every registered migration and every recorded one, in
 // version order. It takes no lock: a migration another migrator is applying
-// shows as running.
+// shows as running. A record it cannot read (a field of the wrong type, a
+// state it does not know) is an entry of its own, StateUnreadable, and
+// never fails the others.
 func (m *Migrator) Status(ctx context.Context) ([]Entry, error) {
-	recs, err := m.loadRecords(ctx)
+	recs, bad, err := m.loadRecords(ctx)
 	if err != nil {
 		return nil, err
+	}
+	unreadable := make(map[int64]*lock.BadDocument, len(bad))
+	for _, b := range bad {
+		if b.hasVersion {
+			unreadable[b.version] = &b.bad
+		}
 	}
 	byVersion := make(map[int64]Record, len(recs))
 	for _, r := range recs {
@@ -162,7 +174,9 @@ func (m *Migrator) Status(ctx context.Context) ([]Entry, error) {
 		known[mig.Version] = true
 		e := Entry{Version: mig.Version, Description: mig.Description, Repeatable: mig.Repeatable,
 			Checksum: mig.Checksum(), State: StatePending}
-		if r, ok := byVersion[mig.Version]; ok {
+		if b := unreadable[mig.Version]; b != nil {
+			e.State, e.Bad, e.Record = StateUnreadable, b, &Record{Version: mig.Version, Error: b.String()}
+		} else if r, ok := byVersion[mig.Version]; ok {
 			e.Record = &r
 			switch {
 			case r.State == StateApplied && r.Checksum != e.Checksum:
@@ -176,6 +190,12 @@ func (m *Migrator) Status(ctx context.Context) ([]Entry, error) {
 	for _, r := range recs {
 		if !known[r.Version] {
 			out = append(out, Entry{Version: r.Version, Description: r.Description, State: StateUnknown, Record: &r})
+		}
+	}
+	for _, b := range bad {
+		if !b.hasVersion || !known[b.version] {
+			out = append(out, Entry{Version: b.version, State: StateUnreadable, Bad: &b.bad,
+				Record: &Record{Version: b.version, Error: b.bad.String()}})
 		}
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
@@ -200,8 +220,14 @@ func (m *Migrator) pending(entries []Entry) ([]Migration, []Entry, error) {
 	for _, mig := range m.migs {
 		byVersion[mig.Version] = mig
 	}
+	var unreadable []string
 	for _, e := range entries {
 		switch e.State {
+		case StateUnreadable:
+			if _, ok := byVersion[e.Version]; ok && e.Bad != nil {
+				unreadable = append(unreadable, e.Bad.String())
+			}
+			continue
 		case StateApplied, StateUnknown:
 			if e.State == StateUnknown || !planted.On(planted.MigrateTwice) { // planted: applied again
 				continue
@@ -215,6 +241,10 @@ func (m *Migrator) pending(entries []Entry) ([]Migration, []Entry, error) {
 		}
 		migs = append(migs, byVersion[e.Version])
 		why = append(why, e)
+	}
+	if len(unreadable) > 0 {
+		// Applied or not cannot be told: running it could apply it twice.
+		return nil, nil, fmt.Errorf("%w: %s; fix or delete the record", lock.ErrBadDocument, strings.Join(unreadable, "; "))
 	}
 	if len(changed) > 0 {
 		return migs, why, fmt.Errorf("%w: %s; restore the definition, or leave it and add a new migration", ErrChanged, strings.Join(changed, "; "))
@@ -387,6 +417,10 @@ func (m *Migrator) Down(ctx context.Context, target int64) (Result, error) {
 			}
 			mig, ok := byVersion[e.Version]
 			switch {
+			case e.State == StateUnreadable && !ok:
+				continue // not this migrator's
+			case e.State == StateUnreadable:
+				return nil, fmt.Errorf("%w: %s; fix or delete the record", lock.ErrBadDocument, e.Bad)
 			case !ok:
 				return nil, fmt.Errorf("%w: version %d (%s) is recorded but not registered here", ErrIrreversible, e.Version, e.Description)
 			case mig.Down == nil:

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/baddoc"
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
@@ -39,6 +40,12 @@ const (
 	// StateUnknown: recorded but not registered with this Migrator, for
 	// example applied by a newer release. Up leaves it alone.
 	StateUnknown State = "unknown"
+	// StateUnreadable: its record is not what a migrator writes (a hand
+	// edit, another tool: Entry.Bad names the field). Up and Down refuse
+	// to run while a registered migration's record is unreadable
+	// (lock.ErrBadDocument): applied or not cannot be told, and a
+	// migration must not run twice. Fix or delete the record.
+	StateUnreadable State = "unreadable"
 )
 
 // Record is what the records collection holds about a migration.
@@ -109,20 +116,46 @@ func (d recordDoc) record() Record {
 	}
 }
 
-func (m *Migrator) loadRecords(ctx context.Context) ([]Record, error) {
+// badRecord is a record loadRecords could not read: what is wrong, and its
+// version if its _id is one.
+type badRecord struct {
+	bad        lock.BadDocument
+	version    int64
+	hasVersion bool
+}
+
+// loadRecords reads the records, and those it cannot read.
+func (m *Migrator) loadRecords(ctx context.Context) ([]Record, []badRecord, error) {
+	what := fmt.Sprintf("read migration records from %q", m.records.Name())
 	cur, err := m.records.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
+		return nil, nil, mongoutil.WrapErr(ctx, what, err)
 	}
-	var docs []recordDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, mongoutil.WrapErr(ctx, fmt.Sprintf("read migration records from %q", m.records.Name()), err)
+	docs, bad, err := baddoc.All(ctx, cur, m.records.Name(), func(d *recordDoc) (string, error) {
+		switch State(d.State) {
+		case StateRunning, StateApplied, StateFailed:
+			return "", nil
+		}
+		return fieldState, fmt.Errorf("%q is not running, applied or failed", d.State)
+	})
+	if err != nil {
+		return nil, nil, mongoutil.WrapErr(ctx, what, err)
 	}
 	out := make([]Record, len(docs))
 	for i, d := range docs {
 		out[i] = d.record()
 	}
-	return out, nil
+	badRecs := make([]badRecord, len(bad))
+	for i, b := range bad {
+		badRecs[i].bad = b
+		switch v := b.ID.(type) {
+		case int32:
+			badRecs[i].version, badRecs[i].hasVersion = int64(v), true
+		case int64:
+			badRecs[i].version, badRecs[i].hasVersion = v, true
+		}
+	}
+	return out, badRecs, nil
 }
 
 // errTakenOver means a migrator with a newer lease took the record over:

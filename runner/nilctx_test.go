@@ -56,8 +56,8 @@ func TestNilContextAndCollection(t *testing.T) {
 		{"Run", "nil context", func() error { return r.Run(nilCtx, task) }},
 		{"RunTaskOnLeader", "nil context", func() error { _, err := r.RunTaskOnLeader(nilCtx, task); return err }},
 		{"Resign", "nil context", func() error { return r.Resign(nilCtx) }},
-		{"LoadTerms", "nil context", func() error { _, err := runner.LoadTerms(nilCtx, &mongo.Collection{}, "", 10); return err }},
-		{"LoadTerms", "nil collection", func() error { _, err := runner.LoadTerms(ctx, nilColl, "", 10); return err }},
+		{"LoadTerms", "nil context", func() error { _, _, err := runner.LoadTerms(nilCtx, &mongo.Collection{}, "", 10); return err }},
+		{"LoadTerms", "nil collection", func() error { _, _, err := runner.LoadTerms(ctx, nilColl, "", 10); return err }},
 		{"EnsureTermIndexes", "nil context", func() error {
 			return runner.EnsureTermIndexes(nilCtx, &mongo.Collection{}, time.Hour, nil)
 		}},

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/baddoc"
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 )
@@ -259,16 +260,21 @@ type termDoc struct {
 	Lost   bool      `bson:"lost"`
 }
 
+// errMissing is the problem of a field a document must have.
+var errMissing = errors.New("missing")
+
 // LoadTerms reads the last limit terms of lockID from coll (the term log's
 // collection), or of every lock if lockID is empty, newest first, from the
 // primary; limit must be from 1 to 10 000. Terms whose start was not
-// recorded come last.
-func LoadTerms(ctx context.Context, coll *mongo.Collection, lockID string, limit int) ([]Term, error) {
+// recorded come last. A document it cannot read (a field of the wrong
+// type, a term without its lock) is skipped and returned in bad, and
+// counts towards limit; the error is the read's.
+func LoadTerms(ctx context.Context, coll *mongo.Collection, lockID string, limit int) (terms []Term, bad []lock.BadDocument, err error) {
 	if err := checkArgs("LoadTerms", ctx, coll); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if limit < 1 || limit > 10000 {
-		return nil, fmt.Errorf("%w: LoadTerms: limit %d not in [1, 10000]", ErrInvalidOption, limit)
+		return nil, nil, fmt.Errorf("%w: LoadTerms: limit %d not in [1, 10000]", ErrInvalidOption, limit)
 	}
 	filter := bson.D{}
 	sort := bson.D{{Key: "start", Value: -1}}
@@ -278,18 +284,23 @@ func LoadTerms(ctx context.Context, coll *mongo.Collection, lockID string, limit
 	}
 	cur, err := mongoutil.Primary(coll).Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(limit)))
 	if err != nil {
-		return nil, mongoutil.WrapErr(ctx, "read the term log "+coll.Name(), err)
+		return nil, nil, mongoutil.WrapErr(ctx, "read the term log "+coll.Name(), err)
 	}
-	var docs []termDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, mongoutil.WrapErr(ctx, "read the term log "+coll.Name(), err)
+	docs, bad, err := baddoc.All(ctx, cur, coll.Name(), func(d *termDoc) (string, error) {
+		if d.Lock == "" {
+			return "lock", errMissing
+		}
+		return "", nil
+	})
+	if err != nil {
+		return nil, nil, mongoutil.WrapErr(ctx, "read the term log "+coll.Name(), err)
 	}
 	out := make([]Term, len(docs))
 	for i, d := range docs {
 		out[i] = Term{LockID: d.Lock, KeeperID: d.Keeper, Fence: uint64(d.Fence), Start: d.Start, End: d.End,
 			Gap: time.Duration(d.Gap) * time.Millisecond, Reason: d.Reason, Lost: d.Lost}
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 // EnsureTermIndexes creates the term log's indexes on coll: one to read a

@@ -59,7 +59,7 @@ func TestTermLog(t *testing.T) {
 	if err := terms.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := runner.LoadTerms(ctx, db.Collection(runner.DefaultTermsCollection), "elect", 10)
+	got, _, err := runner.LoadTerms(ctx, db.Collection(runner.DefaultTermsCollection), "elect", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestTermLog(t *testing.T) {
 	}
 	// Observe after Close drops nothing and writes nothing.
 	terms.Observe(lock.Event{Kind: lock.TermStarted, LockID: "elect", Fence: 1})
-	if _, err := runner.LoadTerms(ctx, db.Collection(runner.DefaultTermsCollection), "", 0); !errors.Is(err, runner.ErrInvalidOption) {
+	if _, _, err := runner.LoadTerms(ctx, db.Collection(runner.DefaultTermsCollection), "", 0); !errors.Is(err, runner.ErrInvalidOption) {
 		t.Errorf("limit 0: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestTermLogUpsertRacedSentAgain(t *testing.T) {
 	if !raced.Load() {
 		t.Fatal("no race played")
 	}
-	got, err := runner.LoadTerms(t.Context(), direct.Collection(runner.DefaultTermsCollection), "elect", 10)
+	got, _, err := runner.LoadTerms(t.Context(), direct.Collection(runner.DefaultTermsCollection), "elect", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongolock/mongolock/internal/baddoc"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -32,10 +33,7 @@ var errMissing = errors.New("missing")
 // badDocument is what is wrong with raw, of coll, that decoding or
 // checking it found: err, at field if err does not say.
 func badDocument(coll string, raw bson.Raw, field string, err error) lock.BadDocument {
-	if de, ok := errors.AsType[*bson.DecodeError](err); ok {
-		field, err = strings.Join(de.Keys(), "."), de.Unwrap()
-	}
-	return lock.NewBadDocument(coll, raw, field, err.Error())
+	return baddoc.Of(coll, raw, field, err)
 }
 
 // readEach calls read with each document of cur, in order, and returns

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongolock/mongolock/internal/baddoc"
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/internal/redact"
 	"github.com/mongolock/mongolock/lock"
@@ -191,7 +192,8 @@ func (h *Handler) readTerms(ctx context.Context) ([]runner.Term, error) {
 
 // loadTerms reads the terms of lockID (all locks: ""), newest first.
 func (h *Handler) loadTerms(ctx context.Context, lockID string, n int) ([]runner.Term, error) {
-	ts, err := runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), lockID, n)
+	ts, bad, err := runner.LoadTerms(ctx, h.db.Collection(h.cfg.terms), lockID, n)
+	h.reportBad(bad...)
 	for i, t := range ts {
 		ts[i] = redact.Term(t, h.cfg.redact)
 	}
@@ -201,6 +203,7 @@ func (h *Handler) loadTerms(ctx context.Context, lockID string, n int) ([]runner
 // loadRecordsPage reads a page of the jobs' records.
 func (h *Handler) loadRecordsPage(ctx context.Context, q scheduler.RecordsQuery) (scheduler.RecordsPage, error) {
 	p, err := scheduler.LoadRecordsPage(ctx, h.db.Collection(h.cfg.jobs), q)
+	h.reportBad(p.Bad...)
 	for i, r := range p.Records {
 		p.Records[i] = redact.Record(r, h.cfg.redact)
 	}
@@ -211,6 +214,7 @@ func (h *Handler) loadRecordsPage(ctx context.Context, q scheduler.RecordsQuery)
 // loadHistoryPage reads a page of a job's run history.
 func (h *Handler) loadHistoryPage(ctx context.Context, q scheduler.HistoryQuery) (scheduler.HistoryPage, error) {
 	p, err := scheduler.LoadHistoryPage(ctx, h.db.Collection(h.cfg.runs), q)
+	h.reportBad(p.Bad...)
 	for i, r := range p.Runs {
 		p.Runs[i] = redact.Run(r, h.cfg.redact)
 	}
@@ -223,10 +227,11 @@ func (h *Handler) loadActions(ctx context.Context, what string, filter bson.D, s
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "read the actions on "+what, err)
 	}
-	var out []actionRecord
-	if err := cur.All(ctx, &out); err != nil {
+	out, bad, err := baddoc.All[actionRecord](ctx, cur, h.cfg.actions, nil)
+	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "read the actions on "+what, err)
 	}
+	h.reportBad(bad...)
 	for i, a := range out {
 		a.Job, a.Lock, a.By, a.Note = h.cfg.redact(a.Job), h.cfg.redact(a.Lock), h.cfg.redact(a.By), h.cfg.redact(a.Note)
 		out[i] = a
@@ -432,6 +437,15 @@ func (h *Handler) overview(ctx context.Context) (overview, error) {
 	return ov, nil
 }
 
+// problemDoc is what problems reads of a run record.
+type problemDoc struct {
+	Job       string    `bson:"job"`
+	Outcome   string    `bson:"outcome"`
+	Reason    string    `bson:"reason"`
+	Scheduled time.Time `bson:"scheduled"`
+	Count     int       `bson:"count"`
+}
+
 // problems reads the runs that failed or were not run since then (on the
 // history's end index), and counts them by job, most recent first.
 func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, error) {
@@ -444,16 +458,11 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 		if err != nil {
 			return nil, mongoutil.WrapErr(ctx, "read recent problems", err)
 		}
-		var docs []struct {
-			Job       string    `bson:"job"`
-			Outcome   string    `bson:"outcome"`
-			Reason    string    `bson:"reason"`
-			Scheduled time.Time `bson:"scheduled"`
-			Count     int       `bson:"count"`
-		}
-		if err := cur.All(ctx, &docs); err != nil {
+		docs, bad, err := baddoc.All[problemDoc](ctx, cur, h.cfg.runs, nil)
+		if err != nil {
 			return nil, mongoutil.WrapErr(ctx, "read recent problems", err)
 		}
+		h.reportBad(bad...)
 		byJob := make(map[string]*problem)
 		var out []*problem
 		for _, d := range docs {
@@ -622,16 +631,21 @@ func (h *Handler) jobs(ctx context.Context, q scheduler.RecordsQuery) (jobsPage,
 // errUnknownJob is a job page of a job with no document.
 var errUnknownJob = errors.New("unknown job")
 
+// errBadJob is a job page of a job whose document cannot be read: the
+// page shows its history all the same, and says so.
+var errBadJob = errors.New("job document cannot be read")
+
 // readJob reads one job's record.
 func (h *Handler) readJob(ctx context.Context, name string) (scheduler.Record, error) {
 	return getItem(ctx, h.rd, "job:"+name, func(ctx context.Context) (scheduler.Record, error) {
 		recs, bad, err := scheduler.LoadRecords(ctx, h.db.Collection(h.cfg.jobs), name)
+		h.reportBad(bad...)
 		switch {
 		case err != nil:
 			return scheduler.Record{}, err
 		case len(recs) == 0 && len(bad) > 0:
 			// Its document is there, but cannot be read: say so, not "unknown".
-			return scheduler.Record{}, fmt.Errorf("job %q: %s", name, bad[0])
+			return scheduler.Record{Name: name}, fmt.Errorf("%w: %s", errBadJob, h.cfg.redact(bad[0].String()))
 		case len(recs) == 0:
 			return scheduler.Record{}, fmt.Errorf("%w %q: no document in %s.%s", errUnknownJob, name, h.db.Name(), h.cfg.jobs)
 		}
@@ -644,6 +658,9 @@ func (h *Handler) readMigrations(ctx context.Context) ([]migrations.Entry, error
 	return get(ctx, h.rd, "migrations", func(ctx context.Context) ([]migrations.Entry, error) {
 		es, err := h.migrator.Status(ctx)
 		for i, e := range es {
+			if e.Bad != nil {
+				h.reportBad(*e.Bad)
+			}
 			es[i] = redact.Migration(e, h.cfg.redact)
 		}
 		return es, err

@@ -38,6 +38,7 @@ type Handler struct {
 	static   http.Handler
 	csrfKey  []byte
 	indexed  atomic.Bool // the actions collection's index was made
+	bad      badLog      // the bad documents reported (reportBad)
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -64,7 +65,8 @@ func New(db *mongo.Database, opts ...Option) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, db: db, rd: newReader(cfg.clock, cfg.refresh, cfg.readTimeout)}
 	var err error
-	if h.locker, err = lock.New(db, lock.WithCollection(cfg.locks), lock.WithClock(cfg.clock), lock.WithLogger(cfg.log)); err != nil {
+	if h.locker, err = lock.New(db, lock.WithCollection(cfg.locks), lock.WithClock(cfg.clock), lock.WithLogger(cfg.log),
+		lock.WithBadDocuments(func(b lock.BadDocument) { h.reportBad(b) })); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	h.migrator = cfg.migrator

@@ -258,6 +258,7 @@ var outcomeFilters = []struct{ Value, Label string }{
 // jobPage is the data of a job's page.
 type jobPage struct {
 	Job      jobRow
+	Bad      string // why the job's document cannot be read, if it cannot
 	Rows     []histRow
 	Timeline timeline
 	Outcome  string
@@ -369,7 +370,10 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	rec, err := h.readJob(ctx, name)
+	var badJob string // the job's document cannot be read: its history can
 	switch {
+	case errors.Is(err, errBadJob):
+		badJob, rec = err.Error(), scheduler.Record{Name: name}
 	case errors.Is(err, errUnknownJob):
 		h.fail(w, r, http.StatusNotFound, err.Error())
 		return
@@ -452,7 +456,7 @@ func (h *Handler) pageJob(w http.ResponseWriter, r *http.Request) {
 			retried[k] = max(retried[k], run.Attempt)
 		}
 	}
-	jp := jobPage{Job: h.jobRow(rec, lr), Outcome: outcome, N: hq.Limit, Filters: outcomeFilters, Pending: rec.Pending}
+	jp := jobPage{Job: h.jobRow(rec, lr), Outcome: outcome, N: hq.Limit, Filters: outcomeFilters, Pending: rec.Pending, Bad: badJob}
 	if !hq.From.IsZero() {
 		jp.From = hq.From.UTC().Format("2006-01-02T15:04")
 	}
