@@ -464,8 +464,10 @@
 //     (see One spec per job).
 //   - lock.DocumentUnreadable: a read of Jobs or History (or of the
 //     documents before a registration) skipped a document it could not
-//     read; Reason names its collection, _id and field, Err says what is
-//     wrong (see Records). Logged as a warning.
+//     read, or a claim met a field of a job document it could not read
+//     and repaired it; Err is the lock.BadDocument, Reason its text
+//     (collection, _id, field, what is wrong; see Records). Logged as a
+//     warning.
 //
 // With no observer, lock.Session.Emit returns at once.
 //

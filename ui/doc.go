@@ -59,6 +59,13 @@
 //     knowing a secret. A lock or job whose id holds a URI is shown and
 //     linked by its redacted id: its page shows what the list does, and
 //     actions on it are refused (not found).
+//   - A document that is not what the module writes (lock.BadDocument),
+//     in any collection, never fails a page: the reading skips it and goes
+//     on, and the Handler's log (WithLogger) warns of it once per document
+//     and field ("skipped a bad document": collection, id, field,
+//     problem). A job whose document cannot be read shows its history and
+//     says why; an unreadable migration record shows as "record
+//     unreadable".
 //   - Links to a job's or a lock's page cannot lead to another page,
 //     whatever the name (".." and "." segments, escapes, slashes).
 //   - Mount it in an http.Server with timeouts (DefaultServerReadTimeout
