@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mongolock/mongolock/internal/planted"
 )
 
 // MaxSlots is the largest n a Semaphore accepts: a refused attempt reads
@@ -134,7 +136,7 @@ func (m *Semaphore) acquireLock(ctx context.Context, attempt int) (*Lease, bool,
 	}
 	first := m.firstSlot()
 	lease, ok, err := m.try(ctx, first, attempt)
-	if ok || err != nil || m.n == 1 {
+	if ok || err != nil || m.tried() == 1 {
 		return lease, ok, err
 	}
 	for _, k := range m.freeSlots(ctx, first) {
@@ -147,7 +149,15 @@ func (m *Semaphore) acquireLock(ctx context.Context, attempt int) (*Lease, bool,
 
 // firstSlot is the slot an attempt tries first.
 func (m *Semaphore) firstSlot() int {
-	return int(jitter(m.s.clock.Now(), int(m.seed)) * float64(m.n))
+	return int(jitter(m.s.clock.Now(), int(m.seed)) * float64(m.tried()))
+}
+
+// tried is how many slots an attempt tries: n.
+func (m *Semaphore) tried() int {
+	if planted.On(planted.SlotBeyondN) { // planted: one slot too many
+		return m.n + 1
+	}
+	return m.n
 }
 
 // try takes slot k, as the Semaphore's lease if it gets it.
@@ -171,12 +181,13 @@ type slotReader interface {
 // Session's own. A store that cannot list them, or a failed read, gives
 // every slot not held here: the attempts then find out.
 func (m *Semaphore) freeSlots(ctx context.Context, first int) []int {
-	busy := make([]bool, m.n)
+	n := m.tried()
+	busy := make([]bool, n)
 	if r, ok := m.s.store.(slotReader); ok {
 		hs, err := r.LocksWithPrefix(ctx, m.name+SlotSeparator)
 		for _, h := range hs {
 			name, k, ok := ParseSlotID(h.LockID)
-			if err != nil || !ok || name != m.name || k >= m.n {
+			if err != nil || !ok || name != m.name || k >= n {
 				continue
 			}
 			mine := h.KeeperID == m.s.cfg.keeperID && h.Token == m.s.owner.tok
@@ -191,8 +202,8 @@ func (m *Semaphore) freeSlots(ctx context.Context, first int) []int {
 	}
 	m.s.mu.Unlock()
 	var out []int
-	for i := 1; i < m.n; i++ {
-		if k := (first + i) % m.n; !busy[k] {
+	for i := 1; i < n; i++ {
+		if k := (first + i) % n; !busy[k] {
 			out = append(out, k)
 		}
 	}
