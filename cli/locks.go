@@ -23,10 +23,14 @@ type lockJSON struct {
 	ExpiresInMS int64  `json:"expiresInMs"`
 	Expired     bool   `json:"expired"`
 	Fence       string `json:"fence"`
+	// Semaphore and Slot name the semaphore and slot of a slot's lock
+	// (lock.SlotID), absent for other locks.
+	Semaphore string `json:"semaphore,omitempty"`
+	Slot      *int   `json:"slot,omitempty"`
 }
 
 func toJSON(h lock.Holder) lockJSON {
-	return lockJSON{
+	j := lockJSON{
 		Lock:        h.LockID,
 		Keeper:      h.KeeperID,
 		AcquiredAt:  jsonTime(h.AcquiredAt),
@@ -36,6 +40,10 @@ func toJSON(h lock.Holder) lockJSON {
 		Expired:     h.Expired,
 		Fence:       strconv.FormatUint(h.Fence, 10),
 	}
+	if name, k, ok := lock.ParseSlotID(h.LockID); ok {
+		j.Semaphore, j.Slot = name, &k
+	}
+	return j
 }
 
 // expiresIn says when a lease ends, by the server's clock when it was read,
@@ -149,6 +157,7 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	semaphoreSlots(a.stdout, holders)
 	warnSharedKeepers(a.stdout, holders)
 	return nil
 }

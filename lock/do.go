@@ -32,6 +32,17 @@ func (s *Session) Do(ctx context.Context, lockID string, fn func(ctx context.Con
 	if err != nil {
 		return err
 	}
+	return s.do(ctx, lockID, m, fn)
+}
+
+// holding is what do needs of a Mutex or a Semaphore.
+type holding interface {
+	Lock(ctx context.Context) (*Lease, error)
+	ReleaseLock(ctx context.Context) error
+}
+
+// do is Do with m, whose name (lockID) the errors give.
+func (s *Session) do(ctx context.Context, lockID string, m holding, fn func(ctx context.Context) error) error {
 	lease, err := m.Lock(ctx)
 	if err != nil {
 		return err
@@ -72,7 +83,7 @@ func (s *Session) Do(ctx context.Context, lockID string, fn func(ctx context.Con
 			// Stop renewing: the lease runs out, and the slot stays taken
 			// until fn returns, so nobody in this Session runs beside it.
 			lease.Abandon(ErrTaskDidNotStop)
-			s.Emit(Event{Kind: TaskAbandoned, LockID: lockID, Fence: lease.Fence(), Err: ErrTaskDidNotStop})
+			s.Emit(Event{Kind: TaskAbandoned, LockID: lease.LockID(), Fence: lease.Fence(), Err: ErrTaskDidNotStop})
 			go func() {
 				<-done
 				_ = m.ReleaseLock(context.Background())

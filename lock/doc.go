@@ -41,6 +41,22 @@
 // the migrations wait or skip as if another instance held it. They are
 // not refused: an operator, or a test, may take one on purpose, and the
 // packages are ordinary callers of the same Session API.
+// # Semaphores
+//
+// A Semaphore is an n-slot lock (Session.Semaphore, Session.DoSemaphore):
+// at most n holders at once, by the server's clock. Each slot is an
+// ordinary lock, id SlotID(name, k) = "<name>#<k>" for k below n, so each
+// holder has its own lease, fencing token (slot k's tokens only grow;
+// tokens of different slots are not comparable), renewal by the Session's
+// keep-alive, events and row in Locks. An attempt tries one slot drawn
+// from the keeper id, the name and the clock (one round trip when it is
+// free); if that one is held it reads the slots' documents and tries
+// those free or lapsed. n is at most MaxSlots. Callers should agree on n:
+// each tries only the slots below its own, so while they differ at most
+// the largest n hold at once, and a caller with a smaller n waits for a
+// slot below it. Do not take "<name>#<k>" locks through a Mutex unless
+// you mean to take that slot.
+//
 // Events of everything built on a Session go to its observers
 // (WithObserver, AddObserver); logging is one of them (WithSessionSlog for
 // log/slog, WithSessionLogger for zerolog). What is built on a Session is

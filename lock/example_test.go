@@ -140,3 +140,38 @@ func ExampleWithSessionSlog() {
 	// level=DEBUG msg=acquired lock=nightly-report keeper=web-1 fence=1 trusted_for=20s
 	// level=DEBUG msg=released lock=nightly-report keeper=web-1 fence=1
 }
+
+// At most n at once: DoSemaphore runs the function holding one of n slots,
+// each slot a lock of its own ("<name>#<k>") with its own fence.
+func ExampleSession_DoSemaphore() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	db := client.Database("example_lock_semaphore")
+	defer db.Drop(ctx)
+	locker, err := lock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	session, err := lock.NewSession(locker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close()
+
+	// At most three exports at once, across every process.
+	err = session.DoSemaphore(ctx, "exports", 3, func(ctx context.Context) error {
+		lease, _ := lock.LeaseFrom(ctx)
+		name, slot, _ := lock.ParseSlotID(lease.LockID())
+		fmt.Println("holding a slot of", name, "below 3:", slot < 3)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// holding a slot of exports below 3: true
+}

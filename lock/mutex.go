@@ -99,28 +99,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	if err := checkContext(ctx, "lock", m.id); err != nil {
 		return nil, err
 	}
-	b := m.s.Backoff()
-	var last error
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, errors.Join(fmt.Errorf("lock %q: %w", m.id, err), last)
-		}
-		lease, ok, err := m.acquireLock(ctx, attempt)
-		switch {
-		case ok:
-			return lease, nil
-		case errors.Is(err, ErrAlreadyHeld), errors.Is(err, ErrSessionClosed), errors.Is(err, ErrInvalidArgument):
-			return nil, err
-		case err != nil && ctx.Err() == nil:
-			last = err
-		}
-		if err := m.Wait(ctx, b.Pause(m.s.clock.Now(), attempt)); err != nil {
-			if errors.Is(err, ErrSessionClosed) {
-				return nil, fmt.Errorf("lock %q: %w", m.id, err)
-			}
-			return nil, errors.Join(fmt.Errorf("lock %q: %w", m.id, err), last)
-		}
-	}
+	return waitFor(ctx, m.s, fmt.Sprintf("lock %q", m.id), m.acquireLock, m.Wait)
 }
 
 // Wait pauses d on the Session's clock, or until the lock's holder in this

@@ -41,10 +41,13 @@ const (
 	// migrator.go pending, and records.go claim, which would otherwise
 	// refuse it).
 	MigrateTwice Bug = "apply a migration twice"
+	// SlotBeyondN: a semaphore tries one slot more than it has (lock,
+	// semaphore.go Semaphore.tried).
+	SlotBeyondN Bug = "take a semaphore slot beyond n"
 )
 
 // All are the planted bugs, in the order the test plants them.
-var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice}
+var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice, SlotBeyondN}
 
 var planted atomic.Pointer[Bug]
 

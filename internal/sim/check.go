@@ -19,6 +19,8 @@ import (
 //     of their fences (exclusion);
 //   - every new term of a lock document had a larger fence than all
 //     before it (fences);
+//   - no more terms of the semaphore's slots acted at once than it has
+//     slots (semaphore);
 //   - no firing started twice (once);
 //   - every firing some instance could run within the misfire threshold
 //     ran, was spent, or was not run for a reason ground truth bears out
@@ -40,6 +42,8 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	var out []string
 	out = append(out, checkExclusion(h.acts)...)
 	out = append(out, checkFences(h.changes)...)
+	sem, semTerms, semFull := checkSemaphore(h.acts)
+	out = append(out, sem...)
 	out = append(out, checkOnce(h.runs)...)
 	out = append(out, o.checkMigrations()...)
 	out = append(out, o.checkRecords()...)
@@ -47,6 +51,7 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	out = append(out, o.checkLost()...)
 	out = append(out, o.checkOverRun()...)
 	out = append(out, o.checkTriggers()...)
+	o.cov.SemTerms, o.cov.SemFull = semTerms, semFull
 	return out, o.cov
 }
 

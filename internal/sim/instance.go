@@ -100,6 +100,7 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 	in.go_(in.migrate)
 	in.go_(in.lead)
 	in.go_(in.doLoop)
+	in.go_(in.semLoop)
 	in.startSchedulers(db)
 	return in
 }

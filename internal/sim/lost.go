@@ -56,6 +56,9 @@ type Coverage struct {
 	// Triggers: operator triggers applied; TriggersJudged, those some
 	// instance could run.
 	Triggers, TriggersJudged int
+	// SemTerms: terms of the semaphore's slots judged (checkSemaphore);
+	// SemFull, of those, the ones that began with every slot acting.
+	SemTerms, SemFull int
 }
 
 func (c *Coverage) add(o Coverage) {
@@ -64,6 +67,8 @@ func (c *Coverage) add(o Coverage) {
 	c.Spent += o.Spent
 	c.Triggers += o.Triggers
 	c.TriggersJudged += o.TriggersJudged
+	c.SemTerms += o.SemTerms
+	c.SemFull += o.SemFull
 	for k, n := range o.Out {
 		if c.Out == nil {
 			c.Out = map[string]int{}
@@ -84,6 +89,7 @@ func (c Coverage) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "firings judged: %s of %s (%.1f %%), %s spent; triggers judged: %d of %d",
 		thousands(c.Judged), thousands(c.Fell), 100*c.share(), thousands(c.Spent), c.TriggersJudged, c.Triggers)
+	fmt.Fprintf(&b, "; semaphore terms judged: %s, %s of them with every slot taken", thousands(c.SemTerms), thousands(c.SemFull))
 	for _, k := range sortedKeys(c.Out) {
 		fmt.Fprintf(&b, "\n  not judged, %s: %s", k, thousands(c.Out[k]))
 	}

@@ -20,6 +20,7 @@ var caughtBy = map[planted.Bug]string{
 	planted.ReleaseOther: "exclusion:",
 	planted.SmallerFence: "fences:",
 	planted.MigrateTwice: "migrations:",
+	planted.SlotBeyondN:  "semaphore:",
 }
 
 var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose names contain this (TestPlantedBugsCaught)")

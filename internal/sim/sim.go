@@ -1,6 +1,6 @@
 // Package sim is a deterministic simulation of whole mongolock clusters:
-// several instances (Sessions with Do, leader elections, Schedulers,
-// migrators) and an operator, on a simulated MongoDB (internal/simdb),
+// several instances (Sessions with Do and a semaphore, leader elections,
+// Schedulers, migrators) and an operator, on a simulated MongoDB (internal/simdb),
 // under testing/synctest, with every fault chosen by a seed: commands
 // lost, their replies lost, applied late or slow; instances paused,
 // suspended, killed, restarted, their clocks skewed and stepped; the
@@ -82,10 +82,11 @@ func (r Result) Failed() bool { return len(r.Gating()) > 0 }
 var Strict = false
 
 // safety are the kinds of violation that break the at-most-once core
-// (Gating): two holders at once, a smaller fence, a firing run twice (and
+// (Gating): two holders at once (more than n of an n-slot semaphore), a
+// smaller fence, a firing run twice (and
 // a migration run after it was recorded applied: isSafety); and the
 // simulation's own failures.
-var safety = []string{"exclusion:", "fences:", "once:", "sim:"}
+var safety = []string{"exclusion:", "fences:", "once:", "semaphore:", "sim:"}
 
 // Gating returns the violations the default run fails on: the safety
 // ones, or all with Strict. The others are Open: found, counted and
