@@ -36,6 +36,7 @@ const (
 	fieldSeq      = "seq"   // low half of the fence: +1 with every term
 	fieldTTL      = "ttl"   // lease length in milliseconds of the keeper that wrote it
 	fieldNonce    = "rn"    // random tag of the last renewal or batched acquisition
+	fieldValue    = "val"   // the holder's value (value.go); cleared with every new term and release
 )
 
 // A lock document without a keeper (kid) is a released lock: kept, with
@@ -57,6 +58,8 @@ type lockDoc struct {
 	Legacy bson.Timestamp `bson:"fence"`
 	TTL    int64          `bson:"ttl"`
 	Nonce  string         `bson:"rn"`
+	// Value is what the term's holder published (SetValue); nil if none.
+	Value []byte `bson:"val,omitempty"`
 
 	// Of a bad document (parseLockDoc): its _id as stored, and whether its
 	// keeper or its fence could not be read.
@@ -387,11 +390,13 @@ func acquireUpdate(o owner, ttlMS int64, nonce string, lo time.Time) bson.D {
 	if nonce != "" {
 		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	// The last term's value is not this term's (value.go).
+	unset := bson.D{{Key: fieldValue, Value: ""}}
 	if o.tok == "" {
 		// A lease taken over from a Session is not that Session's any more.
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldToken, Value: ""}}})
+		unset = append(unset, bson.E{Key: fieldToken, Value: ""})
 	}
+	update := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: unset}}
 	return append(update,
 		bson.E{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},
@@ -806,7 +811,7 @@ const releaseChunk = 100
 // vacate releases a lock and keeps its document and fence; ts becomes the
 // time of the release, the last instant the lock was held.
 var vacate = bson.D{
-	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldToken, Value: ""}, {Key: fieldNonce, Value: ""}}},
+	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldToken, Value: ""}, {Key: fieldNonce, Value: ""}, {Key: fieldValue, Value: ""}}},
 	{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
 }
 
