@@ -135,6 +135,7 @@ type Locker struct {
 	readOnly serverClock
 	seen     atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
 	logBad   badLog
+	watches  watchSet // the shared readers of Watch (watch.go)
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -179,6 +180,7 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 		log:          zerolog.Nop(),
 		clock:        clockwork.NewRealClock(),
 		clockRefresh: DefaultClockRefresh,
+		watchPeriod:  DefaultWatchPeriod,
 	}
 	for _, o := range opts {
 		if o == nil {
