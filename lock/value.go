@@ -80,19 +80,31 @@ func (l *Locker) setValueAs(ctx context.Context, o owner, t Term, value []byte) 
 	return nil
 }
 
-// valueStore is a Store that keeps values (*Locker).
+// ValueStore is a Store that keeps the values of leases (*Locker, and
+// locktest.Store): Lease.SetValue needs one.
+type ValueStore interface {
+	// SetValue publishes value with term t of a lock keeperID holds,
+	// refusing it with ErrStaleTerm unless t is that lock's live term.
+	SetValue(ctx context.Context, keeperID string, t Term, value []byte) error
+}
+
+// valueStore is a ValueStore that tells Sessions apart by their tokens
+// (*Locker: owner), as tokenStore.
 type valueStore interface {
 	setValueAs(ctx context.Context, o owner, t Term, value []byte) error
 }
 
-var _ valueStore = (*Locker)(nil)
+var (
+	_ ValueStore = (*Locker)(nil)
+	_ valueStore = (*Locker)(nil)
+)
 
 // SetValue publishes value with this lease's term (Locker.SetValue): one
 // fenced write, refused with an error wrapping ErrStaleTerm once the term
 // is no longer this Session's, and with the lease's cause if it already
 // ended here. A value longer than MaxValueSize gives an error wrapping
 // ErrValueTooLarge; nothing is written then. The store must keep values
-// (*Locker does).
+// (ValueStore: *Locker and locktest.Store do).
 func (l *Lease) SetValue(ctx context.Context, value []byte) error {
 	if err := checkContext(ctx, "set value of", l.LockID()); err != nil {
 		return err
@@ -103,9 +115,12 @@ func (l *Lease) SetValue(ctx context.Context, value []byte) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("set value of %q fence %d: %w", l.LockID(), l.Fence(), err)
 	}
-	vs, ok := l.s.store.(valueStore)
-	if !ok {
-		return fmt.Errorf("set value of %q: %w: the store keeps no values", l.LockID(), ErrInvalidArgument)
+	t := Term{LockID: l.LockID(), Fence: l.Fence()}
+	switch vs := l.s.store.(type) {
+	case valueStore:
+		return vs.setValueAs(ctx, l.s.owner, t, value)
+	case ValueStore:
+		return vs.SetValue(ctx, l.s.cfg.keeperID, t, value)
 	}
-	return vs.setValueAs(ctx, l.s.owner, Term{LockID: l.LockID(), Fence: l.Fence()}, value)
+	return fmt.Errorf("set value of %q: %w: the store keeps no values (not a lock.ValueStore)", l.LockID(), ErrInvalidArgument)
 }
