@@ -83,3 +83,26 @@ func (r *LeaderAwareRunner) publish(ctx context.Context, lease *lock.Lease) ([]b
 	}
 	return v, nil
 }
+
+// republish writes the runner's value again if a SetValue changed it
+// while the campaign wrote the one before (SetValue found no term to
+// write to then). A failure leaves the term with what publish wrote; the
+// next SetValue tries again.
+func (r *LeaderAwareRunner) republish(ctx context.Context, lease *lock.Lease, written []byte) {
+	r.mu.Lock()
+	v := r.value
+	r.mu.Unlock()
+	if bytes.Equal(v, written) {
+		return
+	}
+	vctx, cancel := lock.WithTimeout(ctx, r.clock, r.session.Timings().RenewDeadline)
+	defer cancel()
+	if lease.SetValue(vctx, v) != nil {
+		return
+	}
+	r.mu.Lock()
+	if r.term != nil && r.term.lease == lease {
+		r.leaderValue = bytes.Clone(v)
+	}
+	r.mu.Unlock()
+}

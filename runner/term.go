@@ -73,6 +73,7 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 	prev := r.leader
 	r.leader, r.leaderValue, r.leaderFence = me, value, lease.Fence()
 	r.mu.Unlock()
+	r.republish(ctx, lease, value)
 	if prev != me {
 		r.session.Emit(lock.Event{Kind: lock.LeaderSeen, LockID: r.lockID, Leader: me, Fence: lease.Fence()})
 		if r.cfg.onNewLeader != nil {
