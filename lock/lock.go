@@ -393,12 +393,18 @@ func acquireUpdate(o owner, ttlMS int64, nonce string, lo time.Time) bson.D {
 		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
 	}
 	// The last term's value is not this term's (value.go).
-	unset := bson.D{{Key: fieldValue, Value: ""}}
+	var unset bson.D
+	if !planted.On(planted.KeepValue) { // planted: the value stays
+		unset = append(unset, bson.E{Key: fieldValue, Value: ""})
+	}
 	if o.tok == "" {
 		// A lease taken over from a Session is not that Session's any more.
 		unset = append(unset, bson.E{Key: fieldToken, Value: ""})
 	}
-	update := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: unset}}
+	update := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
 	return append(update,
 		bson.E{Key: "$currentDate", Value: bson.D{
 			{Key: fieldRenewed, Value: true},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/planted"
 )
 
 // MaxValueSize is the largest value a lease carries (SetValue), in bytes:
@@ -68,6 +70,9 @@ func (l *Locker) setValueAs(ctx context.Context, o owner, t Term, value []byte) 
 	update := bson.D{{Key: "$unset", Value: bson.D{{Key: fieldValue, Value: ""}}}}
 	if len(value) > 0 {
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: fieldValue, Value: bson.Binary{Data: value}}}}}
+	}
+	if planted.On(planted.StaleValue) { // planted: whoever holds it, whatever its term
+		filter = bson.D{{Key: fieldID, Value: t.LockID}}
 	}
 	res, err := l.coll.UpdateOne(ctx, filter, update)
 	if err != nil {

@@ -41,10 +41,21 @@ const (
 	// migrator.go pending, and records.go claim, which would otherwise
 	// refuse it).
 	MigrateTwice Bug = "apply a migration twice"
+	// KeepValue: a new term keeps the value of the term before (lock,
+	// lock.go acquireUpdate).
+	KeepValue Bug = "keep the last term's value"
+	// StaleValue: a value is written whatever the lock's term and holder
+	// (lock, value.go setValueAs's filter).
+	StaleValue Bug = "write a value into another holder's term"
 )
 
 // All are the planted bugs, in the order the test plants them.
 var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice}
+
+// ValueBugs are the bugs of leases' values, planted by the simulation's
+// TestValuePlantedBugsCaught in worlds whose leaders publish values: the
+// default worlds publish none, so they are not in All.
+var ValueBugs = []Bug{KeepValue, StaleValue}
 
 var planted atomic.Pointer[Bug]
 
