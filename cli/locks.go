@@ -9,14 +9,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mongolock/mongolock/internal/redact"
 	"github.com/mongolock/mongolock/lock"
 )
 
 // lockJSON is one lock in `locks list --json` and `locks show --json`. The
 // fence is a string: it does not fit the integers JSON readers handle.
 type lockJSON struct {
-	Lock        string `json:"lock"`
-	Keeper      string `json:"keeper"`
+	Lock   string `json:"lock"`
+	Keeper string `json:"keeper"`
+	// Value is the holder's value (lock.Holder.Value) as text, or in hex
+	// after "0x" if it is not printable (redact.ValueText).
+	Value       string `json:"value,omitempty"`
 	AcquiredAt  string `json:"acquiredAt"`
 	RenewedAt   string `json:"renewedAt"`
 	ExpiresAt   string `json:"expiresAt"`
@@ -33,6 +37,7 @@ func toJSON(h lock.Holder) lockJSON {
 	j := lockJSON{
 		Lock:        h.LockID,
 		Keeper:      h.KeeperID,
+		Value:       redact.ValueText(h.Value),
 		AcquiredAt:  jsonTime(h.AcquiredAt),
 		RenewedAt:   jsonTime(h.RenewedAt),
 		ExpiresAt:   jsonTime(h.ExpiresAt),
@@ -45,6 +50,19 @@ func toJSON(h lock.Holder) lockJSON {
 	}
 	return j
 }
+
+// shortValue is a holder's value in a table column: on one line, at most
+// valueColumn characters.
+func shortValue(v []byte) string {
+	s := []rune(oneLine(redact.ValueText(v)))
+	if len(s) > valueColumn {
+		return string(s[:valueColumn-1]) + "…"
+	}
+	return string(s)
+}
+
+// valueColumn is the width of the VALUE column of locks list.
+const valueColumn = 40
 
 // expiresIn says when a lease ends, by the server's clock when it was read,
 // as h.Expired judged it.
@@ -150,9 +168,9 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 		return nil
 	}
 	tw := table(a.stdout)
-	fmt.Fprintln(tw, "LOCK\tKEEPER\tACQUIRED\tRENEWED\tEXPIRES IN\tFENCE")
+	fmt.Fprintln(tw, "LOCK\tKEEPER\tVALUE\tACQUIRED\tRENEWED\tEXPIRES IN\tFENCE")
 	for _, h := range holders {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", h.LockID, orDash(h.KeeperID), fmtTime(h.AcquiredAt), fmtTime(h.RenewedAt), expiresIn(h), h.Fence)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", h.LockID, orDash(h.KeeperID), orDash(shortValue(h.Value)), fmtTime(h.AcquiredAt), fmtTime(h.RenewedAt), expiresIn(h), h.Fence)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -206,6 +224,7 @@ func (a *app) locksShow(ctx context.Context, args []string) error {
 	tw := table(a.stdout)
 	fmt.Fprintf(tw, "lock:\t%s\n", h.LockID)
 	fmt.Fprintf(tw, "keeper:\t%s\n", orDash(h.KeeperID))
+	fmt.Fprintf(tw, "value:\t%s\n", orDash(oneLine(redact.ValueText(h.Value))))
 	fmt.Fprintf(tw, "state:\t%s\n", state)
 	fmt.Fprintf(tw, "acquired:\t%s\n", fmtTime(h.AcquiredAt))
 	fmt.Fprintf(tw, "renewed:\t%s\n", fmtTime(h.RenewedAt))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -175,6 +176,13 @@ func parseLockDoc(raw bson.Raw, d *lockDoc) (bad *BadDocument) {
 			} else {
 				fail(fieldNonce, "not a string")
 			}
+		case fieldValue:
+			// The holder's payload, not part of the lease: a value this
+			// module did not write (not binary data) is not read, and
+			// never makes the lease a bad document.
+			if _, b, ok := v.BinaryOK(); ok {
+				d.Value = slices.Clone(b) // raw may be a cursor's buffer
+			}
 		}
 	}
 	switch {
@@ -301,7 +309,7 @@ func (l *Locker) takeOverBad(ctx context.Context, o owner, raw bson.Raw, d lockD
 	}
 	set := bson.D{{Key: fieldKeeper, Value: o.kid}, {Key: fieldTTL, Value: l.ttlMS()},
 		{Key: fieldEpoch, Value: epoch}, {Key: fieldSeq, Value: int64(0)}}
-	unset := bson.D{{Key: "fence", Value: ""}, {Key: fieldNonce, Value: ""}}
+	unset := bson.D{{Key: "fence", Value: ""}, {Key: fieldNonce, Value: ""}, {Key: fieldValue, Value: ""}}
 	if o.tok != "" {
 		set = append(set, bson.E{Key: fieldToken, Value: o.tok})
 	} else {

@@ -102,6 +102,21 @@
 //	ka, _ := mongo.Connect(options.Client().ApplyURI(uri).SetMaxPoolSize(2))
 //	locker, _ := lock.New(db, lock.WithKeepAliveDatabase(ka.Database(db.Name())))
 //
+// # Values and watching
+//
+// A lease can carry a value of at most MaxValueSize bytes that its holder
+// publishes (Lease.SetValue, Locker.SetValue): how to reach the leader,
+// say. The write is fenced, so only the lock's current term, live, by its
+// holder can write it (ErrStaleTerm otherwise), and every new term and
+// every release clears it; it is a second round trip after the
+// acquisition, so a reader may see a new term without its value first.
+// Holder returns it. Watch follows a lock's holder as it changes, for any
+// number of watchers in a process through one reader per lock, which
+// polls every WithWatchPeriod (DefaultWatchPeriod, 1s): a change is seen
+// at most a period plus a read's round trip after it was stored. It does
+// not use change streams, which FerretDB does not have; polling works on
+// every deployment this module supports.
+//
 // # Time
 //
 // Expiry is judged by the database server's clock only. A Locker estimates

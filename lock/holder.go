@@ -21,8 +21,11 @@ type Holder struct {
 	// lease the Locker's own methods or an earlier version wrote): two
 	// live leases with one KeeperID and different tokens are held by two
 	// Sessions sharing a keeper id (KeeperIDShared).
-	Token      string
-	Fence      uint64
+	Token string
+	Fence uint64
+	// Value is what the term's holder published (SetValue), nil if
+	// nothing: a new term starts without one.
+	Value      []byte
 	AcquiredAt time.Time
 	RenewedAt  time.Time
 	ExpiresAt  time.Time
@@ -166,6 +169,7 @@ func (l *Locker) holderOf(d lockDoc) Holder {
 		KeeperID:   d.Keeper,
 		Token:      d.Token,
 		Fence:      d.fence(),
+		Value:      d.Value,
 		AcquiredAt: d.Acquired,
 		RenewedAt:  d.Renewed,
 		ExpiresAt:  d.Renewed.Add(ttl),

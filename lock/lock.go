@@ -36,6 +36,7 @@ const (
 	fieldSeq      = "seq"   // low half of the fence: +1 with every term
 	fieldTTL      = "ttl"   // lease length in milliseconds of the keeper that wrote it
 	fieldNonce    = "rn"    // random tag of the last renewal or batched acquisition
+	fieldValue    = "val"   // the holder's value (value.go); cleared with every new term and release
 )
 
 // A lock document without a keeper (kid) is a released lock: kept, with
@@ -57,6 +58,8 @@ type lockDoc struct {
 	Legacy bson.Timestamp `bson:"fence"`
 	TTL    int64          `bson:"ttl"`
 	Nonce  string         `bson:"rn"`
+	// Value is what the term's holder published (SetValue); nil if none.
+	Value []byte `bson:"val,omitempty"`
 
 	// Of a bad document (parseLockDoc): its _id as stored, and whether its
 	// keeper or its fence could not be read.
@@ -132,6 +135,7 @@ type Locker struct {
 	readOnly serverClock
 	seen     atomic.Uint64 // topology changes (WithTopologyWatch) the estimate knows of
 	logBad   badLog
+	watches  watchSet // the shared readers of Watch (watch.go)
 }
 
 // Grant is what the store reports of a lock it granted: one term of one
@@ -176,6 +180,7 @@ func New(db *mongo.Database, opts ...Option) (*Locker, error) {
 		log:          zerolog.Nop(),
 		clock:        clockwork.NewRealClock(),
 		clockRefresh: DefaultClockRefresh,
+		watchPeriod:  DefaultWatchPeriod,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -387,10 +392,18 @@ func acquireUpdate(o owner, ttlMS int64, nonce string, lo time.Time) bson.D {
 	if nonce != "" {
 		set = append(set, bson.E{Key: fieldNonce, Value: nonce})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	// The last term's value is not this term's (value.go).
+	var unset bson.D
+	if !planted.On(planted.KeepValue) { // planted: the value stays
+		unset = append(unset, bson.E{Key: fieldValue, Value: ""})
+	}
 	if o.tok == "" {
 		// A lease taken over from a Session is not that Session's any more.
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldToken, Value: ""}}})
+		unset = append(unset, bson.E{Key: fieldToken, Value: ""})
+	}
+	update := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
 	}
 	return append(update,
 		bson.E{Key: "$currentDate", Value: bson.D{
@@ -806,7 +819,7 @@ const releaseChunk = 100
 // vacate releases a lock and keeps its document and fence; ts becomes the
 // time of the release, the last instant the lock was held.
 var vacate = bson.D{
-	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldToken, Value: ""}, {Key: fieldNonce, Value: ""}}},
+	{Key: "$unset", Value: bson.D{{Key: fieldKeeper, Value: ""}, {Key: fieldToken, Value: ""}, {Key: fieldNonce, Value: ""}, {Key: fieldValue, Value: ""}}},
 	{Key: "$currentDate", Value: bson.D{{Key: fieldRenewed, Value: true}}},
 }
 

@@ -52,6 +52,7 @@ type config struct {
 	watch        *TopologyWatch
 	keepAlive    *mongo.Database
 	badDocs      func(BadDocument)
+	watchPeriod  time.Duration // Watch's poll period (watch.go)
 }
 
 // WithBadDocuments sets the function told of each lock document a read

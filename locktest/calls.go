@@ -17,6 +17,8 @@ const (
 	OpRenew   Op = "renew"   // Renew
 	OpRelease Op = "release" // ReleaseTerms
 	OpHolder  Op = "holder"  // Holder
+	// OpSetValue is SetValue.
+	OpSetValue Op = "setvalue"
 )
 
 // Call is one call of a lock.Store method: the request, and the outcome once
@@ -26,7 +28,8 @@ type Call struct {
 	Op       Op
 	KeeperID string      // empty for OpHolder
 	LockIDs  []string    // deduplicated; for OpRelease the terms' ids
-	Terms    []lock.Term // OpRelease only
+	Terms    []lock.Term // OpRelease, and OpSetValue's one term
+	Value    []byte      // OpSetValue only
 	// Start is when the call began, on the Store's clock: the Sent of its
 	// grants. End is when it returned; zero while it is in flight.
 	Start, End time.Time
@@ -44,6 +47,7 @@ func (c *Call) clone() Call {
 	d := *c
 	d.LockIDs = slices.Clone(c.LockIDs)
 	d.Terms = slices.Clone(c.Terms)
+	d.Value = slices.Clone(c.Value)
 	d.Acquisition.Granted = slices.Clone(c.Acquisition.Granted)
 	d.Acquisition.Refused = slices.Clone(c.Acquisition.Refused)
 	d.Renewal.Held = slices.Clone(c.Renewal.Held)

@@ -39,7 +39,9 @@ type Harness struct {
 // lost and re-creates none; ReleaseTerms with a stale fence releases
 // nothing; Holder reports the holder, fence and expiry, and ErrNotHeld
 // with the last term for released and expired locks; a batch acquisition
-// grants what is free and refuses what is held elsewhere; bad ids are
+// grants what is free and refuses what is held elsewhere; a store that
+// keeps values (lock.ValueStore) writes one only for the live term of its
+// holder and clears it with every new term and release; bad ids are
 // rejected; a call whose context ended fails with its error. Each case is
 // a parallel subtest on its own store. A case whose calls took so long
 // that a lease it needs live may have ended (a loaded machine, on a real
@@ -87,6 +89,7 @@ var conformance = []struct {
 	{"Batch", testBatch},
 	{"InvalidArguments", testInvalid},
 	{"EndedContext", testEndedContext},
+	{"Value", testValue},
 }
 
 // checker runs one case on one store. It keeps the deadline of every
@@ -592,4 +595,49 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// testValue: a value is written only by its term's live holder, shown by
+// Holder, and cleared by a new term and a release (lock.ValueStore).
+func testValue(c *checker) {
+	vs, ok := c.s.(lock.ValueStore)
+	if !ok {
+		c.t.Skip("the store keeps no values (not a lock.ValueStore)")
+	}
+	set := func(keeper string, fence uint64, v string) error {
+		return vs.SetValue(c.ctx, keeper, lock.Term{LockID: "x", Fence: fence}, []byte(v))
+	}
+	wantValue := func(want string) {
+		c.t.Helper()
+		h, _ := c.holder("x")
+		if string(h.Value) != want {
+			c.t.Fatalf("Holder value %q, want %q", h.Value, want)
+		}
+	}
+	g := c.mustGrant("A", "x")
+	wantValue("")
+	if err := set("A", g.Fence, "a:1"); err != nil {
+		c.t.Fatalf("A's SetValue: %v", err)
+	}
+	wantValue("a:1")
+	if err := set("B", g.Fence, "b"); !errors.Is(err, lock.ErrStaleTerm) {
+		c.t.Fatalf("B's SetValue on A's term: %v, want ErrStaleTerm", err)
+	}
+	if err := vs.SetValue(c.ctx, "A", lock.Term{LockID: "x", Fence: g.Fence}, make([]byte, lock.MaxValueSize+1)); !errors.Is(err, lock.ErrValueTooLarge) {
+		c.t.Fatalf("a value too large: %v, want ErrValueTooLarge", err)
+	}
+	wantValue("a:1")
+	g2 := c.mustGrant("A", "x") // a new term of the same keeper
+	wantValue("")
+	if err := set("A", g.Fence, "old"); !errors.Is(err, lock.ErrStaleTerm) {
+		c.t.Fatalf("SetValue on A's previous term: %v, want ErrStaleTerm", err)
+	}
+	if err := set("A", g2.Fence, "a:2"); err != nil {
+		c.t.Fatalf("A's SetValue: %v", err)
+	}
+	c.wantReleased("A", 1, lock.Term{LockID: "x", Fence: g2.Fence})
+	wantValue("")
+	if err := set("A", g2.Fence, "late"); !errors.Is(err, lock.ErrStaleTerm) {
+		c.t.Fatalf("SetValue after the release: %v, want ErrStaleTerm", err)
+	}
 }

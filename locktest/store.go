@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +29,10 @@ type Store struct {
 	resumed   chan struct{} // non-nil while paused; closed by Resume
 }
 
-var _ lock.Store = (*Store)(nil)
+var (
+	_ lock.Store      = (*Store)(nil)
+	_ lock.ValueStore = (*Store)(nil)
+)
 
 // entry is a lock, held or released. It stays after a release so that the
 // next term's fence is larger, as the Locker keeps its documents.
@@ -37,6 +41,7 @@ type entry struct {
 	fence    uint64
 	acquired time.Time
 	renewed  time.Time // last acquire or renew; the release's time once released
+	value    []byte    // the term's value (SetValue); nil once a term begins or ends
 }
 
 // New returns an empty Store. It panics on an invalid option (see the
@@ -123,7 +128,7 @@ func (s *Store) grant(id, keeperID string, sent, now time.Time) lock.Grant {
 		s.locks[id] = e
 	}
 	e.fence++
-	e.keeper, e.acquired, e.renewed = keeperID, now, now
+	e.keeper, e.acquired, e.renewed, e.value = keeperID, now, now, nil
 	return lock.Grant{LockID: id, KeeperID: keeperID, Fence: e.fence, AcquiredAt: now,
 		Deadline: s.deadline(sent), Sent: sent}
 }
@@ -179,7 +184,7 @@ func (s *Store) ReleaseTerms(ctx context.Context, keeperID string, terms ...lock
 	err := s.do(ctx, c, "release "+desc(keeperID, ids), func(now time.Time) error {
 		for _, t := range terms {
 			if e := s.locks[t.LockID]; e != nil && e.keeper == keeperID && (t.Fence == 0 || t.Fence == e.fence) {
-				e.keeper, e.renewed = "", now
+				e.keeper, e.renewed, e.value = "", now, nil
 				n++
 			}
 		}
@@ -190,6 +195,40 @@ func (s *Store) ReleaseTerms(ctx context.Context, keeperID string, terms ...lock
 		return 0, err
 	}
 	return n, nil
+}
+
+// SetValue publishes value with term t of a lock keeperID holds, as the
+// Locker's: only while t is that lock's live term, refused otherwise with
+// an error wrapping lock.ErrStaleTerm; a value longer than
+// lock.MaxValueSize with one wrapping lock.ErrValueTooLarge.
+func (s *Store) SetValue(ctx context.Context, keeperID string, t lock.Term, value []byte) error {
+	if err := validate(keeperID, []string{t.LockID}); err != nil {
+		return err
+	}
+	if t.Fence == 0 {
+		return fmt.Errorf("set value of %q: %w: no fencing token", t.LockID, lock.ErrInvalidArgument)
+	}
+	if err := lock.CheckValue(value); err != nil {
+		return fmt.Errorf("set value of %q: %w", t.LockID, err)
+	}
+	c := &Call{Op: OpSetValue, KeeperID: keeperID, LockIDs: []string{t.LockID}, Terms: []lock.Term{t}, Value: slices.Clone(value)}
+	var stale error
+	err := s.do(ctx, c, fmt.Sprintf("set value of %q", t.LockID), func(now time.Time) error {
+		e := s.locks[t.LockID]
+		if !s.live(e, now) || e.keeper != keeperID || e.fence != t.Fence {
+			stale = fmt.Errorf("set value of %q: fence %d of keeper %q: %w", t.LockID, t.Fence, keeperID, lock.ErrStaleTerm)
+			return stale
+		}
+		e.value = nil
+		if len(value) > 0 {
+			e.value = slices.Clone(value)
+		}
+		return nil
+	})
+	if stale != nil {
+		return stale
+	}
+	return err
 }
 
 // Holder returns who holds lockID. A free, released or expired lock gives
@@ -227,6 +266,7 @@ func (s *Store) holder(lockID string, now time.Time) (lock.Holder, error) {
 		LockID:     lockID,
 		KeeperID:   e.keeper,
 		Fence:      e.fence,
+		Value:      slices.Clone(e.value),
 		AcquiredAt: e.acquired,
 		RenewedAt:  e.renewed,
 		ExpiresAt:  e.renewed.Add(s.cfg.ttl),

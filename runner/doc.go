@@ -21,6 +21,15 @@
 //   - One long-running leader task: Run campaigns until its context ends and
 //     runs the task while it leads.
 //
+// # Finding the leader
+//
+// WithValue publishes a value with every term (the instance's address,
+// say), written before the task starts; SetValue changes it while leading.
+// LeaderInfo returns the leader as last observed, its value and its fence
+// together, without a round trip: a follower's view is as of its last
+// campaign. A program or tool that must react to each change follows the
+// lock with lock.Locker.Watch.
+//
 // # Term log
 //
 // A runner's terms are events of its Session (lock.TermStarted and
@@ -57,7 +66,8 @@
 // started, never for one that did not; OnNewLeader whenever the observed
 // leader changes. Callbacks run synchronously in the goroutine of Run,
 // RunTaskOnLeader or Resign, so they must return quickly and must not call
-// those methods. IsLeader, Fence and Leader never touch the database.
+// those methods. IsLeader, Fence, Leader and LeaderInfo never touch the
+// database.
 //
 // Run returns only after its task returned and the release was tried, and
 // leaves no goroutine behind, with one exception: Go cannot stop a goroutine,

@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"fmt"
 	"time"
+
+	"github.com/mongolock/mongolock/lock"
 )
 
 // Defaults used by New. The lease timings (renew interval, renew deadline,
@@ -26,6 +29,8 @@ type config struct {
 	onStarted   func(fence uint64)
 	onStopped   func()
 	onNewLeader func(keeperID string)
+
+	value []byte // WithValue: published with every term
 }
 
 func defaultConfig() config {
@@ -103,6 +108,23 @@ func OnStoppedLeading(f func()) Option {
 func OnNewLeader(f func(keeperID string)) Option {
 	return func(c *config) error {
 		c.onNewLeader = f
+		return nil
+	}
+}
+
+// WithValue sets a value the runner publishes with every term it leads
+// (lock.Lease.SetValue), before OnStartedLeading and the task: how to
+// reach this instance, say its address. Followers read it with the
+// leader (LeaderInfo, lock.Locker.Holder, lock.Locker.Watch). A term
+// whose value cannot be written is given up (released) and the runner
+// campaigns again. At most lock.MaxValueSize bytes; the session's store
+// must keep values (lock.ValueStore). SetValue changes it. Default: none.
+func WithValue(v []byte) Option {
+	return func(c *config) error {
+		if err := lock.CheckValue(v); err != nil {
+			return fmt.Errorf("%w: WithValue: %w", ErrInvalidOption, err)
+		}
+		c.value = bytes.Clone(v)
 		return nil
 	}
 }

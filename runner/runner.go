@@ -57,6 +57,11 @@ type LeaderAwareRunner struct {
 	mu     sync.Mutex
 	term   *term  // the current term; nil when not leading
 	leader string // last observed leader: the keeper id while leading, "" if unknown
+	// The last observed leader's value and fence (leader.go), and the
+	// value this runner publishes (WithValue, SetValue).
+	leaderValue []byte
+	leaderFence uint64
+	value       []byte
 }
 
 // term is one acquisition of the lock. ended is written only by the
@@ -114,6 +119,7 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 		lockID:  lockID,
 		clock:   session.Clock(),
 		cfg:     cfg,
+		value:   cfg.value,
 	}
 	session.AddComponent(r) // for those who watch the session: metrics, health
 	return r, nil

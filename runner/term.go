@@ -59,14 +59,21 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		_ = r.release(ctx)
 		return nil, fmt.Errorf("campaign for %q: %w", r.lockID, err)
 	}
+	value, err := r.publish(ctx, lease)
+	if err != nil {
+		// Followers could not reach a leader without its value.
+		_ = r.release(ctx)
+		return nil, err
+	}
 	t := &term{lease: lease, started: r.clock.Now()}
 	t.ctx, t.span = r.traceTerm(ctx, lease)
 	me := r.KeeperID()
 	r.mu.Lock()
 	r.term = t
 	prev := r.leader
-	r.leader = me
+	r.leader, r.leaderValue, r.leaderFence = me, value, lease.Fence()
 	r.mu.Unlock()
+	r.republish(ctx, lease, value)
 	if prev != me {
 		r.session.Emit(lock.Event{Kind: lock.LeaderSeen, LockID: r.lockID, Leader: me, Fence: lease.Fence()})
 		if r.cfg.onNewLeader != nil {
@@ -137,7 +144,10 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 	}
 	r.mu.Lock()
 	changed := id != r.leader
-	r.leader = id
+	r.leader, r.leaderValue, r.leaderFence = id, nil, 0
+	if id != "" {
+		r.leaderValue, r.leaderFence = h.Value, h.Fence
+	}
 	r.mu.Unlock()
 	if changed && id != "" {
 		r.session.Emit(lock.Event{Kind: lock.LeaderSeen, LockID: r.lockID, Leader: id, Fence: h.Fence})
@@ -355,7 +365,7 @@ func (r *LeaderAwareRunner) endTerm(t *term, err error, reason string) {
 	r.mu.Lock()
 	if r.term == t {
 		r.term = nil
-		r.leader = ""
+		r.leader, r.leaderValue, r.leaderFence = "", nil, 0
 	}
 	r.mu.Unlock()
 	// A loss noticed late (between RunTaskOnLeader calls) ended the term

@@ -53,6 +53,9 @@ type lockView struct {
 	// Late: the holder missed a renewal (more than a third of the TTL
 	// since the last one: sessions renew every third by default).
 	Late bool
+	// Value is the holder's value (lock.Holder.Value) as shown: redacted
+	// text, or hex after "0x"; "" for none.
+	Value string
 }
 
 // Bounds of the lock readings.
@@ -149,7 +152,7 @@ func (h *Handler) loadLocks(ctx context.Context, prefix, after string, n int, el
 // lock read is redacted (elections holds redacted ids too).
 func (h *Handler) viewLock(hd lock.Holder, elections map[string]bool) lockView {
 	hd = redact.Holder(hd, h.cfg.redact)
-	v := lockView{Holder: hd, Kind: kindOther, Name: hd.LockID}
+	v := lockView{Holder: hd, Kind: kindOther, Name: hd.LockID, Value: redact.ValueText(hd.Value)}
 	presence := h.cfg.lockPrefix + "@instance/" + h.cfg.jobs + "/"
 	switch {
 	case strings.HasPrefix(hd.LockID, presence):

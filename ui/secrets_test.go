@@ -29,7 +29,8 @@ const (
 
 // seedHostile writes, as programs and operators could, documents whose
 // text carries hostileURI: a job's last run, its history, its pause, an
-// action, a keeper id (in its presence lock's id too) and a lock id.
+// action, a keeper id (in its presence lock's id too), a lock id and a
+// lock's value.
 func seedHostile(t *testing.T, db *mongo.Database) (presence string) {
 	t.Helper()
 	ctx := context.Background()
@@ -59,8 +60,13 @@ func seedHostile(t *testing.T, db *mongo.Database) (presence string) {
 	}
 	presence = scheduler.DefaultLockPrefix + "@instance/" + scheduler.DefaultJobsCollection + "/" + hostileURI
 	for _, id := range []string{presence, "cache/" + hostileURI} {
-		if a, err := l.AcquireLocks(ctx, hostileURI, id); err != nil || len(a.Granted) != 1 {
+		a, err := l.AcquireLocks(ctx, hostileURI, id)
+		if err != nil || len(a.Granted) != 1 {
 			t.Fatalf("acquire %s: %+v %v", id, a, err)
+		}
+		// Its value, as a leader publishes its address.
+		if err := l.SetValue(ctx, hostileURI, lock.Term{LockID: id, Fence: a.Granted[0].Fence}, []byte(hostileURI)); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return presence
@@ -86,6 +92,7 @@ func TestNoSecretOnAnyPage(t *testing.T) {
 	defer srv.Close()
 	redactedPresence := ui.RedactURIs(presence)
 	for _, p := range []string{"/", "/locks", "/locks?kind=instance", "/locks/" + url.PathEscape(redactedPresence), "/elections",
+		"/locks/" + url.PathEscape(ui.RedactURIs("cache/"+hostileURI)), "/locks/" + url.PathEscape("cache/"+hostileURI),
 		"/jobs", "/jobs/nightly", "/migrations", "/locks/" + url.PathEscape(presence)} {
 		code, body := get(t, srv, p)
 		if code >= 500 {
@@ -101,6 +108,7 @@ func TestNoSecretOnAnyPage(t *testing.T) {
 		"/locks":        {"mongodb://***@db.internal:27017/", "cache/mongodb://***@db.internal"},
 		"/":             {"mongodb://***@db.internal:27017/"}, // the instance up
 		"/jobs/nightly": {probe, "dial mongodb://***@db.internal:27017/"},
+		"/locks/" + url.PathEscape(ui.RedactURIs("cache/"+hostileURI)): {"<code>mongodb://***@db.internal:27017/"},
 	} {
 		_, body := get(t, srv, p)
 		for _, w := range want {

@@ -44,10 +44,21 @@ const (
 	// SlotBeyondN: a semaphore tries one slot more than it has (lock,
 	// semaphore.go Semaphore.tried).
 	SlotBeyondN Bug = "take a semaphore slot beyond n"
+	// KeepValue: a new term keeps the value of the term before (lock,
+	// lock.go acquireUpdate).
+	KeepValue Bug = "keep the last term's value"
+	// StaleValue: a value is written whatever the lock's term and holder
+	// (lock, value.go setValueAs's filter).
+	StaleValue Bug = "write a value into another holder's term"
 )
 
 // All are the planted bugs, in the order the test plants them.
 var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice, SlotBeyondN}
+
+// ValueBugs are the bugs of leases' values, planted by the simulation's
+// TestValuePlantedBugsCaught in worlds whose leaders publish values: the
+// default worlds publish none, so they are not in All.
+var ValueBugs = []Bug{KeepValue, StaleValue}
 
 var planted atomic.Pointer[Bug]
 

@@ -13,6 +13,8 @@
 package redact
 
 import (
+	"bytes"
+	"encoding/hex"
 	"net/url"
 	"regexp"
 	"strings"
@@ -197,10 +199,43 @@ func secretKey(key string) bool {
 	return false
 }
 
-// Holder returns h with its text (lock and keeper ids) passed through f.
+// Holder returns h with its text (lock and keeper ids, and its value
+// when it is text: ValueText) passed through f, sharing nothing with h.
 func Holder(h lock.Holder, f func(string) string) lock.Holder {
 	h.LockID, h.KeeperID = f(h.LockID), f(h.KeeperID)
+	if isText(h.Value) {
+		h.Value = []byte(f(string(h.Value)))
+	} else {
+		h.Value = bytes.Clone(h.Value)
+	}
 	return h
+}
+
+// ValueText is how a lease's value (lock.Holder.Value) is shown: as text
+// if it is printable UTF-8 (an address, say), else in hex after "0x"; ""
+// for none. Pass the Holder through Holder first: hex hides nothing, so
+// only text needs redacting.
+func ValueText(v []byte) string {
+	switch {
+	case len(v) == 0:
+		return ""
+	case isText(v):
+		return string(v)
+	}
+	return "0x" + hex.EncodeToString(v)
+}
+
+// isText reports whether v is printable UTF-8 (spaces included).
+func isText(v []byte) bool {
+	if !utf8.Valid(v) {
+		return false
+	}
+	for _, r := range string(v) {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // Run returns r with its text (job, keeper, error, reason) passed through f.

@@ -44,6 +44,7 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	out = append(out, checkFences(h.changes)...)
 	sem, semTerms, semFull := checkSemaphore(h.acts)
 	out = append(out, sem...)
+	out = append(out, checkValues(h.changes, h.lives)...)
 	out = append(out, checkOnce(h.runs)...)
 	out = append(out, o.checkMigrations()...)
 	out = append(out, o.checkRecords()...)

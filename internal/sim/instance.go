@@ -92,7 +92,11 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 		s.fatalf("%s: %v", name, err)
 		return in
 	}
-	in.runner, err = runner.New(in.session, leaderLockID, runner.WithCampaignAgain(true))
+	ropts := []runner.Option{runner.WithCampaignAgain(true)}
+	if w.Values {
+		ropts = append(ropts, runner.WithValue([]byte(name)))
+	}
+	in.runner, err = runner.New(in.session, leaderLockID, ropts...)
 	if err != nil {
 		s.fatalf("%s: %v", name, err)
 		return in
@@ -340,10 +344,11 @@ func (in *instance) lead() {
 		if !in.called(ctx, "leader") {
 			return errNotTrusted
 		}
-		for {
+		for i := 1; ; i++ {
 			if !in.act(ctx, "leader") {
 				return cmpErr(context.Cause(ctx), errNotTrusted)
 			}
+			in.updateValue(ctx, i)
 			if err := lock.Sleep(ctx, in.clock, in.sim.world.TTL/4); err != nil {
 				return err
 			}

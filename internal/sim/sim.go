@@ -13,7 +13,10 @@
 // reports the scheduler's liveness violations as open (Result.Open) until
 // issue 27's classes are fixed; -sim.strict fails on every violation. Run
 // it with `go test ./internal/sim -run Sim` (-sim.seed=N replays one seed,
-// -sim.seeds=N runs N).
+// -sim.seeds=N runs N). TestSimValues runs worlds whose leaders publish
+// lease values (World.Values), checked by values.go: a value only
+// written by its term's holder; TestValuePlantedBugsCaught plants the
+// bugs of values (planted.ValueBugs).
 package sim
 
 import (
@@ -83,10 +86,11 @@ var Strict = false
 
 // safety are the kinds of violation that break the at-most-once core
 // (Gating): two holders at once (more than n of an n-slot semaphore), a
-// smaller fence, a firing run twice (and
+// smaller fence, a value written outside its holder's term, a firing
+// run twice (and
 // a migration run after it was recorded applied: isSafety); and the
 // simulation's own failures.
-var safety = []string{"exclusion:", "fences:", "once:", "semaphore:", "sim:"}
+var safety = []string{"exclusion:", "fences:", "once:", "semaphore:", "sim:", "values:"}
 
 // Gating returns the violations the default run fails on: the safety
 // ones, or all with Strict. The others are Open: found, counted and

@@ -33,6 +33,11 @@ type World struct {
 	TwoSchedulers bool
 	Faults        FaultRates
 	Events        []Event
+	// Values: each leader publishes a value with its term and updates it
+	// while it leads (runner.WithValue, SetValue), for the values check
+	// (values.go). Not drawn: TestSimValues sets it, so that the default
+	// seeds' worlds, and the fates of their commands, stay as they were.
+	Values bool
 }
 
 // JobSpec is a cron job every instance registers.
