@@ -50,6 +50,8 @@ type LeaderAwareRunner struct {
 	// running. Until it returns the runner does not campaign: a new term
 	// would run a second copy of the task beside it.
 	abandoned *abandonedTask
+	// cand is the runner's part among candidates (WithPriority).
+	cand candidacy
 
 	// hookRunEntered, if set (by tests), is called once Run holds the gate.
 	hookRunEntered func()
@@ -57,6 +59,9 @@ type LeaderAwareRunner struct {
 	mu     sync.Mutex
 	term   *term  // the current term; nil when not leading
 	leader string // last observed leader: the keeper id while leading, "" if unknown
+	// stepCh, while a RunTaskOnLeader task runs, takes a request to step
+	// down (Resign) to its lead loop.
+	stepCh chan error
 }
 
 // term is one acquisition of the lock. ended is written only by the
@@ -114,6 +119,9 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 		lockID:  lockID,
 		clock:   session.Clock(),
 		cfg:     cfg,
+	}
+	if err := r.initCandidacy(); err != nil {
+		return nil, err
 	}
 	session.AddComponent(r) // for those who watch the session: metrics, health
 	return r, nil
@@ -215,8 +223,12 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	r.held, r.running = true, true
 	r.gateMu.Unlock()
 	defer r.leave()
+	defer r.withdraw()
 	if r.hookRunEntered != nil {
 		r.hookRunEntered()
+	}
+	if r.cfg.neverLead {
+		return r.watch(ctx)
 	}
 
 	for {
@@ -249,6 +261,9 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 		switch {
 		case res.cause != nil:
 			// Ended when the lease was lost or the task stalled.
+		case res.stepDown != nil:
+			// Stepped down for a preferred candidate: the task returned.
+			r.endTerm(t, res.stepDown, res.stepReason)
 		case res.taskErr != nil && !(ctx.Err() != nil && errors.Is(res.taskErr, context.Canceled)):
 			r.endTerm(t, res.taskErr, "task failed")
 		case ctx.Err() != nil:
@@ -262,6 +277,12 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 			switch {
 			case res.cause != nil && !stopping:
 				return errors.Join(fmt.Errorf("run %q fence %d: %w", r.lockID, fence, res.cause), res.taskErr)
+			case res.stepDown != nil && !stopping:
+				err := fmt.Errorf("run %q fence %d: %w", r.lockID, fence, res.stepDown)
+				if errors.Is(res.taskErr, context.Canceled) {
+					return err
+				}
+				return errors.Join(err, res.taskErr)
 			case stopping && errors.Is(res.taskErr, context.Canceled):
 				return nil // the task returned its cancellation: a normal stop
 			}
@@ -365,6 +386,10 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 		return false, err
 	}
 	defer r.leave()
+	if r.cfg.neverLead {
+		r.observe(ctx)
+		return false, nil
+	}
 
 	t, err := r.ensureLeader(ctx)
 	if t == nil {
@@ -381,6 +406,10 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 		return true, fmt.Errorf("run task on leader %q fence %d: %w", r.lockID, fence, ErrTaskDidNotStop)
 	case res.cause != nil:
 		_ = r.release(ctx)
+	case res.stepDown != nil:
+		// Resigned while the task ran: it returned, so the lock goes.
+		r.endTerm(t, res.stepDown, res.stepReason)
+		_ = r.release(ctx)
 	}
 	res.repanic()
 	return true, res.taskErr
@@ -392,6 +421,14 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 	r.mu.Lock()
 	t, trusted := r.term, r.trustedLocked()
 	r.mu.Unlock()
+	if trusted && r.preferenceDue() {
+		if cause := r.preferred(ctx, t); cause != nil {
+			// No task runs: the term ends and the lock goes at once.
+			r.endTerm(t, cause, reasonPreferred)
+			_ = r.release(ctx)
+			return nil, nil
+		}
+	}
 	if trusted {
 		return t, nil
 	}
@@ -407,10 +444,16 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 // lease lost before the release. While an abandoned task still runs, Resign
 // does nothing: its lock is released when it returns.
 func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
+	if !r.underRun() {
+		// A RunTaskOnLeader task running now is told to stop, and waited
+		// for: the lock goes only once it returned.
+		r.stepDownRequest(fmt.Errorf("%w: resigning", ErrSteppedDown))
+	}
 	if err := r.enter(ctx); err != nil {
 		return err
 	}
 	defer r.leave()
+	r.withdraw()
 	if r.abandonedRunning() {
 		return nil
 	}
@@ -421,7 +464,7 @@ func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 		if cause := t.lease.Err(); cause != nil {
 			r.endTerm(t, cause, lostReason(cause))
 		} else {
-			r.endTerm(t, nil, "resigned")
+			r.endTerm(t, nil, reasonResigned)
 		}
 	}
 	return r.release(ctx)
@@ -478,4 +521,19 @@ func (r *LeaderAwareRunner) leave() {
 func (r *LeaderAwareRunner) retryPause() time.Duration {
 	rp := r.session.Timings().RetryPeriod
 	return lock.Backoff{First: rp, Max: rp}.Pause(r.session.Clock().Now(), 1)
+}
+
+// watch is Run for an observer (WithNeverLead): it reads who leads every
+// retry period until ctx ends, and never campaigns.
+func (r *LeaderAwareRunner) watch(ctx context.Context) error {
+	for {
+		r.lastCampaign = r.clock.Now()
+		r.observe(ctx)
+		if err := r.session.Sleep(ctx, r.clock.Until(r.lastCampaign.Add(r.retryPause()))); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("run %q: %w", r.lockID, err)
+		}
+	}
 }
