@@ -445,3 +445,62 @@ func TestDBSteppingDownWaitsForTheTask(t *testing.T) {
 	defer c.mu.Unlock()
 	t.Logf("%d terms, none overlapping, each task winding down for %v", len(c.terms), linger)
 }
+
+// A leader whose task ignores the step-down for its grace period is not
+// released under the running task: the task is abandoned (Run returns
+// ErrTaskDidNotStop, as when stopped), its lease is left to lapse, and only
+// then does the preferred candidate lead. On the simulated server, in a
+// synctest bubble.
+func TestDBStubbornTaskLapsesOnStepDown(t *testing.T) {
+	simTest(t, func(t *testing.T) {
+		const (
+			grace    = time.Second
+			taskStop = 300 * time.Millisecond // the runner's grace period
+			ignores  = 3 * time.Second        // how long the task ignores its context
+		)
+		c := newSimCandidates(t, dbTTL,
+			[]runner.Option{runner.WithPriority(0), runner.WithPreferenceGrace(grace), runner.WithGracePeriod(taskStop)},
+			[]runner.Option{runner.WithPriority(1), runner.WithPreferenceGrace(grace)})
+		cancelled := make(chan time.Time, 1)
+		returned := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			errc <- c.runners[0].Run(context.Background(), func(ctx context.Context) error {
+				defer close(returned)
+				c.starts <- &term{keeper: "k0", start: time.Now()}
+				<-ctx.Done()
+				cancelled <- time.Now()
+				if !errors.Is(context.Cause(ctx), runner.ErrSteppedDown) {
+					t.Errorf("k0's task cancelled with %v, want ErrSteppedDown", context.Cause(ctx))
+				}
+				time.Sleep(ignores)
+				return nil
+			})
+		}()
+		c.nextStart(5 * time.Second)
+		time.Sleep(grace)
+		c.start(1)
+		var at time.Time
+		select {
+		case at = <-cancelled:
+		case <-time.After(10 * grace):
+			t.Fatal("k0 did not step down")
+		}
+		if err := waitErr(t, errc); !errors.Is(err, runner.ErrTaskDidNotStop) {
+			t.Fatalf("k0's Run returned %v, want ErrTaskDidNotStop", err)
+		}
+		next := c.nextStart(10 * time.Second)
+		took := next.start.Sub(at)
+		t.Logf("k1 led %v after k0's task was told to stop (its grace %v, TTL %v)", took, taskStop, dbTTL)
+		// Abandoned taskStop after the step-down and no longer renewed, its
+		// lease lapses a TTL after its last renewal, at most a renew
+		// interval before: it was not released under the running task.
+		if lapse := taskStop + dbTTL - c.timings().RenewInterval; next.keeper != "k1" || took < lapse {
+			t.Fatalf("%s led %v after the step-down; want k1, once the lease lapsed (%v)", next.keeper, took, lapse)
+		}
+		<-returned
+		if err := c.stop(1); err != nil {
+			t.Fatalf("k1: Run: %v", err)
+		}
+	})
+}
