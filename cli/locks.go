@@ -147,6 +147,7 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printCandidates(a.stdout, holders)
 	warnSharedKeepers(a.stdout, holders)
 	return nil
 }

@@ -205,6 +205,16 @@ func (r *LeaderAwareRunner) Leader() string {
 // A panic in task ends the term, releases the lock and is raised again in
 // Run's goroutine (see the package doc).
 //
+// With WithPriority, Run steps down for a preferred candidate (see the
+// package doc, Candidates): the task's context is cancelled with a cause
+// wrapping ErrSteppedDown, the lease is still renewed while the task
+// returns, the term ends (Reason "stepped down for a preferred
+// candidate") and the lock is released only then; a task still running a
+// grace period later is abandoned as above. With WithCampaignAgain(false)
+// Run then returns an error wrapping ErrSteppedDown. With WithNeverLead,
+// Run never campaigns: it reads who leads every retry period until ctx
+// ends, and returns nil.
+//
 // Run returns ErrBusy at once if another Run, a RunTaskOnLeader or a
 // Resign is in progress; while Run runs, RunTaskOnLeader and Resign return
 // ErrBusy.
@@ -371,6 +381,13 @@ func (r *LeaderAwareRunner) abandonedRunning() bool {
 // campaign answers, task does not start and a lock just acquired is
 // released.
 //
+// With WithNeverLead it only reads who leads, and returns false and nil.
+// With WithPriority, a leader looks for a preferred candidate at most once
+// a retry period, at a call or while a task runs: it then steps down (a
+// running task is cancelled with a cause wrapping ErrSteppedDown and the
+// lock released once it returned) and the call returns false, or the
+// task's result.
+//
 // Calls are serialized. It returns the campaign's error if that failed, the
 // task's error otherwise, and an error wrapping ErrTaskDidNotStop if task
 // ignored its cancelled context for a grace period (it is then abandoned and
@@ -441,8 +458,14 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 // earlier acquisition or release failed in a way that may have left it
 // ours. The release is bounded by the session's release timeout, whatever
 // ctx's deadline. Not holding the lock is not an error, and neither is a
-// lease lost before the release. While an abandoned task still runs, Resign
-// does nothing: its lock is released when it returns.
+// lease lost before the release. A RunTaskOnLeader task running when
+// Resign is called is told to stop (its context is cancelled with a cause
+// wrapping ErrSteppedDown, "resigning"), and Resign waits for it to return
+// (until ctx ends) before releasing: the lock never goes under running
+// work. A task that ignores it for the grace period is abandoned and its
+// lease left to lapse. While an abandoned task still runs, Resign does
+// nothing: its lock is released when it returns. Resign also withdraws the
+// candidacy (WithPriority) until the next campaign.
 func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 	if !r.underRun() {
 		// A RunTaskOnLeader task running now is told to stop, and waited
