@@ -41,7 +41,7 @@ const (
 	// kindCandidate is the candidacy of a runner waiting to lead with a
 	// priority (runner.WithPriority).
 	kindCandidate lockKind = "candidate"
-	kindOther    lockKind = "other"
+	kindOther     lockKind = "other"
 )
 
 // lockView is a held (or lapsed) lock as the pages show it.
