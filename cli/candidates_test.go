@@ -32,7 +32,7 @@ func TestLocksCandidates(t *testing.T) {
 	}
 	res := cli(t, args(g, "--ttl", "1m", "locks", "list")...)
 	wantOK(t, res)
-	if !strings.Contains(res.stdout, "candidate for billing-leader: host-7, priority 42, waiting since ") {
+	if !strings.Contains(res.stdout, "candidate for billing-leader: host-7, priority 42, candidate since ") {
 		t.Errorf("locks list does not name the candidate:\n%s", res.stdout)
 	}
 }

@@ -31,8 +31,8 @@ const (
 // to the runner: leave them alone.
 func CandidatePrefix(lockID string) string { return lockID + candidateMark }
 
-// Candidate is a runner waiting to lead with a priority (WithPriority), as
-// its candidacy lock tells.
+// Candidate is a runner with a priority (WithPriority), as its candidacy
+// lock tells.
 type Candidate struct {
 	LockID   string // the leadership's lock id
 	KeeperID string
@@ -133,7 +133,7 @@ func (r *LeaderAwareRunner) publish(ctx context.Context) {
 	_, _, _ = m.AcquireLock(ctx)
 }
 
-// withdraw ends this runner's candidacy: it leads, resigned or stops. The
+// withdraw ends this runner's candidacy: it resigned or stops. The
 // release is bounded by the session's release timeout.
 func (r *LeaderAwareRunner) withdraw() {
 	if m := r.cand.mutex; m != nil && m.Lease() != nil {

@@ -113,11 +113,12 @@
 // when it is alone, but reads who leads (Leader, OnNewLeader) every retry
 // period under Run and at each RunTaskOnLeader call.
 //
-// A runner with a priority (WithPriority) is a candidate. While it does
-// not lead it holds a candidacy lock, CandidatePrefix(lockID) followed by
+// A runner with a priority (WithPriority) is a candidate. From its first
+// campaign it holds a candidacy lock, CandidatePrefix(lockID) followed by
 // its priority and keeper id, which its session's one keep-alive renews
-// with its other leases; it withdraws it when it leads, resigns or stops,
-// and a candidate that dies loses it with its lease. While it leads it
+// with its other leases; it keeps it while it leads (a leader ignores its
+// own), withdraws it when it resigns or Run returns, and a candidate that
+// dies loses it with its lease. While it leads it
 // lists the candidacies every retry period (one read), and steps down when
 // one of a strictly higher priority has been seen waiting for the
 // preference grace (WithPreferenceGrace, DefaultPreferenceGrace) and its

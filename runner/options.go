@@ -131,10 +131,11 @@ func WithNeverLead() Option {
 	}
 }
 
-// WithPriority makes the runner a candidate with priority p: while it
-// does not lead it publishes a candidacy (a lock of its session, renewed by
-// the session's keep-alive, under the leadership's lock id followed by
-// "@candidate/"), and while it leads it looks, every retry period, for a
+// WithPriority makes the runner a candidate with priority p: from its
+// first campaign until it resigns or Run returns it publishes a candidacy
+// (a lock of its session, renewed by the session's keep-alive, under the
+// leadership's lock id followed by "@candidate/"), and while it leads it
+// looks, every retry period, for a
 // candidate of a strictly higher priority. When one has been seen waiting
 // for the preference grace (WithPreferenceGrace), and the current term has
 // lasted as long, the leader steps down: its task's context is cancelled

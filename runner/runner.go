@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -237,7 +238,7 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	if r.hookRunEntered != nil {
 		r.hookRunEntered()
 	}
-	if r.cfg.neverLead {
+	if r.cfg.neverLead && !planted.On(planted.NeverLeadCampaigns) { // planted: it campaigns
 		return r.watch(ctx)
 	}
 
@@ -403,7 +404,7 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 		return false, err
 	}
 	defer r.leave()
-	if r.cfg.neverLead {
+	if r.cfg.neverLead && !planted.On(planted.NeverLeadCampaigns) { // planted: it campaigns
 		r.observe(ctx)
 		return false, nil
 	}

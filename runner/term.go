@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -62,8 +63,10 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		_ = r.release(ctx)
 		return nil, fmt.Errorf("campaign for %q: %w", r.lockID, err)
 	}
+	// The candidacy stays while leading: withdrawing it here would put a
+	// round trip, unbounded but by the release timeout, between the
+	// grant and the task (sim seed 35: the lease was lost meanwhile).
 	t := &term{lease: lease, started: r.clock.Now()}
-	r.withdraw() // a leader is no candidate
 	r.cand.lastCheck = t.started
 	t.ctx, t.span = r.traceTerm(ctx, lease)
 	me := r.KeeperID()
@@ -273,6 +276,9 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		}
 		res.stepDown, res.stepReason = cause, reason
 		cancelTask(cause)
+		if planted.On(planted.ReleaseUnderTask) { // planted: let go at once
+			_ = r.mutex.ReleaseLock(ctx)
+		}
 		prefC, stepC = nil, nil
 		startGrace() // then it is abandoned, and its lease left to lapse
 	}
@@ -310,6 +316,9 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		case <-ctxDone:
 			ctxDone = nil
 			startGrace()
+			if planted.On(planted.ReleaseUnderTask) { // planted: let go at once
+				_ = r.mutex.ReleaseLock(ctx)
+			}
 
 		case <-prefC:
 			if cause := r.preferred(ctx, t); cause != nil {

@@ -38,8 +38,8 @@ const (
 	kindJob      lockKind = "job"
 	kindPresence lockKind = "instance"
 	kindElection lockKind = "election"
-	// kindCandidate is the candidacy of a runner waiting to lead with a
-	// priority (runner.WithPriority).
+	// kindCandidate is the candidacy of a runner with a priority
+	// (runner.WithPriority).
 	kindCandidate lockKind = "candidate"
 	kindOther     lockKind = "other"
 )

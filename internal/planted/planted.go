@@ -41,10 +41,17 @@ const (
 	// migrator.go pending, and records.go claim, which would otherwise
 	// refuse it).
 	MigrateTwice Bug = "apply a migration twice"
+	// ReleaseUnderTask: a leader lets its lock go as soon as it tells its
+	// task to stop, not once the task returned (runner, term.go lead).
+	ReleaseUnderTask Bug = "release a leader's lock under its running task"
+	// NeverLeadCampaigns: an observer campaigns (runner, runner.go Run
+	// and RunTaskOnLeader).
+	NeverLeadCampaigns Bug = "a never-lead candidate campaigns"
 )
 
 // All are the planted bugs, in the order the test plants them.
-var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice}
+var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice,
+	ReleaseUnderTask, NeverLeadCampaigns}
 
 var planted atomic.Pointer[Bug]
 

@@ -40,6 +40,7 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	var out []string
 	out = append(out, checkExclusion(h.acts)...)
 	out = append(out, checkFences(h.changes)...)
+	out = append(out, checkLeadership(s)...)
 	out = append(out, checkOnce(h.runs)...)
 	out = append(out, o.checkMigrations()...)
 	out = append(out, o.checkRecords()...)

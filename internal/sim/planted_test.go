@@ -20,6 +20,9 @@ var caughtBy = map[planted.Bug]string{
 	planted.ReleaseOther: "exclusion:",
 	planted.SmallerFence: "fences:",
 	planted.MigrateTwice: "migrations:",
+	// leadership.go
+	planted.ReleaseUnderTask:   "stepdown:",
+	planted.NeverLeadCampaigns: "leadership:",
 }
 
 var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose names contain this (TestPlantedBugsCaught)")

@@ -85,7 +85,7 @@ var Strict = false
 // (Gating): two holders at once, a smaller fence, a firing run twice (and
 // a migration run after it was recorded applied: isSafety); and the
 // simulation's own failures.
-var safety = []string{"exclusion:", "fences:", "once:", "sim:"}
+var safety = []string{"exclusion:", "fences:", "once:", "leadership:", "stepdown:", "sim:"}
 
 // Gating returns the violations the default run fails on: the safety
 // ones, or all with Strict. The others are Open: found, counted and

@@ -31,8 +31,11 @@ type World struct {
 	// TwoSchedulers: each Session carries two Schedulers on one jobs
 	// collection, the jobs split between them.
 	TwoSchedulers bool
-	Faults        FaultRates
-	Events        []Event
+	// Candidates are the instances' parts among the leader election's
+	// candidates, by slot; nil: all alike (leadership.go).
+	Candidates []Candidacy
+	Faults     FaultRates
+	Events     []Event
 }
 
 // JobSpec is a cron job every instance registers.
@@ -198,6 +201,7 @@ func Draw(seed uint64) World {
 		w.Events = append(w.Events, e)
 	}
 	slices.SortStableFunc(w.Events, func(a, b Event) int { return int(a.At - b.At) })
+	w.Candidates = drawCandidates(seed, w.Instances)
 	return w
 }
 
@@ -220,6 +224,9 @@ func (w World) String() string {
 	}
 	if w.SameKeeper {
 		b.WriteString(", restarts keep their keeper id")
+	}
+	if w.Candidates != nil {
+		fmt.Fprintf(&b, ", leader candidates %+v (grace %v)", w.Candidates, w.preferenceGrace())
 	}
 	fmt.Fprintf(&b, "\n  faults per command: %+v", w.Faults)
 	for _, j := range w.Jobs {
