@@ -27,6 +27,9 @@ import (
 //     policy said not to (over-run); no more triggered runs than triggers;
 //   - every migration was applied once, and never after it was recorded
 //     applied (migrations);
+//   - no never-lead candidate held the leader lock (leadership), and no
+//     release of it was applied while its term's task still ran
+//     (stepdown; leadership.go);
 //   - the run history agrees with what ran (records).
 //
 // It returns too what the loss check judged.
