@@ -176,6 +176,8 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 		return err
 	}
 	semaphoreSlots(a.stdout, holders)
+
+	printCandidates(a.stdout, holders)
 	warnSharedKeepers(a.stdout, holders)
 	return nil
 }

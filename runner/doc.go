@@ -116,6 +116,67 @@
 // another instance took over. Pass the fencing token (FenceFrom) to the
 // resource you protect, and have it reject writes carrying a smaller one.
 //
+// # Candidates
+//
+// Every runner on a lock campaigns for it unless it is an observer
+// (WithNeverLead): an observer never campaigns and never runs a task, even
+// when it is alone, but reads who leads (Leader, OnNewLeader) every retry
+// period under Run and at each RunTaskOnLeader call.
+//
+// A runner with a priority (WithPriority) is a candidate. From its first
+// campaign it holds a candidacy lock, CandidatePrefix(lockID) followed by
+// its priority and keeper id, which its session's one keep-alive renews
+// with its other leases; it keeps it while it leads (a leader ignores its
+// own), withdraws it when it resigns or Run returns, and a candidate that
+// dies loses it with its lease. While it leads it
+// lists the candidacies every retry period (one read), and steps down when
+// one of a strictly higher priority has been seen waiting for the
+// preference grace (WithPreferenceGrace, DefaultPreferenceGrace) and its
+// own term has lasted as long. So:
+//
+//   - equal priorities never swap, and a lower one never displaces a
+//     higher one;
+//   - the grace is counted on the leader's clock from when it first saw
+//     that candidacy (a candidate that comes and goes starts again), so a
+//     candidate that flaps faster than the grace never takes over;
+//   - each term lasts at least the grace before stepping down for
+//     preference: at most one preference handover per grace, however the
+//     candidates come and go;
+//   - a follower that sees a higher candidate waiting skips its campaign
+//     for up to two retry periods while the lock is free, so the preferred
+//     one takes it rather than the next in line (and if it cannot, the
+//     others lead after that).
+//
+// Only runners with WithPriority take part: one without it neither
+// publishes a candidacy nor steps down for one. Stepping down is
+// cooperative: the task's context is cancelled with a cause wrapping
+// ErrSteppedDown that names the candidate, so the task stops at a point it
+// chooses (Stepping down, below). The session's store must list locks by
+// prefix (a *lock.Locker does). Version-aware preference, the newest build
+// leading during a rolling deploy, is one use: give each instance its
+// build number as priority (see Example_preferNewestBuild).
+//
+// # Stepping down
+//
+// A leader that steps down with a good lease releases it only after its
+// task returned, so no other instance's task starts while it still runs:
+//
+//   - Run's context ends (a clean stop): the task's context is cancelled
+//     (context.Canceled), the lease is renewed until the task returns, then
+//     released.
+//   - A preference handover: the same, with a cause wrapping ErrSteppedDown.
+//   - Resign: a RunTaskOnLeader task then running is cancelled with a cause
+//     wrapping ErrSteppedDown; Resign releases once it returned.
+//
+// In each case a task still running a grace period (WithGracePeriod) after
+// it was told to stop is abandoned (ErrTaskDidNotStop, lock.TaskAbandoned):
+// its lease is no longer renewed and is left to lapse, never released under
+// it, and its lock is released once it returns. Another instance may then
+// lead once the lease expired while the abandoned task still runs; the
+// fencing token is what protects the resource from it. When the lease is
+// lost (lock.ErrLeaseLost) there is nothing to wait for: the lock may
+// already be another's, and the term ends at once.
+//
 // # Events
 //
 // The runner emits events through its session's observers
@@ -133,7 +194,9 @@
 //     caller's context ended); "task panicked at:" and the stack (Err
 //     wraps ErrTaskPanicked and the panic's value); under Run, "task
 //     failed" (Err is the task's error), "task returned" or "context
-//     ended"; "resigned"; and
+//     ended"; "resigned" (Err nil, or wrapping ErrSteppedDown when a
+//     running task was told to stop); "stepped down for a preferred
+//     candidate" (Err wraps ErrSteppedDown and names it); and
 //     "superseded by a new campaign" (Run ended a term RunTaskOnLeader left).
 //     A term lost between RunTaskOnLeader calls is reported by the next call,
 //     with Took up to when the lease stopped being trusted.

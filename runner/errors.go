@@ -38,6 +38,15 @@ var (
 	// the goroutine of Run or RunTaskOnLeader.
 	ErrTaskPanicked = errors.New("runner: task panicked")
 
+	// ErrSteppedDown is the cause given to a task's context when its
+	// runner steps down while the lease is still good: for a preferred
+	// candidate (WithPriority), or because Resign was called while a
+	// RunTaskOnLeader task ran. The message says why (for example
+	// "preferred candidate k2 (priority 3) waiting"). The lock is released
+	// once the task returned; it is not lost, so it does not match
+	// lock.ErrLeaseLost.
+	ErrSteppedDown = errors.New("runner: stepped down")
+
 	// ErrBusy reports a RunTaskOnLeader or Resign made while Run runs on the
 	// same runner, or a Run made while any call is in progress.
 	ErrBusy = errors.New("runner: busy")

@@ -16,6 +16,10 @@ const (
 	DefaultStallTimeout = time.Duration(0)
 	// DefaultCampaignAgain makes Run campaign again after a term ends.
 	DefaultCampaignAgain = true
+	// DefaultPreferenceGrace is how long a higher-priority candidate must
+	// have been seen waiting, and the current term must have lasted,
+	// before a leader steps down for it (WithPriority).
+	DefaultPreferenceGrace = 30 * time.Second
 )
 
 // Option configures a LeaderAwareRunner.
@@ -25,6 +29,11 @@ type config struct {
 	gracePeriod   time.Duration
 	stallTimeout  time.Duration
 	campaignAgain bool
+
+	neverLead       bool
+	hasPriority     bool
+	priority        int
+	preferenceGrace time.Duration
 
 	onStarted   func(fence uint64)
 	onStopped   func()
@@ -37,6 +46,8 @@ func defaultConfig() config {
 	return config{
 		stallTimeout:  DefaultStallTimeout, // gracePeriod 0: the session's
 		campaignAgain: DefaultCampaignAgain,
+
+		preferenceGrace: DefaultPreferenceGrace,
 	}
 }
 
@@ -125,6 +136,56 @@ func WithValue(v []byte) Option {
 			return fmt.Errorf("%w: WithValue: %w", ErrInvalidOption, err)
 		}
 		c.value = bytes.Clone(v)
+		return nil
+	}
+}
+
+// WithNeverLead makes the runner an observer: it takes part without ever
+// leading. It never campaigns, never runs a task and never publishes a
+// candidacy; Leader and OnNewLeader report the leader it reads, every
+// retry period under Run and at each RunTaskOnLeader call (which returns
+// false and nil). It cannot be combined with WithPriority. Default: off
+// (the runner campaigns).
+func WithNeverLead() Option {
+	return func(c *config) error {
+		c.neverLead = true
+		return nil
+	}
+}
+
+// WithPriority makes the runner a candidate with priority p: from its
+// first campaign until it resigns or Run returns it publishes a candidacy
+// (a lock of its session, renewed by the session's keep-alive, under the
+// leadership's lock id followed by "@candidate/"), and while it leads it
+// looks, every retry period, for a
+// candidate of a strictly higher priority. When one has been seen waiting
+// for the preference grace (WithPreferenceGrace), and the current term has
+// lasted as long, the leader steps down: its task's context is cancelled
+// with a cause wrapping ErrSteppedDown that names the candidate, the lease
+// is released once the task returned, and a follower that sees a higher
+// candidate waiting lets it campaign first (for two retry periods). Equal
+// priorities never swap. Only runners with WithPriority take part: one
+// without it neither publishes nor steps down. The session's store must be
+// able to list locks by prefix (a *lock.Locker can); New reports it
+// otherwise. Default: no priority.
+func WithPriority(p int) Option {
+	return func(c *config) error {
+		c.hasPriority, c.priority = true, p
+		return nil
+	}
+}
+
+// WithPreferenceGrace sets how long a higher-priority candidate must have
+// been seen waiting before the leader steps down for it, and how long a
+// term lasts at least before it steps down for one: so at most one
+// preference handover happens per grace, however often a preferred
+// candidate comes and goes. Default: DefaultPreferenceGrace (30s).
+func WithPreferenceGrace(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithPreferenceGrace: %v is not positive", ErrInvalidOption, d)
+		}
+		c.preferenceGrace = d
 		return nil
 	}
 }

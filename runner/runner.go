@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -50,6 +51,8 @@ type LeaderAwareRunner struct {
 	// running. Until it returns the runner does not campaign: a new term
 	// would run a second copy of the task beside it.
 	abandoned *abandonedTask
+	// cand is the runner's part among candidates (WithPriority).
+	cand candidacy
 
 	// hookRunEntered, if set (by tests), is called once Run holds the gate.
 	hookRunEntered func()
@@ -62,6 +65,10 @@ type LeaderAwareRunner struct {
 	leaderValue []byte
 	leaderFence uint64
 	value       []byte
+
+	// stepCh, while a RunTaskOnLeader task runs, takes a request to step
+	// down (Resign) to its lead loop.
+	stepCh chan error
 }
 
 // term is one acquisition of the lock. ended is written only by the
@@ -120,6 +127,9 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 		clock:   session.Clock(),
 		cfg:     cfg,
 		value:   cfg.value,
+	}
+	if err := r.initCandidacy(); err != nil {
+		return nil, err
 	}
 	session.AddComponent(r) // for those who watch the session: metrics, health
 	return r, nil
@@ -203,6 +213,16 @@ func (r *LeaderAwareRunner) Leader() string {
 // A panic in task ends the term, releases the lock and is raised again in
 // Run's goroutine (see the package doc).
 //
+// With WithPriority, Run steps down for a preferred candidate (see the
+// package doc, Candidates): the task's context is cancelled with a cause
+// wrapping ErrSteppedDown, the lease is still renewed while the task
+// returns, the term ends (Reason "stepped down for a preferred
+// candidate") and the lock is released only then; a task still running a
+// grace period later is abandoned as above. With WithCampaignAgain(false)
+// Run then returns an error wrapping ErrSteppedDown. With WithNeverLead,
+// Run never campaigns: it reads who leads every retry period until ctx
+// ends, and returns nil.
+//
 // Run returns ErrBusy at once if another Run, a RunTaskOnLeader or a
 // Resign is in progress; while Run runs, RunTaskOnLeader and Resign return
 // ErrBusy.
@@ -221,8 +241,12 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 	r.held, r.running = true, true
 	r.gateMu.Unlock()
 	defer r.leave()
+	defer r.withdraw()
 	if r.hookRunEntered != nil {
 		r.hookRunEntered()
+	}
+	if r.cfg.neverLead && !planted.On(planted.NeverLeadCampaigns) { // planted: it campaigns
+		return r.watch(ctx)
 	}
 
 	for {
@@ -255,6 +279,9 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 		switch {
 		case res.cause != nil:
 			// Ended when the lease was lost or the task stalled.
+		case res.stepDown != nil:
+			// Stepped down for a preferred candidate: the task returned.
+			r.endTerm(t, res.stepDown, res.stepReason)
 		case res.taskErr != nil && !(ctx.Err() != nil && errors.Is(res.taskErr, context.Canceled)):
 			r.endTerm(t, res.taskErr, "task failed")
 		case ctx.Err() != nil:
@@ -268,6 +295,12 @@ func (r *LeaderAwareRunner) Run(ctx context.Context, task func(leaderCtx context
 			switch {
 			case res.cause != nil && !stopping:
 				return errors.Join(fmt.Errorf("run %q fence %d: %w", r.lockID, fence, res.cause), res.taskErr)
+			case res.stepDown != nil && !stopping:
+				err := fmt.Errorf("run %q fence %d: %w", r.lockID, fence, res.stepDown)
+				if errors.Is(res.taskErr, context.Canceled) {
+					return err
+				}
+				return errors.Join(err, res.taskErr)
 			case stopping && errors.Is(res.taskErr, context.Canceled):
 				return nil // the task returned its cancellation: a normal stop
 			}
@@ -356,6 +389,13 @@ func (r *LeaderAwareRunner) abandonedRunning() bool {
 // campaign answers, task does not start and a lock just acquired is
 // released.
 //
+// With WithNeverLead it only reads who leads, and returns false and nil.
+// With WithPriority, a leader looks for a preferred candidate at most once
+// a retry period, at a call or while a task runs: it then steps down (a
+// running task is cancelled with a cause wrapping ErrSteppedDown and the
+// lock released once it returned) and the call returns false, or the
+// task's result.
+//
 // Calls are serialized. It returns the campaign's error if that failed, the
 // task's error otherwise, and an error wrapping ErrTaskDidNotStop if task
 // ignored its cancelled context for a grace period (it is then abandoned and
@@ -371,6 +411,10 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 		return false, err
 	}
 	defer r.leave()
+	if r.cfg.neverLead && !planted.On(planted.NeverLeadCampaigns) { // planted: it campaigns
+		r.observe(ctx)
+		return false, nil
+	}
 
 	t, err := r.ensureLeader(ctx)
 	if t == nil {
@@ -387,6 +431,10 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 		return true, fmt.Errorf("run task on leader %q fence %d: %w", r.lockID, fence, ErrTaskDidNotStop)
 	case res.cause != nil:
 		_ = r.release(ctx)
+	case res.stepDown != nil:
+		// Resigned while the task ran: it returned, so the lock goes.
+		r.endTerm(t, res.stepDown, res.stepReason)
+		_ = r.release(ctx)
 	}
 	res.repanic()
 	return true, res.taskErr
@@ -398,6 +446,14 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 	r.mu.Lock()
 	t, trusted := r.term, r.trustedLocked()
 	r.mu.Unlock()
+	if trusted && r.preferenceDue() {
+		if cause := r.preferred(ctx, t); cause != nil {
+			// No task runs: the term ends and the lock goes at once.
+			r.endTerm(t, cause, reasonPreferred)
+			_ = r.release(ctx)
+			return nil, nil
+		}
+	}
 	if trusted {
 		return t, nil
 	}
@@ -410,13 +466,25 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 // earlier acquisition or release failed in a way that may have left it
 // ours. The release is bounded by the session's release timeout, whatever
 // ctx's deadline. Not holding the lock is not an error, and neither is a
-// lease lost before the release. While an abandoned task still runs, Resign
-// does nothing: its lock is released when it returns.
+// lease lost before the release. A RunTaskOnLeader task running when
+// Resign is called is told to stop (its context is cancelled with a cause
+// wrapping ErrSteppedDown, "resigning"), and Resign waits for it to return
+// (until ctx ends) before releasing: the lock never goes under running
+// work. A task that ignores it for the grace period is abandoned and its
+// lease left to lapse. While an abandoned task still runs, Resign does
+// nothing: its lock is released when it returns. Resign also withdraws the
+// candidacy (WithPriority) until the next campaign.
 func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
+	if !r.underRun() {
+		// A RunTaskOnLeader task running now is told to stop, and waited
+		// for: the lock goes only once it returned.
+		r.stepDownRequest(fmt.Errorf("%w: resigning", ErrSteppedDown))
+	}
 	if err := r.enter(ctx); err != nil {
 		return err
 	}
 	defer r.leave()
+	r.withdraw()
 	if r.abandonedRunning() {
 		return nil
 	}
@@ -427,7 +495,7 @@ func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 		if cause := t.lease.Err(); cause != nil {
 			r.endTerm(t, cause, lostReason(cause))
 		} else {
-			r.endTerm(t, nil, "resigned")
+			r.endTerm(t, nil, reasonResigned)
 		}
 	}
 	return r.release(ctx)
@@ -484,4 +552,19 @@ func (r *LeaderAwareRunner) leave() {
 func (r *LeaderAwareRunner) retryPause() time.Duration {
 	rp := r.session.Timings().RetryPeriod
 	return lock.Backoff{First: rp, Max: rp}.Pause(r.session.Clock().Now(), 1)
+}
+
+// watch is Run for an observer (WithNeverLead): it reads who leads every
+// retry period until ctx ends, and never campaigns.
+func (r *LeaderAwareRunner) watch(ctx context.Context) error {
+	for {
+		r.lastCampaign = r.clock.Now()
+		r.observe(ctx)
+		if err := r.session.Sleep(ctx, r.clock.Until(r.lastCampaign.Add(r.retryPause()))); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("run %q: %w", r.lockID, err)
+		}
+	}
 }

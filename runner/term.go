@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -39,6 +40,9 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		}
 		_ = r.release(ctx)
 	}
+	if r.yield(ctx) {
+		return nil, nil // a higher candidate waits: it campaigns first
+	}
 	// An acquisition slower than the renew deadline gives a lease that is
 	// not trusted on arrival, so waiting longer is pointless.
 	actx, cancel := lock.WithTimeout(ctx, r.clock, r.session.Timings().RenewDeadline)
@@ -65,7 +69,12 @@ func (r *LeaderAwareRunner) campaign(ctx context.Context) (*term, error) {
 		_ = r.release(ctx)
 		return nil, err
 	}
+
+	// The candidacy stays while leading: withdrawing it here would put a
+	// round trip, unbounded but by the release timeout, between the
+	// grant and the task (sim seed 35: the lease was lost meanwhile).
 	t := &term{lease: lease, started: r.clock.Now()}
+	r.cand.lastCheck = t.started
 	t.ctx, t.span = r.traceTerm(ctx, lease)
 	me := r.KeeperID()
 	r.mu.Lock()
@@ -117,8 +126,9 @@ func (r *LeaderAwareRunner) traceTerm(ctx context.Context, lease *lock.Lease) (c
 	return r.session.Trace(ctx, op)
 }
 
-// observe reads who holds the lock after a failed campaign.
-func (r *LeaderAwareRunner) observe(ctx context.Context) {
+// observe reads who holds the lock after a failed campaign, and reports
+// whether another keeper leads.
+func (r *LeaderAwareRunner) observe(ctx context.Context) bool {
 	hctx, cancel := lock.WithTimeout(ctx, r.clock, r.session.Timings().RenewDeadline)
 	h, err := r.session.Holder(hctx, r.lockID)
 	cancel()
@@ -140,7 +150,7 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 		// Free, expired, or held by another holder in this session: no
 		// other keeper leads.
 	default:
-		return // unknown; the next campaign asks again
+		return false // unknown; the next campaign asks again
 	}
 	r.mu.Lock()
 	changed := id != r.leader
@@ -155,6 +165,7 @@ func (r *LeaderAwareRunner) observe(ctx context.Context) {
 			r.cfg.onNewLeader(id)
 		}
 	}
+	return id != ""
 }
 
 // leadResult is how a task run under a term ended.
@@ -162,6 +173,11 @@ type leadResult struct {
 	taskErr  error // what the task returned
 	returned bool  // false: the task was abandoned
 	cause    error // why the term ended while the task ran; nil if it did not
+	// stepDown is why the runner stepped down while the task ran, with the
+	// lease still good (wraps ErrSteppedDown), and stepReason the
+	// TermEnded reason: the caller ends the term and releases.
+	stepDown   error
+	stepReason string
 	// panicked: the task panicked with panicValue (the term has ended);
 	// the caller releases the lock and raises it again.
 	panicked   bool
@@ -244,6 +260,39 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		}
 	}
 	ctxDone, leaseDone := ctx.Done(), t.lease.Done()
+	// A leader with a priority looks for a preferred candidate every
+	// retry period; one under RunTaskOnLeader also heeds Resign.
+	var pref clockwork.Timer
+	var prefC <-chan time.Time
+	if r.cfg.hasPriority {
+		pref = clk.NewTimer(r.session.Timings().RetryPeriod)
+		prefC = pref.Chan()
+		defer pref.Stop()
+	}
+	var stepC chan error
+	if !r.underRun() {
+		stepC = make(chan error, 1)
+		r.mu.Lock()
+		r.stepCh = stepC
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.stepCh = nil
+			r.mu.Unlock()
+		}()
+	}
+	stepDown := func(cause error, reason string) {
+		if res.cause != nil || res.stepDown != nil {
+			return
+		}
+		res.stepDown, res.stepReason = cause, reason
+		cancelTask(cause)
+		if planted.On(planted.ReleaseUnderTask) { // planted: let go at once
+			_ = r.mutex.ReleaseLock(ctx)
+		}
+		prefC, stepC = nil, nil
+		startGrace() // then it is abandoned, and its lease left to lapse
+	}
 	end := func(cause error, reason string) {
 		cancelTask(cause)
 		r.endTerm(t, cause, reason)
@@ -278,6 +327,19 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		case <-ctxDone:
 			ctxDone = nil
 			startGrace()
+			if planted.On(planted.ReleaseUnderTask) { // planted: let go at once
+				_ = r.mutex.ReleaseLock(ctx)
+			}
+
+		case <-prefC:
+			if cause := r.preferred(ctx, t); cause != nil {
+				stepDown(cause, reasonPreferred)
+			} else {
+				pref.Reset(r.session.Timings().RetryPeriod)
+			}
+
+		case cause := <-stepC:
+			stepDown(cause, reasonResigned)
 
 		case <-leaseDone:
 			cause := t.lease.Err()

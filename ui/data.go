@@ -39,7 +39,10 @@ const (
 	kindJob      lockKind = "job"
 	kindPresence lockKind = "instance"
 	kindElection lockKind = "election"
-	kindOther    lockKind = "other"
+	// kindCandidate is the candidacy of a runner with a priority
+	// (runner.WithPriority).
+	kindCandidate lockKind = "candidate"
+	kindOther     lockKind = "other"
 )
 
 // lockView is a held (or lapsed) lock as the pages show it.
@@ -163,6 +166,10 @@ func (h *Handler) viewLock(hd lock.Holder, elections map[string]bool) lockView {
 		v.Kind, v.Name = kindJob, strings.TrimPrefix(hd.LockID, h.cfg.lockPrefix)
 	case elections[hd.LockID]:
 		v.Kind = kindElection
+	default:
+		if c, ok := runner.ParseCandidate(hd); ok {
+			v.Kind, v.Name = kindCandidate, fmt.Sprintf("%s (priority %d) for %s", c.KeeperID, c.Priority, c.LockID)
+		}
 	}
 	v.TTL = hd.ExpiresAt.Sub(hd.RenewedAt)
 	if !hd.ReadAt.IsZero() {

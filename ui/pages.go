@@ -65,7 +65,7 @@ type locksScan struct {
 	ReadAt time.Time
 }
 
-var lockKinds = []string{"", string(kindJob), string(kindPresence), string(kindElection), string(kindOther)}
+var lockKinds = []string{"", string(kindJob), string(kindPresence), string(kindElection), string(kindCandidate), string(kindOther)}
 
 func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -76,7 +76,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := q.Get("kind")
 	if !slices.Contains(lockKinds, kind) {
-		h.badInput(w, r, "kind %q: want one of job, instance, election, other", kind)
+		h.badInput(w, r, "kind %q: want one of job, instance, election, candidate, other", kind)
 		return
 	}
 	n, err := rows(r, 100, maxLocksRow)

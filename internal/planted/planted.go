@@ -50,10 +50,21 @@ const (
 	// StaleValue: a value is written whatever the lock's term and holder
 	// (lock, value.go setValueAs's filter).
 	StaleValue Bug = "write a value into another holder's term"
+
+	// ValueBugs are the bugs of leases' values, planted by the simulation's
+	// TestValuePlantedBugsCaught in worlds whose leaders publish values: the
+	// default worlds publish none, so they are not in All.
+	// ReleaseUnderTask: a leader lets its lock go as soon as it tells its
+	// task to stop, not once the task returned (runner, term.go lead).
+	ReleaseUnderTask Bug = "release a leader's lock under its running task"
+	// NeverLeadCampaigns: an observer campaigns (runner, runner.go Run
+	// and RunTaskOnLeader).
+	NeverLeadCampaigns Bug = "a never-lead candidate campaigns"
 )
 
 // All are the planted bugs, in the order the test plants them.
-var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice, SlotBeyondN}
+var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice,
+	SlotBeyondN, ReleaseUnderTask, NeverLeadCampaigns}
 
 // ValueBugs are the bugs of leases' values, planted by the simulation's
 // TestValuePlantedBugsCaught in worlds whose leaders publish values: the

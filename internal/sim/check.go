@@ -29,6 +29,9 @@ import (
 //     policy said not to (over-run); no more triggered runs than triggers;
 //   - every migration was applied once, and never after it was recorded
 //     applied (migrations);
+//   - no never-lead candidate held the leader lock (leadership), and no
+//     release of it was applied while its term's task still ran
+//     (stepdown; leadership.go);
 //   - the run history agrees with what ran (records).
 //
 // It returns too what the loss check judged.
@@ -45,6 +48,8 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	sem, semTerms, semFull := checkSemaphore(h.acts)
 	out = append(out, sem...)
 	out = append(out, checkValues(h.changes, h.lives)...)
+
+	out = append(out, checkLeadership(s)...)
 	out = append(out, checkOnce(h.runs)...)
 	out = append(out, o.checkMigrations()...)
 	out = append(out, o.checkRecords()...)

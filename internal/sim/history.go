@@ -25,6 +25,7 @@ type History struct {
 	changes []Change
 	ops     []OpAction
 	migs    []MigRun
+	leaders []*LeaderTask // leadership.go
 	trace   []traceLine
 	// sends are the fates each link's plan gave its commands, by link
 	// name, in the order sent; inFlight the commands sent and not yet

@@ -97,6 +97,8 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 		ropts = append(ropts, runner.WithValue([]byte(name)))
 	}
 	in.runner, err = runner.New(in.session, leaderLockID, ropts...)
+
+	in.runner, err = runner.New(in.session, leaderLockID, append([]runner.Option{runner.WithCampaignAgain(true)}, w.candidateOptions(slot)...)...)
 	if err != nil {
 		s.fatalf("%s: %v", name, err)
 		return in
@@ -340,7 +342,7 @@ func (in *instance) job(j JobSpec) func(context.Context) error {
 
 // lead runs the leader election, with a task that works while leading.
 func (in *instance) lead() {
-	_ = in.runner.Run(in.ctx, func(ctx context.Context) error {
+	_ = in.runner.Run(in.ctx, in.leaderTask(func(ctx context.Context) error {
 		if !in.called(ctx, "leader") {
 			return errNotTrusted
 		}
@@ -353,7 +355,7 @@ func (in *instance) lead() {
 				return err
 			}
 		}
-	})
+	}))
 }
 
 // doLoop takes the critical lock with Do now and then.

@@ -21,6 +21,9 @@ var caughtBy = map[planted.Bug]string{
 	planted.SmallerFence: "fences:",
 	planted.MigrateTwice: "migrations:",
 	planted.SlotBeyondN:  "semaphore:",
+	// leadership.go
+	planted.ReleaseUnderTask:   "stepdown:",
+	planted.NeverLeadCampaigns: "leadership:",
 }
 
 var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose names contain this (TestPlantedBugsCaught)")

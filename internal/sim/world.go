@@ -31,13 +31,17 @@ type World struct {
 	// TwoSchedulers: each Session carries two Schedulers on one jobs
 	// collection, the jobs split between them.
 	TwoSchedulers bool
-	Faults        FaultRates
-	Events        []Event
 	// Values: each leader publishes a value with its term and updates it
 	// while it leads (runner.WithValue, SetValue), for the values check
 	// (values.go). Not drawn: TestSimValues sets it, so that the default
 	// seeds' worlds, and the fates of their commands, stay as they were.
 	Values bool
+
+	// Candidates are the instances' parts among the leader election's
+	// candidates, by slot; nil: all alike (leadership.go).
+	Candidates []Candidacy
+	Faults     FaultRates
+	Events     []Event
 }
 
 // JobSpec is a cron job every instance registers.
@@ -203,6 +207,7 @@ func Draw(seed uint64) World {
 		w.Events = append(w.Events, e)
 	}
 	slices.SortStableFunc(w.Events, func(a, b Event) int { return int(a.At - b.At) })
+	w.Candidates = drawCandidates(seed, w.Instances)
 	return w
 }
 
@@ -225,6 +230,9 @@ func (w World) String() string {
 	}
 	if w.SameKeeper {
 		b.WriteString(", restarts keep their keeper id")
+	}
+	if w.Candidates != nil {
+		fmt.Fprintf(&b, ", leader candidates %+v (grace %v)", w.Candidates, w.preferenceGrace())
 	}
 	fmt.Fprintf(&b, "\n  faults per command: %+v", w.Faults)
 	for _, j := range w.Jobs {
