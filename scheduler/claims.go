@@ -830,6 +830,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 			}
 		}
 		run.last = i == len(steps)-1
+		run.next = nextToRun(steps[i+1:])
 		res := s.runOne(run, w, skipped)
 		if res.started {
 			runs = append(runs, span{from: run.began, to: run.ended})
@@ -895,6 +896,16 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		return
 	}
 	s.recordNotRun(fr, skipped)
+}
+
+// nextToRun is the first firing of steps that runs, or the zero time.
+func nextToRun(steps []step) time.Time {
+	for _, st := range steps {
+		if st.reason == "" {
+			return st.at
+		}
+	}
+	return time.Time{}
 }
 
 // span is an interval of this instance's clock.

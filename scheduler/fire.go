@@ -87,6 +87,9 @@ type firing struct {
 	// released the job's lock.
 	busy *busy
 	last bool
+	// next is the next firing of its work that runs, if any: with
+	// OverlapCancel, it cancels this run when due (attempts).
+	next time.Time
 	// began and ended are when its run's start was recorded and when its
 	// job last returned, by this instance's clock (zero if it did not
 	// run): the firings after it in its work that fell while it went on
@@ -608,54 +611,71 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		u.notRunLeft = out.notRunLeft
 		return u
 	}
-	for {
-		e := s.attempt(fr, jobCtx, &r)
-		pause, retry := s.retryPause(fr, jobCtx, r)
-		if !retry {
-			out.end = e
-			break
-		}
-		// Each failed attempt is in the history as soon as it is known.
-		failed := r
-		if err := s.addHistory(fr, failed); err != nil {
-			e.Reason = note(e.Reason, "attempt not recorded in the history: "+err.Error())
-		}
-		s.emit(fr, lock.Event{Kind: lock.RunRetrying, Attempt: r.Attempt, Err: e.Err, Took: pause, Reason: e.Reason})
-		if lock.Sleep(jobCtx, s.clock, pause) != nil {
-			out.end = e
-			break
-		}
-		// As before the first attempt: the keep-alive ends the lease (and
-		// jobCtx) asynchronously, and this instance may have been paused
-		// past it while it waited.
-		if err := lease.Err(); err != nil {
-			cancelJob(err)
-			out.end = e
-			break
-		}
-		r.Attempt++
-		r.Outcome, r.Error, r.End = OutcomeRunning, "", time.Time{}
-	}
-
+	out.end = s.attempts(fr, lease, jobCtx, cancelJob, &r)
 	fr.ended = s.clock.Now()
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
 		out.end.Reason = note(out.end.Reason, "end not recorded: "+ferr.Error())
 	}
-	if r.Outcome == OutcomeFailed && j.cfg.pauseAfter > 0 {
-		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-		paused, err := s.st.pauseAfter(ctx, j.name, j.cfg.pauseAfter)
-		cancel()
-		switch {
-		case err != nil:
-			out.end.Reason = note(out.end.Reason, "not paused: "+err.Error())
-		case paused:
-			s.emit(fr, lock.Event{Kind: lock.JobPaused, Reason: pauseNote(j.cfg.pauseAfter)})
-		}
-	}
+	s.pauseAfterFailure(fr, r, &out.end)
 	out.hist = append(out.hist, r)
 	return out
+}
+
+// attempts calls fr's job under jobCtx, again up to the job's retries
+// while it fails, and returns the last attempt's RunEnded event. With
+// OverlapCancel, a later firing of fr's work that runs (fr.next) cancels
+// it when due, at once if due already, as a later claim's would
+// (pollOnce): a backlog of a job slower than its period so catches up
+// instead of falling further behind with each run (seed 263).
+func (s *Scheduler) attempts(fr *firing, lease *lock.Lease, jobCtx context.Context, cancelJob context.CancelCauseFunc, r *Run) lock.Event {
+	if fr.job.cfg.overlap == OverlapCancel && !fr.next.IsZero() {
+		t := s.clock.AfterFunc(max(fr.next.Sub(s.clock.Now()), 0), func() { cancelJob(ErrOverlapCancelled) })
+		defer t.Stop()
+	}
+	for {
+		e := s.attempt(fr, jobCtx, r)
+		pause, retry := s.retryPause(fr, jobCtx, *r)
+		if !retry {
+			return e
+		}
+		// Each failed attempt is in the history as soon as it is known.
+		if err := s.addHistory(fr, *r); err != nil {
+			e.Reason = note(e.Reason, "attempt not recorded in the history: "+err.Error())
+		}
+		s.emit(fr, lock.Event{Kind: lock.RunRetrying, Attempt: r.Attempt, Err: e.Err, Took: pause, Reason: e.Reason})
+		if lock.Sleep(jobCtx, s.clock, pause) != nil {
+			return e
+		}
+		// As before the first attempt: the keep-alive ends the lease (and
+		// jobCtx) asynchronously, and this instance may have been paused
+		// past it while it waited.
+		if err := lease.Err(); err != nil {
+			cancelJob(err)
+			return e
+		}
+		r.Attempt++
+		r.Outcome, r.Error, r.End = OutcomeRunning, "", time.Time{}
+	}
+}
+
+// pauseAfterFailure pauses fr's job if r failed and the job pauses after
+// that many failures in a row (JobPauseAfter), noting in end what failed.
+func (s *Scheduler) pauseAfterFailure(fr *firing, r Run, end *lock.Event) {
+	j := fr.job
+	if r.Outcome != OutcomeFailed || j.cfg.pauseAfter <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	paused, err := s.st.pauseAfter(ctx, j.name, j.cfg.pauseAfter)
+	cancel()
+	switch {
+	case err != nil:
+		end.Reason = note(end.Reason, "not paused: "+err.Error())
+	case paused:
+		s.emit(fr, lock.Event{Kind: lock.JobPaused, Reason: pauseNote(j.cfg.pauseAfter)})
+	}
 }
 
 // startFailed is what runLocked does when the start write of r, a

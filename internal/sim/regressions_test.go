@@ -27,6 +27,7 @@ var regressions = []struct {
 	{733, "a start applied late, after its claim moved on to a later firing: the firing spent with no record of it (TestStartNotRecordedClaimMovedOn)"},
 	{1510, "a record of a firing not run, written late (its write retried through an outage) after the taker of its claim ran the firing, replaced the run's record (TestNotRunRecordKeepsRun)"},
 	{266, "leader-only: firings that fell in the leader's own earlier term, recorded as missed after a lease blip"},
+	{263, "an OverlapCancel job slower than its period ran the backlog of one claim one run after the other, each to its end, falling further behind with each claim: firings lost within the threshold (TestOverlapCancelSparesItsOwnClaim)"},
 	{3917, "a resume of a job no longer paused moved the pause's end: a firing after the first resume recorded as paused (TestResumeOfRunningJobKeepsResumeTime)"},
 	{35, "leader candidates: a term began on a lease lost while the candidacy's release, between the grant and the task, waited out an unreachable server (two leaders)"},
 }
