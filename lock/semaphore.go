@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,13 +179,16 @@ type slotReader interface {
 // freeSlots returns the slots other than first that are worth trying, in
 // order after first: those no holder in this Session has, whose documents
 // say they are free, released, lapsed by the server's clock or this
-// Session's own. A store that cannot list them, or a failed read, gives
-// every slot not held here: the attempts then find out.
+// Session's own. A store that cannot list them, or a failed read (bounded
+// as an acquisition is, by the renew deadline), gives every slot not held
+// here: the attempts then find out.
 func (m *Semaphore) freeSlots(ctx context.Context, first int) []int {
 	n := m.tried()
 	busy := make([]bool, n)
 	if r, ok := m.s.store.(slotReader); ok {
-		hs, err := r.LocksWithPrefix(ctx, m.name+SlotSeparator)
+		rctx, cancel := WithTimeout(ctx, m.s.clock, m.s.cfg.timings.RenewDeadline)
+		hs, err := r.LocksWithPrefix(rctx, m.name+SlotSeparator)
+		cancel()
 		for _, h := range hs {
 			name, k, ok := ParseSlotID(h.LockID)
 			if err != nil || !ok || name != m.name || k >= n {
@@ -223,7 +227,7 @@ func (m *Semaphore) Lock(ctx context.Context) (*Lease, error) {
 }
 
 // Wait pauses d on the Session's clock, or until a holder in this Session
-// lets a slot go, between the attempts of a caller's own waiting loop
+// lets any of the slots go, between the attempts of a caller's own waiting loop
 // (Lock is one). It returns ctx's error if ctx ends first,
 // ErrSessionClosed if the Session closes.
 func (m *Semaphore) Wait(ctx context.Context, d time.Duration) error {
@@ -231,18 +235,40 @@ func (m *Semaphore) Wait(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	s := m.s
-	// One channel to wait on: the first slot held here, which is as
-	// likely as any to come free.
-	var freed <-chan struct{}
+	var freed []<-chan struct{}
 	s.mu.Lock()
 	for k := range m.n {
 		if sl := s.slots[SlotID(m.name, k)]; sl != nil {
-			freed = sl.freed
-			break
+			freed = append(freed, sl.freed)
 		}
 	}
 	s.mu.Unlock()
-	return s.sleep(ctx, d, freed)
+	if len(freed) <= 1 {
+		var one <-chan struct{}
+		if len(freed) == 1 {
+			one = freed[0]
+		}
+		return s.sleep(ctx, d, one)
+	}
+	// Any of the slots held here may come free first: wait on them all,
+	// without a goroutine per slot.
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.Chan())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.stop)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+	}
+	for _, c := range freed {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	switch i, _, _ := reflect.Select(cases); i {
+	case 1:
+		return ErrSessionClosed
+	case 2:
+		return ctx.Err()
+	}
+	return nil
 }
 
 // ReleaseLock releases the slot held, in one round trip, as

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mongolock/mongolock/internal/mongotest"
@@ -114,9 +115,23 @@ func TestSemaphoreBadInput(t *testing.T) {
 		t.Errorf("DoSemaphore with nil fn = %v", err)
 	}
 	m := newSemaphore(t, s, "pool", 2)
-	//nolint:staticcheck // a nil context on purpose
-	if _, _, err := m.AcquireLock(nil); !errors.Is(err, lock.ErrInvalidArgument) {
-		t.Errorf("AcquireLock(nil) = %v", err)
+	var nilCtx context.Context
+	ran := false
+	for name, op := range map[string]func() error{
+		"Session.DoSemaphore": func() error {
+			return s.DoSemaphore(nilCtx, "pool", 2, func(context.Context) error { ran = true; return nil })
+		},
+		"Semaphore.Lock":        func() error { _, err := m.Lock(nilCtx); return err },
+		"Semaphore.AcquireLock": func() error { _, _, err := m.AcquireLock(nilCtx); return err },
+		"Semaphore.Wait":        func() error { return m.Wait(nilCtx, time.Millisecond) },
+		"Semaphore.ReleaseLock": func() error { return m.ReleaseLock(nilCtx) },
+	} {
+		if err := recovered(op); !errors.Is(err, lock.ErrInvalidArgument) || !strings.Contains(err.Error(), "nil context") {
+			t.Errorf("%s(nil context): %v, want an error wrapping ErrInvalidArgument naming the nil context", name, err)
+		}
+	}
+	if ran || m.Lease() != nil {
+		t.Errorf("a call with a nil context ran or took a slot")
 	}
 	if err := m.ReleaseLock(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("ReleaseLock with nothing held = %v, want ErrNotHeld", err)
@@ -522,4 +537,69 @@ func TestDoSemaphore(t *testing.T) {
 	if len(inside) != 1 {
 		t.Errorf("the fourth function did not run")
 	}
+}
+
+// TestSemaphoreOnStoreWithoutListing: on a store that cannot list locks
+// (locktest's), an attempt whose first slot is held tries the others in
+// turn, and a waiter in the Session wakes when a holder here releases.
+func TestSemaphoreOnStoreWithoutListing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(30 * time.Second)
+		s := newSession(t, store)
+		other := newSession(t, store)
+		ctx := context.Background()
+		const n = 3
+		seen := map[int]bool{}
+		var held []*lock.Semaphore
+		for range n {
+			m := newSemaphore(t, other, "pool", n)
+			_, k := mustTakeSlot(t, ctx, m)
+			seen[k] = true
+			held = append(held, m)
+		}
+		if len(seen) != n {
+			t.Fatalf("slots %v", seen)
+		}
+		waiter := newSemaphore(t, other, "pool", n)
+		if _, ok, err := waiter.AcquireLock(ctx); ok || err != nil {
+			t.Fatalf("a full semaphore: ok=%v err=%v", ok, err)
+		}
+		if _, ok, err := newSemaphore(t, s, "pool", n).AcquireLock(ctx); ok || err != nil {
+			t.Fatalf("a full semaphore, from another session: ok=%v err=%v", ok, err)
+		}
+		got := make(chan *lock.Lease, 1)
+		go func() {
+			l, err := waiter.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		synctest.Wait()
+		// The highest slot: not the first the waiter finds held here.
+		last := held[0]
+		for _, m := range held {
+			if slotOf(t, "pool", m.Lease()) > slotOf(t, "pool", last.Lease()) {
+				last = m
+			}
+		}
+		freed := last.Lease().LockID()
+		start := time.Now()
+		if err := last.ReleaseLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l.LockID() != freed {
+			t.Fatalf("took %s, want the freed %s", l.LockID(), freed)
+		}
+		// The store takes no time: woken, the waiter takes the slot
+		// without the bubble's clock moving.
+		if d := time.Since(start); d != 0 {
+			t.Errorf("the waiter took the slot %v after the release, not at once", d)
+		}
+		if err := waiter.ReleaseLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
