@@ -105,7 +105,7 @@ func readJob(raw bson.Raw) (d jobDoc, bad []badField, err error) {
 	}
 	// A claim's fields that read but cannot be the library's: a last
 	// claim before any firing (a missing one reads as the zero time).
-	if d.Last.Before(neverClaimed) {
+	if d.Last.Before(neverClaimed) && !slices.ContainsFunc(bad, func(b badField) bool { return b.key == fieldLast }) {
 		v := lookup(raw, fieldLast)
 		problem := "missing"
 		if v.Type != 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -243,4 +244,41 @@ func recordNames(recs []Record) []string {
 		out[i] = r.Name
 	}
 	return out
+}
+
+// TestBadClaimFieldsSettled: a pending claim whose own field is spoiled
+// (last: "x") can be started by nobody, its claimant included: the next
+// read of the document (a poll) settles it, its firing not run, and the
+// next firing is claimed as usual. A claim is never lost for good, and no
+// firing runs twice.
+func TestBadClaimFieldsSettled(t *testing.T) {
+	t.Parallel()
+	s, ctx := newTestStore(t, mongotest.NewDatabase(t))
+	var reported []lock.BadDocument
+	s.bad = func(b lock.BadDocument) { reported = append(reported, b) }
+	f := testFiring
+	w := mustClaim(t, ctx, s, "j", "@every 1s", f, "K")
+	if _, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: "j"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "last", Value: "x"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if w2, err := s.claim(ctx, "j", "@every 1s", f.Add(time.Second), "L", false); err != nil || w2 != nil {
+		t.Fatalf("claim while the spoiled claim is pending: %v %v, want lost", w2, err)
+	}
+	docs, err := s.poll(ctx, []claimReq{{"j", "@every 1s"}})
+	if err != nil || len(docs) != 1 || docs[0].Pending {
+		t.Fatalf("poll: %+v %v, want the document, settled", docs, err)
+	}
+	if len(reported) != 1 || reported[0].Field != "last" || reported[0].ID != "j" || !strings.HasSuffix(reported[0].Problem, "repaired") {
+		t.Errorf("reported %v, want j's last, repaired", reported)
+	}
+	if _, ok, err := s.start(ctx, Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1}, w); err != nil || ok {
+		t.Errorf("start of the spoiled claim: %v %v, want refused", ok, err)
+	}
+	w3 := mustClaim(t, ctx, s, "j", "@every 1s", f.Add(2*time.Second), "L")
+	if !w3.last.Equal(f.Add(2*time.Second)) || !w3.done.IsZero() {
+		t.Errorf("the next claim: last %v done %v, want its own firing alone", w3.last, w3.done)
+	}
+	if recs, bad, err := LoadRecords(ctx, s.jobs); err != nil || len(bad) > 0 || len(recs) != 1 || !recs[0].Pending {
+		t.Errorf("records %+v, bad %v, %v; want j readable, claimed", recs, bad, err)
+	}
 }
