@@ -176,7 +176,6 @@ func (a *app) listLocks(ctx context.Context, cmd command, args []string) error {
 		return err
 	}
 	semaphoreSlots(a.stdout, holders)
-
 	printCandidates(a.stdout, holders)
 	warnSharedKeepers(a.stdout, holders)
 	return nil

@@ -96,9 +96,8 @@ func (s *Sim) startInstance(slot int, keeper string, incarnation int) *instance 
 	if w.Values {
 		ropts = append(ropts, runner.WithValue([]byte(name)))
 	}
+	ropts = append(ropts, w.candidateOptions(slot)...)
 	in.runner, err = runner.New(in.session, leaderLockID, ropts...)
-
-	in.runner, err = runner.New(in.session, leaderLockID, append([]runner.Option{runner.WithCampaignAgain(true)}, w.candidateOptions(slot)...)...)
 	if err != nil {
 		s.fatalf("%s: %v", name, err)
 		return in

@@ -102,7 +102,8 @@ func (in *instance) leaderTask(task func(context.Context) error) func(context.Co
 //   - no release of the leader lock was applied while the task of that
 //     term still ran (stepdown): a leader stepping down, resigning or
 //     stopping with a good lease lets it go only once its task returned.
-//     A dead or frozen instance's task is not running.
+//     A task is not running once its instance died, nor while it is
+//     frozen.
 func checkLeadership(s *Sim) []string {
 	h := s.hist
 	w := s.world
@@ -137,7 +138,7 @@ func checkLeadership(s *Sim) []string {
 				continue
 			}
 			l := life[lt.Instance]
-			if l == nil || l.Died || frozenAt(l, c.At) {
+			if l == nil || l.Died && c.At >= l.Down || frozenAt(l, c.At) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("stepdown: the leader lock (fence %d) was released at %.3fs while %s's task, begun at %.3fs, still ran",
