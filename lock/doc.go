@@ -41,6 +41,7 @@
 // the migrations wait or skip as if another instance held it. They are
 // not refused: an operator, or a test, may take one on purpose, and the
 // packages are ordinary callers of the same Session API.
+//
 // # Semaphores
 //
 // A Semaphore is an n-slot lock (Session.Semaphore, Session.DoSemaphore):

@@ -420,7 +420,7 @@ func (m *Migrator) Down(ctx context.Context, target int64) (Result, error) {
 			case e.State == StateUnreadable && !ok:
 				continue // not this migrator's
 			case e.State == StateUnreadable:
-				return nil, fmt.Errorf("%w: %s; fix or delete the record", lock.ErrBadDocument, e.Bad)
+				return nil, fmt.Errorf("%w; fix or delete the record", *e.Bad)
 			case !ok:
 				return nil, fmt.Errorf("%w: version %d (%s) is recorded but not registered here", ErrIrreversible, e.Version, e.Description)
 			case mig.Down == nil:

@@ -50,10 +50,6 @@ const (
 	// StaleValue: a value is written whatever the lock's term and holder
 	// (lock, value.go setValueAs's filter).
 	StaleValue Bug = "write a value into another holder's term"
-
-	// ValueBugs are the bugs of leases' values, planted by the simulation's
-	// TestValuePlantedBugsCaught in worlds whose leaders publish values: the
-	// default worlds publish none, so they are not in All.
 	// ReleaseUnderTask: a leader lets its lock go as soon as it tells its
 	// task to stop, not once the task returned (runner, term.go lead).
 	ReleaseUnderTask Bug = "release a leader's lock under its running task"
