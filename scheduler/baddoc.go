@@ -159,8 +159,6 @@ func (s *mongoStore) repairJob(ctx context.Context, d *jobDoc, bad []badField) {
 	var unset, set bson.D
 	claimBad := false
 	for _, b := range bad {
-		problem := b.problem + "; repaired"
-		s.reportBad([]lock.BadDocument{{Collection: s.jobs.Name(), ID: d.ID, Field: b.path, Problem: problem}})
 		if b.value.Type == 0 {
 			filter = append(filter, bson.E{Key: b.key, Value: bson.D{{Key: "$exists", Value: false}}})
 		} else {
@@ -202,7 +200,17 @@ func (s *mongoStore) repairJob(ctx context.Context, d *jobDoc, bad []badField) {
 	if len(unset) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unset})
 	}
-	_, _ = s.jobs.UpdateOne(ctx, filter, update) // a failure is reported again by the next read
+	// Reported with the repair's outcome; one that did not apply is
+	// tried again at the next read.
+	outcome := "; repaired"
+	if res, err := s.jobs.UpdateOne(ctx, filter, update); err != nil {
+		outcome = "; not repaired: " + err.Error()
+	} else if res.MatchedCount == 0 {
+		outcome = "; not repaired: the document changed since it was read"
+	}
+	for _, b := range bad {
+		s.reportBad([]lock.BadDocument{{Collection: s.jobs.Name(), ID: d.ID, Field: b.path, Problem: b.problem + outcome}})
+	}
 }
 
 // lookup is raw's field key, the zero value if it has none.
