@@ -129,7 +129,8 @@ func OnNewLeader(f func(keeperID string)) Option {
 // leader (LeaderInfo, lock.Locker.Holder, lock.Locker.Watch). A term
 // whose value cannot be written is given up (released) and the runner
 // campaigns again. At most lock.MaxValueSize bytes; the session's store
-// must keep values (lock.ValueStore). SetValue changes it. Default: none.
+// must keep values (lock.ValueStore; New reports it otherwise). SetValue
+// changes it. Default: none.
 func WithValue(v []byte) Option {
 	return func(c *config) error {
 		if err := lock.CheckValue(v); err != nil {

@@ -120,6 +120,10 @@ func New(session *lock.Session, lockID string, opts ...Option) (*LeaderAwareRunn
 	if cfg.gracePeriod == 0 {
 		cfg.gracePeriod = session.GracePeriod()
 	}
+	if _, ok := session.Store().(lock.ValueStore); cfg.value != nil && !ok {
+		// Else every term would be given up for the value it cannot write.
+		return nil, fmt.Errorf("%w: WithValue: the session's store (%T) keeps no values (lock.ValueStore)", ErrInvalidOption, session.Store())
+	}
 	r := &LeaderAwareRunner{
 		session: session,
 		mutex:   m,
@@ -167,14 +171,7 @@ func (r *LeaderAwareRunner) Fence() uint64 {
 // Leader returns the keeper id of the leader as last observed: this
 // instance's own while IsLeader, another's as learned at the last failed
 // campaign (it may have changed since), or "" when unknown or none.
-func (r *LeaderAwareRunner) Leader() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.term != nil && !r.trustedLocked() {
-		return ""
-	}
-	return r.leader
-}
+func (r *LeaderAwareRunner) Leader() string { return r.LeaderInfo().KeeperID }
 
 // Run campaigns for the lock until ctx ends, and runs task whenever it leads.
 //

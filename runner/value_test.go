@@ -111,10 +111,14 @@ func TestValuePublished(t *testing.T) {
 	if err := a.SetValue(ctx, []byte("10.0.0.1:81")); err != nil {
 		t.Fatal(err)
 	}
+	seen := false
 	for w := range seq {
-		if string(w.Value) == "10.0.0.1:81" && w.KeeperID == "A" {
+		if seen = string(w.Value) == "10.0.0.1:81" && w.KeeperID == "A"; seen {
 			break
 		}
+	}
+	if !seen {
+		t.Fatalf("the watch never showed A's new value (%v)", ctx.Err())
 	}
 	if err := a.SetValue(ctx, make([]byte, lock.MaxValueSize+1)); !errors.Is(err, lock.ErrValueTooLarge) {
 		t.Fatalf("SetValue too large: %v, want ErrValueTooLarge", err)
@@ -153,5 +157,25 @@ func TestWithValueTooLarge(t *testing.T) {
 	r, err := runner.New(s, "x", runner.WithValue(make([]byte, lock.MaxValueSize+1)))
 	if !errors.Is(err, runner.ErrInvalidOption) || !errors.Is(err, lock.ErrValueTooLarge) || r != nil {
 		t.Fatalf("WithValue too large: %v, want ErrInvalidOption and ErrValueTooLarge", err)
+	}
+}
+
+// TestWithValueNeedsValueStore: on a store that keeps no values, New
+// refuses WithValue (else every term would be given up for the value it
+// cannot write, and the runner would never lead).
+func TestWithValueNeedsValueStore(t *testing.T) {
+	t.Parallel()
+	store := struct{ lock.Store }{locktest.New(locktest.WithClock(clockwork.NewFakeClock()))}
+	s, err := lock.NewSession(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	r, err := runner.New(s, "x", runner.WithValue([]byte("10.0.0.7:8080")))
+	if !errors.Is(err, runner.ErrInvalidOption) || r != nil {
+		t.Fatalf("WithValue on a store without values: %v, want ErrInvalidOption", err)
+	}
+	if _, err := runner.New(s, "x"); err != nil {
+		t.Fatalf("without WithValue: %v", err)
 	}
 }
