@@ -129,13 +129,23 @@ func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, 
 	return l.list(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010ffff"}}}}, 0)
 }
 
-// list reads the lock documents filter matches, ordered by id, at most
-// limit of them (0: all).
-func (l *Locker) list(ctx context.Context, filter bson.D, limit int64) ([]Holder, error) {
-	opts := options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}})
-	if limit > 0 {
-		opts.SetLimit(limit)
+// holdersOf reads the lock documents of ids, in one batch: a semaphore's
+// slots (slotReader).
+func (l *Locker) holdersOf(ctx context.Context, ids []string) ([]Holder, error) {
+	if err := l.readClock(ctx); err != nil {
+		return nil, fmt.Errorf("read %d locks: %w", len(ids), err)
 	}
+	return l.list(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}}}, int64(len(ids)))
+}
+
+// list reads the lock documents filter matches, ordered by id, at most
+// limit of them (0: all; a limit is read in one batch, mongoutil.OneBatch).
+func (l *Locker) list(ctx context.Context, filter bson.D, limit int64) ([]Holder, error) {
+	opts := options.Find()
+	if limit > 0 {
+		opts = mongoutil.OneBatch(int(limit)).SetLimit(limit)
+	}
+	opts.SetSort(bson.D{{Key: fieldID, Value: 1}})
 	cur, err := l.coll.Find(ctx, filter, opts)
 	if err != nil {
 		return nil, mongoutil.WrapErr(ctx, "list locks in "+lockColl(l.coll), err)

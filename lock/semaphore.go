@@ -171,40 +171,43 @@ func (m *Semaphore) try(ctx context.Context, k, attempt int) (*Lease, bool, erro
 	return lease, ok, err
 }
 
-// slotReader is a Store that lists locks by prefix (*Locker).
+// slotReader is a Store that reads locks by id (*Locker).
 type slotReader interface {
-	LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, error)
+	holdersOf(ctx context.Context, ids []string) ([]Holder, error)
 }
 
 // freeSlots returns the slots other than first that are worth trying, in
 // order after first: those no holder in this Session has, whose documents
 // say they are free, released, lapsed by the server's clock or this
-// Session's own. A store that cannot list them, or a failed read (bounded
-// as an acquisition is, by the renew deadline), gives every slot not held
-// here: the attempts then find out.
+// Session's own. It reads only the slots not held here (nothing when
+// every other slot is), in one round trip. A store that cannot read them,
+// or a failed read (bounded as an acquisition is, by the renew deadline),
+// gives every slot not held here: the attempts then find out.
 func (m *Semaphore) freeSlots(ctx context.Context, first int) []int {
 	n := m.tried()
 	busy := make([]bool, n)
-	if r, ok := m.s.store.(slotReader); ok {
-		rctx, cancel := WithTimeout(ctx, m.s.clock, m.s.cfg.timings.RenewDeadline)
-		hs, err := r.LocksWithPrefix(rctx, m.name+SlotSeparator)
-		cancel()
-		for _, h := range hs {
-			name, k, ok := ParseSlotID(h.LockID)
-			if err != nil || !ok || name != m.name || k >= n {
-				continue
-			}
-			mine := h.KeeperID == m.s.cfg.keeperID && h.Token == m.s.owner.tok
-			busy[k] = !h.Released && !h.Expired && !mine
-		}
-	}
+	var ids []string
 	m.s.mu.Lock()
 	for k := range busy {
-		if m.s.slots[SlotID(m.name, k)] != nil {
-			busy[k] = true
+		id := SlotID(m.name, k)
+		if busy[k] = m.s.slots[id] != nil; !busy[k] && k != first {
+			ids = append(ids, id)
 		}
 	}
 	m.s.mu.Unlock()
+	if r, ok := m.s.store.(slotReader); ok && len(ids) > 0 {
+		rctx, cancel := WithTimeout(ctx, m.s.clock, m.s.cfg.timings.RenewDeadline)
+		hs, _ := r.holdersOf(rctx, ids) // failed: nil, every slot tried
+		cancel()
+		for _, h := range hs {
+			name, k, ok := ParseSlotID(h.LockID)
+			if !ok || name != m.name || k >= n {
+				continue
+			}
+			mine := h.KeeperID == m.s.cfg.keeperID && h.Token == m.s.owner.tok
+			busy[k] = busy[k] || !h.Released && !h.Expired && !mine
+		}
+	}
 	var out []int
 	for i := 1; i < n; i++ {
 		if k := (first + i) % n; !busy[k] {
