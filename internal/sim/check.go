@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/scheduler"
 )
@@ -109,25 +110,30 @@ func checkExclusion(acts []Act) []string {
 	return out
 }
 
+// lockChange is c's lock id and fence if c wrote a lock document (not
+// the clock document, nor one without a fence).
+func lockChange(c Change) (id string, fence uint64, ok bool) {
+	if c.Coll != lock.DefaultCollection || len(c.Doc) == 0 {
+		return "", 0, false
+	}
+	if id, ok = c.Doc[0].Value.(string); !ok {
+		return "", 0, false
+	}
+	epoch, _ := asInt(lookupDoc(c.Doc, "epoch"))
+	seq, ok := asInt(lookupDoc(c.Doc, "seq"))
+	return id, uint64(epoch)<<32 + uint64(seq), ok
+}
+
 // checkFences checks, on the server's side, that every term a lock
 // document began has a larger fence than any before it.
 func checkFences(changes []Change) []string {
 	last := map[string]uint64{}
 	var out []string
 	for _, c := range changes {
-		if c.Coll != "locks" && c.Coll != "mongolock_locks" {
-			continue
-		}
-		id, ok := c.Doc[0].Value.(string)
-		if !ok {
-			continue // the clock document
-		}
-		epoch, _ := asInt(lookupDoc(c.Doc, "epoch"))
-		seq, ok := asInt(lookupDoc(c.Doc, "seq"))
+		id, f, ok := lockChange(c)
 		if !ok {
 			continue
 		}
-		f := uint64(epoch)<<32 + uint64(seq)
 		if prev, seen := last[id]; seen && f < prev {
 			out = append(out, fmt.Sprintf("fences: lock %q went from fence %d to %d at %.3fs", id, prev, f, c.At.Seconds()))
 		}

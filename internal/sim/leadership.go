@@ -119,13 +119,11 @@ func checkLeadership(s *Sim) []string {
 		life[l.Name] = l
 	}
 	for _, c := range h.changes {
-		if c.Coll != "locks" || len(c.Doc) == 0 || c.Doc[0].Value != leaderLockID {
+		id, fence, ok := lockChange(c)
+		if !ok || id != leaderLockID {
 			continue
 		}
 		kid, held := lookupDoc(c.Doc, "kid").(string)
-		epoch, _ := asInt(lookupDoc(c.Doc, "epoch"))
-		seq, _ := asInt(lookupDoc(c.Doc, "seq"))
-		fence := uint64(epoch)<<32 + uint64(seq)
 		if held {
 			if name, ok := never[kid]; ok {
 				out = append(out, fmt.Sprintf("leadership: never-lead %s (keeper %s) held the leader lock at %.3fs (fence %d)",

@@ -48,19 +48,10 @@ func checkValues(changes []Change, lives []*Life) []string {
 	last := map[string]state{}
 	var out []string
 	for _, c := range changes {
-		if c.Coll != "locks" && c.Coll != "mongolock_locks" {
-			continue
-		}
-		id, ok := c.Doc[0].Value.(string)
-		if !ok {
-			continue // the clock document
-		}
-		epoch, _ := asInt(lookupDoc(c.Doc, "epoch"))
-		seq, ok := asInt(lookupDoc(c.Doc, "seq"))
+		id, f, ok := lockChange(c)
 		if !ok {
 			continue
 		}
-		f := uint64(epoch)<<32 + uint64(seq)
 		kid, _ := lookupDoc(c.Doc, "kid").(string)
 		cur := state{fence: f}
 		if b, ok := lookupDoc(c.Doc, "val").(bson.Binary); ok {
