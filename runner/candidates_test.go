@@ -42,32 +42,7 @@ func newClusterEach(t testing.TB, ttl time.Duration, connect func() (*mongo.Data
 	t.Helper()
 	c := newClusterOn(t, 0, ttl, connect)
 	for i, o := range opts {
-		db, fault := connect()
-		lk, err := lock.New(db, lock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := &eventLog{}
-		session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithObserver(events))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			fault.Restore()
-			if err := session.Close(); err != nil {
-				t.Errorf("close session: %v", err)
-			}
-		})
-		r, err := runner.New(session, "leader", o...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.runners = append(c.runners, r)
-		c.sessions = append(c.sessions, session)
-		c.events = append(c.events, events)
-		c.faults = append(c.faults, fault)
-		c.cancels = append(c.cancels, nil)
-		c.errs = append(c.errs, make(chan error, 1))
+		c.add(i, ttl, connect, o)
 	}
 	return c
 }

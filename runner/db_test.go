@@ -138,34 +138,42 @@ func newClusterOn(t testing.TB, n int, ttl time.Duration, connect func() (*mongo
 		ends:   make(chan *term, 1000),
 	}
 	for i := range n {
-		db, fault := connect()
-		lk, err := lock.New(db, lock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := &eventLog{}
-		session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithObserver(events))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			fault.Restore()
-			if err := session.Close(); err != nil {
-				t.Errorf("close session: %v", err)
-			}
-		})
-		r, err := runner.New(session, "leader", opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.runners = append(c.runners, r)
-		c.sessions = append(c.sessions, session)
-		c.events = append(c.events, events)
-		c.faults = append(c.faults, fault)
-		c.cancels = append(c.cancels, nil)
-		c.errs = append(c.errs, make(chan error, 1))
+		c.add(i, ttl, connect, opts)
 	}
 	return c
+}
+
+// add gives the cluster runner i (keeper id "k<i>") with opts, on a
+// Session of its own through connect.
+func (c *cluster) add(i int, ttl time.Duration, connect func() (*mongo.Database, fault), opts []runner.Option) {
+	t := c.t
+	t.Helper()
+	db, fault := connect()
+	lk, err := lock.New(db, lock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := &eventLog{}
+	session, err := lock.NewSession(lk, lock.WithKeeperID(fmt.Sprintf("k%d", i)), lock.WithObserver(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		fault.Restore()
+		if err := session.Close(); err != nil {
+			t.Errorf("close session: %v", err)
+		}
+	})
+	r, err := runner.New(session, "leader", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.runners = append(c.runners, r)
+	c.sessions = append(c.sessions, session)
+	c.events = append(c.events, events)
+	c.faults = append(c.faults, fault)
+	c.cancels = append(c.cancels, nil)
+	c.errs = append(c.errs, make(chan error, 1))
 }
 
 // timings are the session timings every runner of the cluster uses.
