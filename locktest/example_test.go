@@ -54,8 +54,10 @@ func Example() {
 		return nil
 	})
 	<-started
-	advanceBy(clk, 1, 10*time.Second) // to the first renewal
-	<-renewed
+	// To the first renewal, a second at a time: the keep-alive's timer and
+	// the task's are set in no fixed order.
+	var r struct{}
+	advanceUntil(clk, func() bool { return receive(renewed, &r) })
 	fmt.Println("leading after 10s:", leader.IsLeader(), store.HeldBy("report-leader"))
 
 	store.Fail(locktest.OpRenew, locktest.Always, nil) // the database goes away
