@@ -256,7 +256,7 @@ func (c *testCluster) startLocal(client *mongo.Client, mods ...func(*instanceCon
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	log := zerolog.New(zerolog.NewTestWriter(c.tb)).Level(zerolog.WarnLevel)
-	in, err := startInstance(ctx, cfg, client, nil, func(e cluster.Event) { c.Add(e) }, log)
+	in, err := startInstance(ctx, cfg, client, nil, nil, func(e cluster.Event) { c.Add(e) }, log)
 	if err != nil {
 		c.tb.Fatalf("start instance %s: %v", cfg.Keeper, err)
 	}

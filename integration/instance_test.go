@@ -129,6 +129,7 @@ type instance struct {
 	cfg     instanceConfig
 	emit    func(cluster.Event)
 	db      *mongo.Database
+	counts  *mongo.Database // where job counts runs
 	locker  *lock.Locker
 	session *lock.Session        // the instance's one keeper
 	sched   *scheduler.Scheduler // nil without jobs
@@ -147,8 +148,14 @@ type instance struct {
 // only; stop ends the rest.
 // keepAlive, if not nil, is a client of the Session's keep-alive's own
 // (lock.WithKeepAliveDatabase), as a production process would use.
-func startInstance(ctx context.Context, cfg instanceConfig, client, keepAlive *mongo.Client, emit func(cluster.Event), log zerolog.Logger) (*instance, error) {
-	in := &instance{cfg: cfg, db: client.Database(cfg.Database)}
+// counts, if not nil, is the client the jobs count their runs through
+// (job): one that does not retry writes, so that a count refused before it
+// was sent can be sent again.
+func startInstance(ctx context.Context, cfg instanceConfig, client, keepAlive, counts *mongo.Client, emit func(cluster.Event), log zerolog.Logger) (*instance, error) {
+	if counts == nil {
+		counts = client
+	}
+	in := &instance{cfg: cfg, db: client.Database(cfg.Database), counts: counts.Database(cfg.Database)}
 	in.emit = func(e cluster.Event) {
 		e.Instance, e.T = cfg.Keeper, wallNow()
 		emit(e)
@@ -345,14 +352,16 @@ func (in *instance) job(ctx context.Context) error {
 	// a pause): the job was called.
 	// Tried twice, each within a TTL: a process stopped (SIGSTOP) just
 	// after the call finds the first try's deadline passed when it resumes
-	// (TestLeaderOnlyLeaderKilled failed so once, the run uncounted: "timed
-	// out while checking out a connection"). Only a try that was never sent
-	// (no connection, no server selected) is tried again: a sent one may
-	// have applied, and the count must stay exact.
+	// (TestLeaderOnlyLeaderKilled failed so, the run uncounted: "timed out
+	// while checking out a connection", and "calculated server-side timeout
+	// (0 ms) is less than or equal to 0"). Only a try that was never sent
+	// (mongoutil.NotSent, on in.counts, which does not retry writes) is
+	// tried again: a sent one may have applied, and the count must stay
+	// exact.
 	var err error
 	for try := 0; try < 2; try++ {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.cfg.TTL)
-		_, err = in.db.Collection(firingsColl).UpdateOne(cctx,
+		_, err = in.counts.Collection(firingsColl).UpdateOne(cctx,
 			bson.D{{Key: "_id", Value: id}},
 			bson.D{
 				{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}},
@@ -526,12 +535,22 @@ func instanceMain(raw string) int {
 		defer cancel()
 		_ = keepAlive.Disconnect(ctx)
 	}()
+	counts, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetAppName(cfg.Keeper + "-counts").
+		SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL).SetMaxPoolSize(2).SetRetryWrites(false))
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
+		defer cancel()
+		_ = counts.Disconnect(ctx)
+	}()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
 	arms := make(chan os.Signal, 1) // before the start: they wait for it
 	signal.Notify(arms, rearm)
 	defer signal.Stop(arms)
-	in, err := startInstance(ctx, cfg, client, keepAlive, emit, log)
+	in, err := startInstance(ctx, cfg, client, keepAlive, counts, emit, log)
 	if err != nil {
 		return fail(err)
 	}
