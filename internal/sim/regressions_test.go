@@ -29,6 +29,8 @@ var regressions = []struct {
 	{266, "leader-only: firings that fell in the leader's own earlier term, recorded as missed after a lease blip"},
 	{263, "an OverlapCancel job slower than its period ran the backlog of one claim one run after the other, each to its end, falling further behind with each claim: firings lost within the threshold (TestOverlapCancelSparesItsOwnClaim)"},
 	{3917, "a resume of a job no longer paused moved the pause's end: a firing after the first resume recorded as paused (TestResumeOfRunningJobKeepsResumeTime)"},
+	{11, "migrations: an application that failed, its lease lost, taken for the success its instance recorded later in a new term (the oracle's; the same link's later record)"},
+	{390, "migrations: a lost-lease application's effect applied late by the server, after another instance applied the version and recorded it (the oracle's: the late one had failed, reported)"},
 	{35, "leader candidates: a term began on a lease lost while the candidacy's release, between the grant and the task, waited out an unreachable server (two leaders)"},
 }
 
