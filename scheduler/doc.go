@@ -190,7 +190,9 @@
 //     lease is lost, for the scheduler as for every other user of the
 //     Session; its timings (lock.Timings) are the scheduler's;
 //  6. records the end of the run in the job document (outcome, error
-//     text, attempt, failures in a row), releases the lock (the Session
+//     text, attempt, failures in a row; its end is the server's time the
+//     job returned, as the claim read the server's clock, however late
+//     the write applies), releases the lock (the Session
 //     tries again, within its release timeout, if that fails), and then
 //     adds the run, and the records of the firings before it that did not
 //     run, to the history.

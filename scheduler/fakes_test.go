@@ -263,7 +263,11 @@ func (s *fakeStore) finish(_ context.Context, r Run, ran bool) (bool, error) {
 	if d.Run.Outcome != string(OutcomeRunning) {
 		return !d.Run.End.IsZero(), nil // ended already: a retried write
 	}
-	d.Run.Outcome, d.Run.Error, d.Run.End, d.Run.Attempt = string(r.Outcome), r.Error, s.clock.Now(), max(r.Attempt, 1)
+	end := s.clock.Now() // $currentDate, unless the caller says (finishModel)
+	if !r.End.IsZero() {
+		end = r.End
+	}
+	d.Run.Outcome, d.Run.Error, d.Run.End, d.Run.Attempt = string(r.Outcome), r.Error, end, max(r.Attempt, 1)
 	switch {
 	case ran && r.Outcome == OutcomeSucceeded:
 		d.Control.Fails = 0

@@ -95,6 +95,9 @@ type firing struct {
 	// run): the firings after it in its work that fell while it went on
 	// are the overlap policy's (overlapped).
 	began, ended time.Time
+	// endedAt is ended by the server's clock, as the work's claim read it
+	// (zero if it did not run): the end its record says (endOf).
+	endedAt time.Time
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
 	// once the claim is won and when the Session has a tracer; span is it,
@@ -613,6 +616,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	}
 	out.end = s.attempts(fr, lease, jobCtx, cancelJob, &r)
 	fr.ended = s.clock.Now()
+	fr.endedAt = w.serverNow(fr.ended)
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
@@ -840,10 +844,24 @@ func call(ctx context.Context, fn func(context.Context) error) (stack []byte, er
 func (s *Scheduler) finish(fr *firing, r Run, ran bool) (bool, error) {
 	var held bool
 	err := s.persist(fr, func(ctx context.Context) (err error) {
-		held, err = s.st.finish(ctx, r, ran)
+		held, err = s.st.finish(ctx, s.endOf(fr, r), ran)
 		return err
 	})
 	return held, err
+}
+
+// endOf is r with its End: the server's time its job returned, as the
+// claim read the server's clock, not the time the write applied
+// ($currentDate), which may be long after (sent while the database was
+// unreachable, or applied once a failover ended). The overlap policy
+// judges the firings after the run by its recorded end (simulation seed
+// 123: an end applied 3 s late had a firing that fell after the run
+// skipped as "previous run still going").
+func (s *Scheduler) endOf(fr *firing, r Run) Run {
+	if !fr.endedAt.IsZero() {
+		r.End = fr.endedAt
+	}
+	return r
 }
 
 func (s *Scheduler) addHistory(fr *firing, r Run) error {

@@ -987,6 +987,43 @@ func TestEndRecordedAfterOutage(t *testing.T) {
 	})
 }
 
+// TestLateEndIsTheRunsEnd: a run's end written late, the database
+// unreachable when its job returned, records when the job returned (by
+// the server's clock, as the claim read it), not when the write got
+// through: the overlap policy judges the firings after the run by that end
+// (simulation seed 123: an end written 3 s late had a firing that fell
+// after the run skipped as "previous run still going").
+func TestLateEndIsTheRunsEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second)
+		outage := epoch.Add(time.Minute + 10*r.s.cfg.opTimeout)
+		r.store.onFinish = func(Run) error {
+			if r.locks.Clock().Now().Before(outage) {
+				return errUnreachable
+			}
+			return nil
+		}
+		var returned atomic.Pointer[time.Time]
+		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error {
+			now := r.locks.Clock().Now()
+			returned.Store(&now)
+			return nil
+		})
+		_ = r.s.Start()
+		r.next(lock.RunEnded)
+		rec := r.store.running("j")
+		if rec == nil || rec.Outcome != OutcomeSucceeded || returned.Load() == nil {
+			t.Fatalf("job record %+v, want succeeded", rec)
+		}
+		if end := *returned.Load(); !rec.End.Equal(end) {
+			t.Errorf("end recorded %v, want %v, when the job returned (the write got through at %v)",
+				rec.End.Sub(epoch), end.Sub(epoch), outage.Sub(epoch))
+		}
+		r.stop()
+	})
+}
+
 // TestEndNotRecordedAtStop: once the Scheduler stops, an end the database
 // keeps failing is tried for up to twice the op timeout more, then
 // reported as not recorded: Stop is not held up for good.

@@ -1090,7 +1090,12 @@ func finishModel(q finishReq) *mongo.UpdateOneModel {
 	if r.Error != "" {
 		set = append(set, bson.E{Key: fieldError, Value: truncateError(r.Error)})
 	}
+	// The server's time of the write, unless the caller says when the run
+	// ended (Scheduler.endOf).
 	update := bson.D{{Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
+	if !r.End.IsZero() {
+		update, set = nil, append(set, bson.E{Key: fieldEnd, Value: r.End})
+	}
 	switch {
 	case q.ran && r.Outcome == OutcomeSucceeded:
 		set = append(set, bson.E{Key: fieldFails, Value: 0})
