@@ -364,7 +364,9 @@ func (s *fakeStore) addHistory(_ context.Context, r Run) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.histWrites++
-	r.End = s.clock.Now()
+	if r.End.IsZero() { // $currentDate, unless the caller says (historyBatch)
+		r.End = s.clock.Now()
+	}
 	// By id, as mongoStore: a record of the same firing is replaced.
 	for i, h := range s.hist {
 		if historyID(h) == historyID(r) {

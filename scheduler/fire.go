@@ -623,7 +623,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		out.end.Reason = note(out.end.Reason, "end not recorded: "+ferr.Error())
 	}
 	s.pauseAfterFailure(fr, r, &out.end)
-	out.hist = append(out.hist, r)
+	out.hist = append(out.hist, s.endOf(fr, r))
 	return out
 }
 

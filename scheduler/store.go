@@ -1215,7 +1215,12 @@ func (s *mongoStore) historyBatch(ctx context.Context, _ struct{}, reqs []histRe
 			}
 			update = bson.D{{Key: "$setOnInsert", Value: append(set, bson.E{Key: fieldEnd, Value: end})}}
 		} else {
+			// The server's time of the write, unless the caller says when
+			// the run ended (Scheduler.endOf).
 			update = bson.D{{Key: "$set", Value: set}, {Key: "$currentDate", Value: bson.D{{Key: fieldEnd, Value: true}}}}
+			if !r.End.IsZero() {
+				update = bson.D{{Key: "$set", Value: append(set, bson.E{Key: fieldEnd, Value: r.End})}}
+			}
 			if len(unset) > 0 {
 				// A record of the firing there already (a firing first
 				// recorded as not run, then run after all) is replaced
