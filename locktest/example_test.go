@@ -27,11 +27,11 @@ import (
 func Example() {
 	clk := clockwork.NewFakeClock()
 	store := locktest.New(locktest.WithClock(clk)) // TTL 30s: renew every 10s, trust 20s
-	renewed := make(chan struct{}, 10)
+	renewed := make(chan lock.Event, 10)
 	session, err := lock.NewSession(store, lock.WithKeeperID("me"),
 		lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
 			if e.Kind == lock.Renewed {
-				renewed <- struct{}{}
+				renewed <- e
 			}
 		})))
 	if err != nil {
@@ -43,31 +43,36 @@ func Example() {
 		panic(err)
 	}
 
-	start := clk.Now()
-	started, stopped := make(chan struct{}), make(chan time.Duration, 1)
+	leases, stopped := make(chan *lock.Lease, 1), make(chan time.Time, 1)
 	go leader.RunTaskOnLeader(context.Background(), func(ctx context.Context) error {
-		close(started)
+		lease, _ := lock.LeaseFrom(ctx)
+		leases <- lease
 		<-ctx.Done() // the task under test: it stops when told to
-		if lease, ok := lock.LeaseFrom(ctx); ok && errors.Is(context.Cause(ctx), lock.ErrLeaseLost) {
-			stopped <- lease.Deadline().Sub(start)
+		if errors.Is(context.Cause(ctx), lock.ErrLeaseLost) {
+			stopped <- lease.Deadline()
 		}
 		return nil
 	})
-	<-started
+	lease := <-leases
 	// To the first renewal, a second at a time: the keep-alive's timer and
-	// the task's are set in no fixed order.
-	var r struct{}
-	advanceUntil(clk, func() bool { return receive(renewed, &r) })
-	fmt.Println("leading after 10s:", leader.IsLeader(), store.HeldBy("report-leader"))
+	// the task's are set in no fixed order, and the clock may have moved
+	// on a little by the time the renewal is seen, so what is printed is
+	// told by the renewal itself.
+	var e lock.Event
+	advanceUntil(clk, func() bool { return receive(renewed, &e) })
+	fmt.Println("leading after the first renewal:", leader.IsLeader(), store.HeldBy("report-leader"))
+	fmt.Println("the renewal trusts the lease for", e.Took+e.Remaining, "from its sending")
 
 	store.Fail(locktest.OpRenew, locktest.Always, nil) // the database goes away
-	var at time.Duration
+	last := lease.Deadline()                           // what the last renewal gave
+	var at time.Time
 	advanceUntil(clk, func() bool { return receive(stopped, &at) })
-	fmt.Println("task told to stop at its deadline,", at, "after the start: 20s after the last renewal")
+	fmt.Println("task told to stop at the deadline of the last renewal:", at.Equal(last))
 	fmt.Println("leading:", leader.IsLeader())
 	// Output:
-	// leading after 10s: true me
-	// task told to stop at its deadline, 30s after the start: 20s after the last renewal
+	// leading after the first renewal: true me
+	// the renewal trusts the lease for 20s from its sending
+	// task told to stop at the deadline of the last renewal: true
 	// leading: false
 }
 
