@@ -116,11 +116,14 @@ func TestAcquireLocksWritesInIDOrder(t *testing.T) {
 // number of times; what it did write before is kept.
 func TestAcquireLocksRetriesDeadlocks(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 30*time.Second)
+	// Each subtest's own deadline, from when it runs: parallel subtests
+	// wait for the package's other parallel tests (under -race a clean-clone
+	// run's subtests started after a parent's 30 s had passed).
 	isAcquire := func(cmd bson.D) bool { _, ok := upsertIDs(cmd); return ok }
 
 	t.Run("the whole write", func(t *testing.T) {
 		t.Parallel()
+		ctx := testCtx(t, 30*time.Second)
 		var deadlocks atomic.Int32
 		var rec acquireWrites
 		l := rewritten(t, newDB(t), []wirefault.Rule{
@@ -141,6 +144,7 @@ func TestAcquireLocksRetriesDeadlocks(t *testing.T) {
 
 	t.Run("some of its writes", func(t *testing.T) {
 		t.Parallel()
+		ctx := testCtx(t, 30*time.Second)
 		// The first write's first statement is rolled back, as FerretDB
 		// 2.x reports a deadlock of one write of an unordered bulk; the
 		// others go on.
@@ -207,6 +211,7 @@ func TestAcquireLocksRetriesDeadlocks(t *testing.T) {
 
 	t.Run("for ever", func(t *testing.T) {
 		t.Parallel()
+		ctx := testCtx(t, 30*time.Second)
 		var deadlocks atomic.Int32
 		l := rewritten(t, newDB(t), []wirefault.Rule{
 			wirefault.Deadlock("update", func(cmd bson.D) bool { return isAcquire(cmd) && deadlocks.Add(1) > 0 }),
