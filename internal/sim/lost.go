@@ -674,11 +674,13 @@ func (o *oracle) checkOverRun() []string {
 			}
 			// Skip: judged where an instance could decide at the firing's
 			// time (covers), not for a firing claimed late, after an
-			// outage, once the previous run had ended.
+			// outage, once the previous run had ended, nor behind a run
+			// whose instance was frozen meanwhile (gone, by the promise).
 			if _, _, ok := o.covers(j.Name, t); ok && j.Overlap == scheduler.OverlapSkip {
 				for _, prev := range spans {
 					if prev.key != sp.key && prev.ended > 0 && prev.began < t-o.maxAhead-slack &&
-						prev.ended > t+o.maxBhind+j.Period/2+slack && prev.ended <= sp.began {
+						prev.ended > t+o.maxBhind+j.Period/2+slack && prev.ended <= sp.began &&
+						!o.frozenDuring(prev.instance, prev.began, t+o.maxBhind+j.Period/2+slack) {
 						out = append(out, fmt.Sprintf("over-run: %s, though the run of %s went on from %.3fs to %.3fs (OverlapSkip)",
 							name, time.Unix(0, prev.key.at).UTC().Format("15:04:05.000"), prev.began.Seconds(), prev.ended.Seconds()))
 						break
@@ -707,6 +709,28 @@ func (o *oracle) checkOverRun() []string {
 		}
 	}
 	return out
+}
+
+// frozenDuring reports whether instance was stopped or suspended at some
+// time in [from, to] for long enough to lose its leases (the renew
+// deadline less a renew interval: a renewal may have been sent that long
+// before the freeze): a run it went on with may have lost its lease
+// meanwhile, and the promise counts such a run gone (its lock waited out,
+// the firings after it not the overlap policy's).
+func (o *oracle) frozenDuring(instance string, from, to time.Duration) bool {
+	t := lock.DefaultTimings(o.w.TTL)
+	for _, l := range o.h.lives {
+		if l.Name != instance {
+			continue
+		}
+		for _, fr := range l.Frozen {
+			long := fr[1] == 0 || fr[1]-fr[0] >= t.RenewDeadline-t.RenewInterval
+			if long && fr[0] <= to && (fr[1] == 0 || fr[1] >= from) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // claimedAt is the true time the first claim of job covering firing f
