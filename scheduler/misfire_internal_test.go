@@ -121,3 +121,21 @@ func TestSetupPendingNamed(t *testing.T) {
 		r.stop()
 	})
 }
+
+// TestResumedInThePausesMillisecond: a job removed (or paused) and resumed
+// within one millisecond of the server's clock (its pause's and its
+// resume's $currentDate equal) fires again after the resume. It was taken
+// for a suspension with no end, and every later firing was recorded
+// "removed" for good (simulation seed 468: the operator's remove and
+// resume, sent during an election, applied in one millisecond after it).
+func TestResumedInThePausesMillisecond(t *testing.T) {
+	at := epoch.Add(time.Minute)
+	for _, reason := range []string{ReasonRemoved, ReasonPaused} {
+		c := controlDoc{Suspended: reason, PausedAt: at, ResumedAt: at}
+		for _, f := range []time.Time{at.Add(-time.Second), at, at.Add(time.Second), at.Add(time.Hour)} {
+			if got := c.suspendedAt(f, at.Add(2*time.Hour)); got != "" {
+				t.Errorf("%s and resumed at %v: firing at %v judged %q, want it run", reason, at.Sub(epoch), f.Sub(epoch), got)
+			}
+		}
+	}
+}

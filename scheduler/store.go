@@ -194,7 +194,9 @@ func (c *controlDoc) suspendedAt(f, now time.Time) string {
 		return ""
 	}
 	var end time.Time // zero: no end
-	if c.ResumedAt.After(c.PausedAt) {
+	// Not paused now, so a resume stamped in the pause's own millisecond
+	// came after it (TestResumedInThePausesMillisecond).
+	if !c.ResumedAt.IsZero() && !c.ResumedAt.Before(c.PausedAt) {
 		end = c.ResumedAt
 	}
 	if c.Suspended != ReasonRemoved && !c.PauseTill.IsZero() && (end.IsZero() || c.PauseTill.Before(end)) {
