@@ -45,6 +45,10 @@ func TestLocksSemaphoreSlots(t *testing.T) {
 	if len(lines) != 5 || strings.Count(r.stdout, "pool#") != 2 || !strings.HasPrefix(lines[4], `semaphore "pool": 2 slots held (#`) {
 		t.Fatalf("list:\n%s", r.stdout)
 	}
+	// The line names each slot's holder and fence.
+	if strings.Count(lines[4], " "+s.KeeperID()+" fence ") != 2 {
+		t.Errorf("semaphore line %q: want each slot's holder %s and fence", lines[4], s.KeeperID())
+	}
 
 	r = cli(t, args(g, "locks", "list", "--json")...)
 	wantOK(t, r)

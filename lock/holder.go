@@ -41,6 +41,11 @@ type Holder struct {
 	// clock (zero if it has none). ExpiresAt.Sub(ReadAt) is how long the
 	// lease had left.
 	ReadAt time.Time
+	// Bad is set only by Watch, for a lock whose document could not be
+	// read (it names the field; reported as Locks reports one): LockID is
+	// then the only other field set. Every other method returns the
+	// BadDocument as its error instead.
+	Bad *BadDocument
 }
 
 // Holder returns who holds lockID. A free, released or expired lock gives

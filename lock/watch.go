@@ -36,7 +36,9 @@ func (l *Locker) WatchPeriod() time.Duration { return l.cfg.watchPeriod }
 // range over it runs and ctx lasts: first the holder as last read, then
 // one Holder for every change of its keeper, token, fence, value, or of
 // whether it is released or expired (renewals are not changes). A lock
-// without a document gives a Holder with only LockID. A consumer slower
+// without a document gives a Holder with only LockID; one whose document
+// is bad, a Holder with LockID and Bad (naming the field, and reported as
+// Locks reports it), until it is good again. A consumer slower
 // than the changes sees the latest, not every one in between.
 //
 // It polls: one reader per Locker and lock, however many ranges watch it,
@@ -67,6 +69,10 @@ func (l *Locker) Watch(ctx context.Context, lockID string) (iter.Seq[Holder], er
 			if ver > seen {
 				seen = ver
 				h.Value = bytes.Clone(h.Value) // the caller's own
+				if h.Bad != nil {
+					b := *h.Bad
+					h.Bad = &b
+				}
 				if !yield(h) {
 					return
 				}
@@ -164,7 +170,7 @@ func (l *Locker) poll(ctx context.Context, lockID string, p *poller) {
 }
 
 // watchRead reads lockID's holder for Watch; ok=false when the read
-// failed (a bad document is reported by Holder).
+// failed. A bad document (reported by Holder) is a Holder with Bad.
 func (l *Locker) watchRead(ctx context.Context, lockID string) (Holder, bool) {
 	// A read slower than a lease says nothing useful of it.
 	rctx, cancel := WithTimeout(ctx, l.cfg.clock, l.cfg.ttl)
@@ -176,6 +182,9 @@ func (l *Locker) watchRead(ctx context.Context, lockID string) (Holder, bool) {
 	case errors.Is(err, ErrNotHeld):
 		h.LockID = lockID // a lock without a document: nothing else
 		return h, true
+	}
+	if b := (BadDocument{}); errors.As(err, &b) {
+		return Holder{LockID: lockID, Bad: &b}, true
 	}
 	if ctx.Err() == nil {
 		l.cfg.log.Debug().Str("lock", lockID).Err(err).Msg("watch: read failed")
@@ -191,5 +200,6 @@ func sameHolder(a, b Holder) bool {
 	// expired soon after, which is no change.
 	return a.KeeperID == b.KeeperID && a.Token == b.Token && a.Fence == b.Fence &&
 		a.Released == b.Released && (a.Released || a.Expired == b.Expired) &&
-		a.AcquiredAt.Equal(b.AcquiredAt) && bytes.Equal(a.Value, b.Value)
+		a.AcquiredAt.Equal(b.AcquiredAt) && bytes.Equal(a.Value, b.Value) &&
+		(a.Bad == nil) == (b.Bad == nil) && (a.Bad == nil || a.Bad.Field == b.Bad.Field && a.Bad.Problem == b.Bad.Problem)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -223,6 +224,9 @@ func (r *LeaderAwareRunner) preferred(ctx context.Context, t *term) error {
 	r.cand.lastCheck = now
 	cs, err := r.candidates(ctx)
 	grace := r.cfg.preferenceGrace
+	if planted.On(planted.StepDownAtOnce) { // planted: no grace
+		grace = 0
+	}
 	if err != nil || now.Sub(t.started) < grace {
 		return nil
 	}

@@ -69,6 +69,10 @@ type LeaderAwareRunner struct {
 	// stepCh, while a RunTaskOnLeader task runs, takes a request to step
 	// down (Resign) to its lead loop.
 	stepCh chan error
+	// resigns counts the Resign calls waiting for a RunTaskOnLeader call:
+	// while one waits, a task does not start, and one starting is told to
+	// stop at once.
+	resigns int
 }
 
 // term is one acquisition of the lock. ended is written only by the
@@ -421,6 +425,10 @@ func (r *LeaderAwareRunner) RunTaskOnLeader(ctx context.Context, task func(ctx c
 		// The term goes on; the task does not start.
 		return false, fmt.Errorf("run task on leader %q: %w", r.lockID, err)
 	}
+	if r.resignPending() {
+		// Resign was called while this call campaigned: it ends the term.
+		return false, nil
+	}
 	fence := t.lease.Fence()
 	res := r.lead(ctx, t, task)
 	switch {
@@ -457,6 +465,17 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 	return r.campaign(ctx)
 }
 
+// errResigning is the cause a RunTaskOnLeader task is cancelled with by
+// Resign.
+var errResigning = fmt.Errorf("%w: resigning", ErrSteppedDown)
+
+// resignPending reports whether a Resign waits for the current call.
+func (r *LeaderAwareRunner) resignPending() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resigns > 0
+}
+
 // Resign ends the current term, if any, and releases the lock so another
 // instance takes over at once. It is for the RunTaskOnLeader shape; Run
 // releases by itself when its context ends. It also releases the lock if an
@@ -467,15 +486,26 @@ func (r *LeaderAwareRunner) ensureLeader(ctx context.Context) (*term, error) {
 // Resign is called is told to stop (its context is cancelled with a cause
 // wrapping ErrSteppedDown, "resigning"), and Resign waits for it to return
 // (until ctx ends) before releasing: the lock never goes under running
-// work. A task that ignores it for the grace period is abandoned and its
+// work. A RunTaskOnLeader call still campaigning when Resign is called
+// starts no task (it returns false and nil), and Resign then ends the term
+// it won. A task that ignores it for the grace period is abandoned and its
 // lease left to lapse. While an abandoned task still runs, Resign does
 // nothing: its lock is released when it returns. Resign also withdraws the
 // candidacy (WithPriority) until the next campaign.
 func (r *LeaderAwareRunner) Resign(ctx context.Context) error {
 	if !r.underRun() {
 		// A RunTaskOnLeader task running now is told to stop, and waited
-		// for: the lock goes only once it returned.
-		r.stepDownRequest(fmt.Errorf("%w: resigning", ErrSteppedDown))
+		// for: the lock goes only once it returned. A call still
+		// campaigning starts no task.
+		r.mu.Lock()
+		r.resigns++
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.resigns--
+			r.mu.Unlock()
+		}()
+		r.stepDownRequest(errResigning)
 	}
 	if err := r.enter(ctx); err != nil {
 		return err

@@ -274,6 +274,9 @@ func (r *LeaderAwareRunner) lead(ctx context.Context, t *term, task func(context
 		stepC = make(chan error, 1)
 		r.mu.Lock()
 		r.stepCh = stepC
+		if r.resigns > 0 { // Resign came between the campaign and now
+			stepC <- errResigning
+		}
 		r.mu.Unlock()
 		defer func() {
 			r.mu.Lock()

@@ -42,7 +42,9 @@ const (
 	// kindCandidate is the candidacy of a runner with a priority
 	// (runner.WithPriority).
 	kindCandidate lockKind = "candidate"
-	kindOther     lockKind = "other"
+	// kindSlot is a slot of a semaphore (lock.SlotID: "<name>#<k>").
+	kindSlot  lockKind = "slot"
+	kindOther lockKind = "other"
 )
 
 // lockView is a held (or lapsed) lock as the pages show it.
@@ -59,6 +61,10 @@ type lockView struct {
 	// Value is the holder's value (lock.Holder.Value) as shown: redacted
 	// text, or hex after "0x"; "" for none.
 	Value string
+	// Semaphore and Slot name the semaphore and the slot number of a
+	// kindSlot lock.
+	Semaphore string
+	Slot      int
 }
 
 // Bounds of the lock readings.
@@ -169,6 +175,9 @@ func (h *Handler) viewLock(hd lock.Holder, elections map[string]bool) lockView {
 	default:
 		if c, ok := runner.ParseCandidate(hd); ok {
 			v.Kind, v.Name = kindCandidate, fmt.Sprintf("%s (priority %d) for %s", c.KeeperID, c.Priority, c.LockID)
+		} else if name, k, ok := lock.ParseSlotID(hd.LockID); ok {
+			v.Kind, v.Semaphore, v.Slot = kindSlot, name, k
+			v.Name = fmt.Sprintf("slot #%d of semaphore %s", k, name)
 		}
 	}
 	v.TTL = hd.ExpiresAt.Sub(hd.RenewedAt)

@@ -1,7 +1,8 @@
 // Package ui is mongolock's dashboard: an http.Handler that shows what
 // MongoDB knows of a cluster — the instances up (their presence leases),
 // the current leaders and their terms, every lock with its holder, fencing
-// token and expiry by the server's clock, the jobs with their spec, next
+// token and expiry by the server's clock (leader candidates and semaphore
+// slots by their kind, the slots also grouped by semaphore), the jobs with their spec, next
 // firings and pause state, each job's firings as a picture and a paged
 // history, and the migrations — and updates the pages live.
 //

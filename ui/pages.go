@@ -50,12 +50,14 @@ func rows(r *http.Request, def, max int) (int, error) {
 
 // locksPage is the data of the locks page.
 type locksPage struct {
-	Locks  []lockView
-	Prefix string
-	Kind   string
-	Late   bool
-	Next   string // the query of the next page, empty if none
-	ReadAt time.Time
+	Locks []lockView
+	// Semaphores groups the slots among Locks by semaphore, by name.
+	Semaphores []semaphoreView
+	Prefix     string
+	Kind       string
+	Late       bool
+	Next       string // the query of the next page, empty if none
+	ReadAt     time.Time
 }
 
 // locksScan is a page of the held locks read for the locks page.
@@ -65,7 +67,46 @@ type locksScan struct {
 	ReadAt time.Time
 }
 
-var lockKinds = []string{"", string(kindJob), string(kindPresence), string(kindElection), string(kindCandidate), string(kindOther)}
+var lockKinds = []string{"", string(kindJob), string(kindPresence), string(kindElection), string(kindCandidate), string(kindSlot), string(kindOther)}
+
+// semaphoreView is a semaphore as the locks page shows it: the slots of it
+// that the page lists, by number. Its n is not shown: it is each caller's
+// own (Session.Semaphore), and the database keeps only the slots' locks.
+type semaphoreView struct {
+	Name   string
+	Slots  []lockView
+	Held   int // of Slots, those not lapsed
+	Lapsed int
+}
+
+// groupSemaphores groups the slots among locks by semaphore.
+func groupSemaphores(locks []lockView) []semaphoreView {
+	var out []semaphoreView
+	at := map[string]int{}
+	for _, l := range locks {
+		if l.Kind != kindSlot {
+			continue
+		}
+		i, ok := at[l.Semaphore]
+		if !ok {
+			i = len(out)
+			at[l.Semaphore] = i
+			out = append(out, semaphoreView{Name: l.Semaphore})
+		}
+		sv := &out[i]
+		sv.Slots = append(sv.Slots, l)
+		if l.Expired {
+			sv.Lapsed++
+		} else {
+			sv.Held++
+		}
+	}
+	slices.SortFunc(out, func(a, b semaphoreView) int { return strings.Compare(a.Name, b.Name) })
+	for _, sv := range out {
+		slices.SortFunc(sv.Slots, func(a, b lockView) int { return a.Slot - b.Slot })
+	}
+	return out
+}
 
 func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -76,7 +117,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := q.Get("kind")
 	if !slices.Contains(lockKinds, kind) {
-		h.badInput(w, r, "kind %q: want one of job, instance, election, candidate, other", kind)
+		h.badInput(w, r, "kind %q: want one of job, instance, election, candidate, slot, other", kind)
 		return
 	}
 	n, err := rows(r, 100, maxLocksRow)
@@ -131,6 +172,7 @@ func (h *Handler) pageLocks(w http.ResponseWriter, r *http.Request) {
 	if pg.Next == "" && more && len(scanned) > 0 {
 		pg.Next = nextPage(r, scanned[len(scanned)-1].LockID)
 	}
+	pg.Semaphores = groupSemaphores(pg.Locks)
 	h.render(w, r, pg.ReadAt, "locks", "locks", "Locks", http.StatusOK, pg, "")
 }
 

@@ -56,11 +56,15 @@ const (
 	// NeverLeadCampaigns: an observer campaigns (runner, runner.go Run
 	// and RunTaskOnLeader).
 	NeverLeadCampaigns Bug = "a never-lead candidate campaigns"
+	// StepDownAtOnce: a leader steps down for a higher-priority candidate
+	// as soon as it sees it, without the preference grace (runner,
+	// candidates.go preferred).
+	StepDownAtOnce Bug = "step down for a preferred candidate at once"
 )
 
 // All are the planted bugs, in the order the test plants them.
 var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice,
-	SlotBeyondN, ReleaseUnderTask, NeverLeadCampaigns}
+	SlotBeyondN, ReleaseUnderTask, NeverLeadCampaigns, StepDownAtOnce}
 
 // ValueBugs are the bugs of leases' values, planted by the simulation's
 // TestValuePlantedBugsCaught in worlds whose leaders publish values: the

@@ -52,6 +52,7 @@ func check(s *Sim, end time.Duration) ([]string, Coverage) {
 	out = append(out, checkValues(h.changes, h.lives)...)
 
 	out = append(out, checkLeadership(s)...)
+	out = append(out, checkHandovers(s)...)
 	out = append(out, checkOnce(h.runs)...)
 	out = append(out, o.checkMigrations()...)
 	out = append(out, o.checkRecords()...)

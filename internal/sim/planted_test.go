@@ -24,6 +24,7 @@ var caughtBy = map[planted.Bug]string{
 	// leadership.go
 	planted.ReleaseUnderTask:   "stepdown:",
 	planted.NeverLeadCampaigns: "leadership:",
+	planted.StepDownAtOnce:     "handovers:", // handovers.go
 }
 
 var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose names contain this (TestPlantedBugsCaught)")

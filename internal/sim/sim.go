@@ -87,11 +87,12 @@ var Strict = false
 // safety are the kinds of violation that break the at-most-once core
 // (Gating): two holders at once (more than n of an n-slot semaphore), a
 // smaller fence, a value written outside its holder's term, a never-lead
-// candidate leading, a leader's lock released under its task, a firing
+// candidate leading, a leader's lock released under its task, a healthy
+// leader stepping down within the preference grace, a firing
 // run twice (and
 // a migration applied again after it was recorded applied: isSafety); and
 // the simulation's own failures.
-var safety = []string{"exclusion:", "fences:", "once:", "semaphore:", "sim:", "values:", "leadership:", "stepdown:"}
+var safety = []string{"exclusion:", "fences:", "once:", "semaphore:", "sim:", "values:", "leadership:", "stepdown:", "handovers:"}
 
 // Gating returns the violations the default run fails on: the safety
 // ones, or all with Strict. The others are Open: found, counted and
