@@ -54,7 +54,8 @@ const (
 	// process's previous run, whose leases it takes only once they
 	// lapse. Locks exclude Sessions whatever their keeper ids, but
 	// whatever reads keeper ids (Holder, logs, the CLI) cannot tell such
-	// Sessions apart. Reported once per Session, with the first such lock.
+	// Sessions apart. Reported once per Session, with the first such lock
+	// (counted by package metrics as mongolock_lock_keeper_id_shared_total).
 	KeeperIDShared
 )
 
