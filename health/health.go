@@ -11,7 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/mongolock/mongolock/internal/errs"
-	"github.com/mongolock/mongolock/internal/redact"
+	"github.com/mongolock/mongolock/internal/hideuri"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
@@ -190,7 +190,7 @@ func newReport(at time.Time, checks map[string]Check) Report {
 	r := Report{OK: true, Checks: checks, At: at}
 	for _, name := range sortedKeys(checks) {
 		ch := checks[name]
-		ch.Reason = redact.URIs(ch.Reason)
+		ch.Reason = hideuri.URIs(ch.Reason)
 		checks[name] = ch
 		if !ch.OK {
 			r.OK = false
