@@ -154,6 +154,9 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 		lease("app/nested", bson.E{Key: "kid", Value: nested}),
 		lease("app/fence", bson.E{Key: "epoch", Value: int64(-1)}, bson.E{Key: "seq", Value: "1"}),
 		lease("app/ttl", bson.E{Key: "ttl", Value: 9e15}),
+		lease("app/kid-array", bson.E{Key: "kid", Value: bson.A{"a", "b"}}),
+		lease("app/ttl-fraction", bson.E{Key: "ttl", Value: 1500.5}),
+		lease("app/seq-fraction", bson.E{Key: "seq", Value: 1.5}),
 		lease("app/bad-"+hostileURI, bson.E{Key: "kid", Value: int32(3)}))
 	seed(lock.DefaultCollection, false,
 		lease("app/utf8-\xff", bson.E{Key: "kid", Value: "k\xfe"}),
