@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"net/http/httptest"
@@ -11,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/redact"
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/metrics"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
@@ -37,6 +42,26 @@ type hostile struct {
 
 // huge is a value of a megabyte.
 var huge = strings.Repeat("h", 1<<20)
+
+// hostileURI is a connection string that documents of every collection
+// carry, good and bad, in their ids and their text (errors, notes,
+// keepers, operators): no page, log line, metric label or CLI output may
+// show hostilePw or hostileUser.
+const (
+	hostileUser = "mallory"
+	hostilePw   = "H0stilePw"
+	hostileURI  = "mongodb://" + hostileUser + ":" + hostilePw + "@db.internal:27017/?authMechanismProperties=AWS_SESSION_TOKEN:tok" + hostilePw
+)
+
+// leaks returns the first credential of hostileURI that text shows, or "".
+func leaks(text string) string {
+	for _, s := range []string{hostilePw, hostileUser} {
+		if strings.Contains(text, s) {
+			return s
+		}
+	}
+	return ""
+}
 
 func newHostile(t *testing.T, ctx context.Context) hostile {
 	t.Helper()
@@ -77,6 +102,25 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 		{Key: "keeper", Value: "keeper-1"}, {Key: "start", Value: day}, {Key: "end", Value: day.Add(time.Minute)}})
 	insert(ui.DefaultActionsCollection, bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "kind", Value: "pause"}, {Key: "by", Value: "alice"},
 		{Key: "job", Value: "good"}, {Key: "at", Value: day}})
+	// Good documents whose text carries a connection string.
+	if _, ok, err := acquireAs(ctx, l, "app/keeper-uri", hostileURI); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if _, ok, err := acquireAs(ctx, l, "app/"+hostileURI, "keeper-1"); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	failedRun := bson.D{{Key: "keeper", Value: hostileURI}, {Key: "scheduled", Value: day}, {Key: "start", Value: day},
+		{Key: "end", Value: day.Add(time.Second)}, {Key: "outcome", Value: "failed"}, {Key: "error", Value: "dial " + hostileURI + ": refused"}}
+	insert(scheduler.DefaultJobsCollection, append(bson.D{{Key: "_id", Value: "secret"}, {Key: "last", Value: day}, {Key: "spec", Value: "@hourly"},
+		{Key: "by", Value: hostileURI}, {Key: "paused", Value: true}, {Key: "pnote", Value: "see " + hostileURI}, {Key: "pby", Value: hostileURI},
+		{Key: "regs", Value: bson.D{{Key: "@hourly", Value: bson.D{{Key: "by", Value: hostileURI}}}}}}, failedRun...))
+	insert(scheduler.DefaultRunsCollection, append(bson.D{{Key: "_id", Value: "secret@1"}, {Key: "job", Value: "secret"}}, failedRun...),
+		append(bson.D{{Key: "_id", Value: "good@secret"}, {Key: "job", Value: "good"}}, failedRun...))
+	insert(runner.DefaultTermsCollection, bson.D{{Key: "_id", Value: "elect#2"}, {Key: "lock", Value: "elect"}, {Key: "fence", Value: int64(2)},
+		{Key: "keeper", Value: hostileURI}, {Key: "start", Value: day.Add(time.Minute)}, {Key: "end", Value: day.Add(2 * time.Minute)},
+		{Key: "reason", Value: "lost: dial " + hostileURI}})
+	insert(ui.DefaultActionsCollection, bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "kind", Value: "pause"}, {Key: "by", Value: hostileURI},
+		{Key: "job", Value: "secret"}, {Key: "note", Value: hostileURI}, {Key: "at", Value: day}})
 
 	// The bad and the odd.
 	nested := bson.D{{Key: "x", Value: bson.A{1, bson.D{{Key: "y", Value: bson.D{{Key: "z", Value: bson.A{}}}}}}}}
@@ -109,7 +153,11 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 		lease(int32(42)),
 		lease("app/nested", bson.E{Key: "kid", Value: nested}),
 		lease("app/fence", bson.E{Key: "epoch", Value: int64(-1)}, bson.E{Key: "seq", Value: "1"}),
-		lease("app/ttl", bson.E{Key: "ttl", Value: 9e15}))
+		lease("app/ttl", bson.E{Key: "ttl", Value: 9e15}),
+		lease("app/kid-array", bson.E{Key: "kid", Value: bson.A{"a", "b"}}),
+		lease("app/ttl-fraction", bson.E{Key: "ttl", Value: 1500.5}),
+		lease("app/seq-fraction", bson.E{Key: "seq", Value: 1.5}),
+		lease("app/bad-"+hostileURI, bson.E{Key: "kid", Value: int32(3)}))
 	seed(lock.DefaultCollection, false,
 		lease("app/utf8-\xff", bson.E{Key: "kid", Value: "k\xfe"}),
 		lease("app/huge", bson.E{Key: "kid", Value: huge}))
@@ -121,7 +169,8 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 		bson.D{{Key: "_id", Value: "bad-nested"}, {Key: "last", Value: day}, {Key: "regs", Value: bson.D{{Key: "h1", Value: bson.D{{Key: "spec", Value: nested}}}}}},
 		bson.D{{Key: "_id", Value: "bad-fails"}, {Key: "last", Value: day}, {Key: "fails", Value: 1e300}},
 		bson.D{{Key: "_id", Value: "bad-trig"}, {Key: "last", Value: day}, {Key: "trig", Value: "now"}},
-		bson.D{{Key: "_id", Value: int32(7)}, {Key: "last", Value: day}})
+		bson.D{{Key: "_id", Value: int32(7)}, {Key: "last", Value: day}},
+		bson.D{{Key: "_id", Value: "bad-" + hostileURI}, {Key: "last", Value: "x"}, {Key: "error", Value: hostileURI}})
 	seed(scheduler.DefaultJobsCollection, false,
 		bson.D{{Key: "_id", Value: "odd-utf8-\xff"}, {Key: "last", Value: day}, {Key: "spec", Value: "@daily \xfe"}},
 		bson.D{{Key: "_id", Value: "odd-huge"}, {Key: "last", Value: day}, {Key: "spec", Value: "@daily"}, {Key: "paused", Value: true},
@@ -136,7 +185,8 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 		run("good@outcome", bson.E{Key: "scheduled", Value: day.Add(-time.Minute)}, bson.E{Key: "outcome", Value: 7}),
 		run("good@count", bson.E{Key: "scheduled", Value: day.Add(-2 * time.Minute)}, bson.E{Key: "end", Value: now},
 			bson.E{Key: "outcome", Value: "failed"}, bson.E{Key: "count", Value: "many"}),
-		run("good@nested", bson.E{Key: "scheduled", Value: day.Add(-3 * time.Minute)}, bson.E{Key: "keeper", Value: nested}))
+		run("good@nested", bson.E{Key: "scheduled", Value: day.Add(-3 * time.Minute)}, bson.E{Key: "keeper", Value: nested}),
+		run("good@"+hostileURI, bson.E{Key: "scheduled", Value: "x"}, bson.E{Key: "error", Value: hostileURI}))
 	seed(scheduler.DefaultRunsCollection, false,
 		run("good@utf8-\xff", bson.E{Key: "scheduled", Value: day.Add(-4 * time.Minute)}, bson.E{Key: "error", Value: "\xfe\xff"},
 			bson.E{Key: "end", Value: now}, bson.E{Key: "outcome", Value: "failed"}),
@@ -148,7 +198,8 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 		bson.D{{Key: "_id", Value: "t-nolock"}, {Key: "keeper", Value: "k"}, {Key: "start", Value: day}},
 		bson.D{{Key: "_id", Value: "t-fence"}, {Key: "lock", Value: "elect"}, {Key: "fence", Value: "one"}, {Key: "start", Value: day}},
 		bson.D{{Key: "_id", Value: "t-nested"}, {Key: "lock", Value: nested}, {Key: "start", Value: day}},
-		bson.D{{Key: "_id", Value: "t-start"}, {Key: "lock", Value: "elect"}, {Key: "start", Value: "then"}})
+		bson.D{{Key: "_id", Value: "t-start"}, {Key: "lock", Value: "elect"}, {Key: "start", Value: "then"}},
+		bson.D{{Key: "_id", Value: "t-" + hostileURI}, {Key: "lock", Value: "elect"}, {Key: "fence", Value: "one"}, {Key: "keeper", Value: hostileURI}, {Key: "start", Value: day}})
 	seed(runner.DefaultTermsCollection, false,
 		bson.D{{Key: "_id", Value: "t-utf8"}, {Key: "lock", Value: "elect"}, {Key: "keeper", Value: "\xff"}, {Key: "start", Value: day}},
 		bson.D{{Key: "_id", Value: "t-huge"}, {Key: "lock", Value: "elect"}, {Key: "reason", Value: huge}, {Key: "start", Value: day}})
@@ -156,14 +207,18 @@ func newHostile(t *testing.T, ctx context.Context) hostile {
 	seed(migrations.DefaultCollection, true,
 		bson.D{{Key: "_id", Value: "str"}, {Key: "state", Value: "applied"}},
 		bson.D{{Key: "_id", Value: int64(9001)}, {Key: "state", Value: int32(5)}},
-		bson.D{{Key: "_id", Value: int64(9002)}, {Key: "state", Value: "applied"}, {Key: "startedAt", Value: nested}})
+		bson.D{{Key: "_id", Value: int64(9002)}, {Key: "state", Value: "applied"}, {Key: "startedAt", Value: nested}},
+		bson.D{{Key: "_id", Value: hostileURI}, {Key: "state", Value: "failed"}, {Key: "error", Value: hostileURI}})
 	seed(migrations.DefaultCollection, false,
-		bson.D{{Key: "_id", Value: int64(9003)}, {Key: "state", Value: "failed"}, {Key: "error", Value: huge + "\xff"}})
+		bson.D{{Key: "_id", Value: int64(9003)}, {Key: "state", Value: "failed"}, {Key: "error", Value: huge + "\xff"}},
+		bson.D{{Key: "_id", Value: int64(9004)}, {Key: "state", Value: "failed"}, {Key: "keeper", Value: hostileURI}, {Key: "error", Value: "dial " + hostileURI}})
 
 	seed(ui.DefaultActionsCollection, true,
 		bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "kind", Value: int32(5)}, {Key: "job", Value: "good"}, {Key: "at", Value: now}},
 		bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "kind", Value: "pause"}, {Key: "job", Value: "good"}, {Key: "at", Value: "yesterday"}},
-		bson.D{{Key: "_id", Value: "str"}, {Key: "kind", Value: "release"}, {Key: "lock", Value: "app/good"}, {Key: "at", Value: now}})
+		bson.D{{Key: "_id", Value: "str"}, {Key: "kind", Value: "release"}, {Key: "lock", Value: "app/good"}, {Key: "at", Value: now}},
+		bson.D{{Key: "_id", Value: "act-" + hostileURI}, {Key: "kind", Value: int32(5)}, {Key: "job", Value: "secret"}, {Key: "by", Value: hostileURI},
+			{Key: "note", Value: hostileURI}, {Key: "at", Value: now}})
 	seed(ui.DefaultActionsCollection, false,
 		bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "kind", Value: "pause"}, {Key: "by", Value: "\xff"}, {Key: "job", Value: "good"},
 			{Key: "note", Value: huge}, {Key: "at", Value: now}})
@@ -360,14 +415,22 @@ func TestHostileDocuments(t *testing.T) {
 			{[]string{"migrate", "status"}, "unreadable", nil},
 			{[]string{"migrate", "status", "--json"}, "unreadable", nil},
 			{[]string{"migrate", "plan"}, "", nil},
+			{[]string{"jobs", "secret", "--history", "5"}, "mongodb://***@db.internal", nil},
+			{[]string{"jobs", "--json", "secret"}, "mongodb://***@db.internal", nil},
+			{[]string{"locks", "show", "app/keeper-uri"}, "mongodb://***@db.internal", nil},
+			{[]string{"locks", "show", "--json", "app/keeper-uri"}, "mongodb://***@db.internal", nil},
 		} {
 			r := cli(t, args(g, c.args...)...)
+			if s := leaks(r.stdout + r.stderr); s != "" {
+				t.Errorf("%v prints %q of a connection string: %.2000s", c.args, s, r)
+			}
 			if r.code != ExitOK || !strings.Contains(r.stdout, c.want) {
 				t.Errorf("%v: want exit 0 and %q in stdout: %.2000s", c.args, c.want, r)
 				continue
 			}
 			for _, coll := range c.bad {
 				for _, id := range h.bad[coll] {
+					id = redact.URIs(id) // named as shown
 					if !strings.Contains(r.stderr, fmt.Sprintf("%q", id)) && !strings.Contains(r.stderr, id) {
 						t.Errorf("%v: stderr does not name bad document %s of %s: %.2000s", c.args, id, coll, r.stderr)
 					}
@@ -376,7 +439,8 @@ func TestHostileDocuments(t *testing.T) {
 		}
 	})
 	t.Run("ui", func(t *testing.T) {
-		hd, err := ui.New(db)
+		var log syncBuffer
+		hd, err := ui.New(db, ui.WithLogger(zerolog.New(&log)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,6 +460,10 @@ func TestHostileDocuments(t *testing.T) {
 			{"/locks/elect", ""},
 			{"/elections", "elect"},
 			{"/migrations", "unreadable"},
+			{"/jobs/secret", "mongodb://***@db.internal"},
+			{"/locks/app/keeper-uri", "mongodb://***@db.internal"},
+			{"/locks/elect", ""},
+			{"/locks?prefix=app/", "mongodb://***@db.internal"},
 		} {
 			resp, err := srv.Client().Get(srv.URL + c.path)
 			if err != nil {
@@ -403,9 +471,74 @@ func TestHostileDocuments(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			if resp.StatusCode >= 500 || !strings.Contains(string(body), c.want) {
+			page := html.UnescapeString(string(body))
+			if resp.StatusCode >= 500 || !strings.Contains(page, c.want) {
 				t.Errorf("GET %s: %d, want no 5xx and %q: %.1000s", c.path, resp.StatusCode, c.want, body)
 			}
+			if s := leaks(page); s != "" {
+				i := strings.Index(page, s)
+				t.Errorf("GET %s shows %q of a connection string: …%s…", c.path, s, page[max(i-200, 0):min(i+40, len(page))])
+			}
+		}
+		if s := leaks(log.String()); s != "" {
+			t.Errorf("the dashboard's log shows %q of a connection string:\n%.3000s", s, log.String())
+		}
+		if !strings.Contains(log.String(), "skipped a bad document") {
+			t.Errorf("the dashboard logged no bad document:\n%.3000s", log.String())
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		// Metric labels: what a Session, its scheduler and its Locker's
+		// readers meet in the database never becomes one.
+		var log syncBuffer
+		l, err := lock.New(db, lock.WithTTL(time.Minute), lock.WithLogger(zerolog.New(&log)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, err := lock.NewSession(l, lock.WithSessionLogger(zerolog.New(&log)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		reg := prometheus.NewRegistry()
+		if _, err := metrics.Register(reg, sess); err != nil {
+			t.Fatal(err)
+		}
+		s, err := scheduler.New(db, sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range []string{"good", "secret"} {
+			if err := s.AddJob(j, "@hourly", func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Jobs(ctx); err != nil {
+			t.Errorf("Jobs: %v", err)
+		}
+		for _, j := range []string{"secret", "good"} {
+			if _, err := s.History(ctx, j, 50); err != nil {
+				t.Errorf("History of %s: %v", j, err)
+			}
+		}
+		if _, err := l.Locks(ctx); err != nil {
+			t.Errorf("Locks: %v", err)
+		}
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if s := leaks(lp.GetValue()); s != "" {
+						t.Errorf("metric %s has label %s=%q", f.GetName(), lp.GetName(), lp.GetValue())
+					}
+				}
+			}
+		}
+		if s := leaks(log.String()); s != "" {
+			t.Errorf("the library's log shows %q of a connection string:\n%.3000s", s, log.String())
 		}
 	})
 

@@ -179,3 +179,51 @@ func TestHTTPServerTimeouts(t *testing.T) {
 		t.Errorf("closed %v after the response: before the idle timeout %v", waited, idle)
 	}
 }
+
+// TestHTTPServerStalledReader: a client that sends its request and never
+// reads the answer holds its handler no longer than the write timeout (a
+// short one here): the write fails at the deadline and the handler
+// returns. Before the servers had one, 150 such readers held their
+// handlers for 45 s.
+func TestHTTPServerStalledReader(t *testing.T) {
+	t.Parallel()
+	returned := make(chan error, 1)
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var err error
+		for i := 0; i < 256 && err == nil; i++ { // 256 MB: past any socket buffer
+			_, err = w.Write(big)
+		}
+		returned <- err
+	}))
+	const write = 300 * time.Millisecond
+	srv.WriteTimeout = write
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveUntil(ctx, ln, srv, zerolog.Nop()) }()
+	defer func() { cancel(); <-served }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: dashboard\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-returned:
+		if err == nil {
+			t.Errorf("the handler wrote 256 MB to a client that reads nothing")
+		}
+		if took := time.Since(start); took > 10*write+5*time.Second {
+			t.Errorf("the handler returned after %v, past the write timeout %v", took, write)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the handler still writes to a stalled reader after 30 s (write timeout %v)", write)
+	}
+}

@@ -2,6 +2,7 @@ package health_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -107,5 +108,48 @@ func TestDBReadyNeedsMigrations(t *testing.T) {
 	}
 	if code, rep := withMine.get(health.ReadyPath); code != http.StatusOK {
 		t.Fatalf("after every migration: %d %+v", code, rep)
+	}
+}
+
+// TestReadyHidesCredentials: what a probe answers quotes text read from
+// the database (a failed migration's error, as its migrator stored it),
+// which may hold a connection string; the probe's body shows its
+// credentials hidden (the structure-based redaction of the dashboard and
+// the CLI), never the password.
+func TestReadyHidesCredentials(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := mongotest.NewDatabase(t)
+	builtins, err := migrations.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builtins.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const pw = "S3cretPw"
+	uri := "mongodb://alice:" + pw + "@db.internal:27017/?authMechanismProperties=AWS_SESSION_TOKEN:tok" + pw
+	if _, err := db.Collection(migrations.DefaultCollection).UpdateOne(ctx, bson.D{},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: "failed"}, {Key: "error", Value: "dial " + uri + ": refused"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	in := newInstance(t, db, "k1", []health.Option{health.WithCheckTimeout(10 * time.Second)})
+	resp, err := http.Get(in.url + health.ReadyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "failed") {
+		t.Fatalf("readiness with a failed migration: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(string(body), pw) || strings.Contains(string(body), "alice") {
+		t.Errorf("the probe shows the credentials: %s", body)
+	}
+	if !strings.Contains(string(body), "mongodb://***@db.internal:27017/") {
+		t.Errorf("the probe does not show the redacted URI: %s", body)
 	}
 }

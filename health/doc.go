@@ -2,7 +2,9 @@
 // program built on mongolock: as http.Handlers that answer 200 or 503 with
 // a JSON body that says why, and as plain check functions (Live, Ready,
 // Leader; Report.Err for health-check libraries that take a
-// func(context.Context) error).
+// func(context.Context) error). A report's reasons hide the credentials of
+// any URI they quote (a failed migration's error, as stored), as the
+// dashboard does.
 //
 //	session, err := lock.NewSession(locker)
 //	if err != nil { ... }

@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/mongolock/mongolock/internal/errs"
+	"github.com/mongolock/mongolock/internal/hideuri"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/runner"
 	"github.com/mongolock/mongolock/scheduler"
@@ -180,10 +181,18 @@ func (r Report) Err() error {
 	return fmt.Errorf("%w: %s", ErrUnhealthy, strings.Join(r.Reasons, "; "))
 }
 
+// newReport builds the report of checks. Their reasons quote text read
+// from the database and errors (a failed migration's error), which may
+// hold a connection string: the credentials of any URI in them are hidden
+// by where they stand (as ui.RedactURIs does), so a probe never shows a
+// password.
 func newReport(at time.Time, checks map[string]Check) Report {
 	r := Report{OK: true, Checks: checks, At: at}
 	for _, name := range sortedKeys(checks) {
-		if ch := checks[name]; !ch.OK {
+		ch := checks[name]
+		ch.Reason = hideuri.URIs(ch.Reason)
+		checks[name] = ch
+		if !ch.OK {
 			r.OK = false
 			r.Reasons = append(r.Reasons, name+": "+ch.Reason)
 		}

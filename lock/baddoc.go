@@ -12,6 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongolock/mongolock/internal/hideuri"
 )
 
 // BadDocument describes a stored document that is not what this module
@@ -253,8 +255,11 @@ func (b *badLog) log(l *Locker, r BadDocument) {
 	b.seen[key] = true
 	b.mu.Unlock()
 	if !seen {
-		l.cfg.log.Warn().Str("collection", r.Collection).Str("id", fmt.Sprint(r.ID)).Str("field", r.Field).
-			Str("problem", r.Problem).Msg("skipped a bad document")
+		// The _id and the problem (which may quote a value) are the
+		// database's text, not the program's: no credentials of a URI in
+		// them are logged.
+		l.cfg.log.Warn().Str("collection", r.Collection).Str("id", hideuri.URIs(fmt.Sprint(r.ID))).Str("field", r.Field).
+			Str("problem", hideuri.URIs(r.Problem)).Msg("skipped a bad document")
 	}
 }
 

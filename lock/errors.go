@@ -32,8 +32,8 @@ var (
 	// a grace period and was abandoned (Session.Do).
 	ErrTaskDidNotStop = errors.New("lock: task did not stop after its context was cancelled")
 
-	// ErrInvalidArgument reports a bad lock or keeper id, or a nil
-	// function; nothing was written.
+	// ErrInvalidArgument reports a bad lock or keeper id, a nil function,
+	// or a nil context; nothing was written.
 	ErrInvalidArgument = errors.New("lock: invalid argument")
 
 	// ErrUnsupportedDeployment reports a deployment a Locker refuses to

@@ -54,6 +54,9 @@ type Holder struct {
 // whose document is bad gives an error wrapping ErrBadDocument, naming
 // the field (BadDocument; reported as for Locks).
 func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
+	if err := checkContext(ctx, "holder", lockID); err != nil {
+		return Holder{}, err
+	}
 	if err := ValidateID("lockID", lockID); err != nil {
 		return Holder{}, err
 	}
@@ -86,6 +89,9 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 // skips bad documents (BadDocument), and reports each to the Locker's
 // WithBadDocuments function; so does LocksWithPrefix.
 func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("list locks: %w: nil context", ErrInvalidArgument)
+	}
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
@@ -97,6 +103,9 @@ func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 // ordered by id: a page of Locks, read by a range of ids, which the _id
 // index serves. The next page is the one after the last id returned.
 func (l *Locker) LocksPage(ctx context.Context, prefix, after string, limit int) ([]Holder, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("list locks: %w: nil context", ErrInvalidArgument)
+	}
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: LocksPage: limit %d, want at least 1", ErrInvalidArgument, limit)
 	}
@@ -125,6 +134,9 @@ func (l *Locker) LocksPage(ctx context.Context, prefix, after string, limit int)
 // its start (AcquiredAt) to its last renewal or its release (RenewedAt).
 // It reads by a range of ids, which the _id index serves.
 func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("list locks: %w: nil context", ErrInvalidArgument)
+	}
 	if prefix == "" {
 		return nil, fmt.Errorf("%w: LocksWithPrefix: empty prefix", ErrInvalidArgument)
 	}

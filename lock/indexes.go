@@ -35,6 +35,9 @@ func TTLSeconds(d time.Duration) int32 {
 // warning and creates a plain index: expiry never depends on the TTL
 // monitor; use Purge to tidy up.
 func (l *Locker) EnsureIndexes(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("ensure indexes: %w: nil context", ErrInvalidArgument)
+	}
 	return EnsureIndexes(ctx, l.coll, func(msg string) {
 		l.cfg.log.Warn().Str("collection", l.coll.Name()).Msg(msg)
 	})

@@ -113,6 +113,9 @@ func (l *Lease) Err() error {
 // that wants proof of the lease before an irreversible step.
 func (l *Lease) Renew(ctx context.Context) error {
 	s := l.s
+	if err := checkContext(ctx, "renew", l.grant.LockID); err != nil {
+		return err
+	}
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("renew %q: %w", l.grant.LockID, err)
 	}

@@ -464,6 +464,9 @@ type Acquisition struct {
 // released. It is the store operation Sessions use; users take locks
 // through a Session's Mutex.
 func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
+	if ctx == nil {
+		return Acquisition{}, fmt.Errorf("acquire locks: %w: nil context", ErrInvalidArgument)
+	}
 	return l.acquireAs(ctx, owner{kid: keeperID}, lockIDs)
 }
 
@@ -653,6 +656,9 @@ func (l *Locker) acquirePass(ctx context.Context, o owner, ids []string, leases 
 // renewals as lost, and so may a Renew running alongside that keeper's
 // AcquireLocks of the same locks.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
+	if ctx == nil {
+		return Renewal{}, fmt.Errorf("renew: %w: nil context", ErrInvalidArgument)
+	}
 	return l.renewAs(ctx, owner{kid: keeperID}, lockIDs)
 }
 
@@ -728,6 +734,9 @@ func (l *Locker) renewAs(ctx context.Context, o owner, lockIDs []string) (Renewa
 // never releases another keeper's lock. With no lockIDs it does nothing.
 // A released lock keeps its document, without kid (ReleaseTerms).
 func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
+	if ctx == nil {
+		return 0, fmt.Errorf("release locks: %w: nil context", ErrInvalidArgument)
+	}
 	terms := make([]Term, len(lockIDs))
 	for i, id := range lockIDs {
 		terms[i] = Term{LockID: id}
@@ -752,6 +761,9 @@ type Term struct {
 // term's fencing token is larger; the TTL index removes it Retention after
 // its last renewal.
 func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error) {
+	if ctx == nil {
+		return 0, fmt.Errorf("release terms: %w: nil context", ErrInvalidArgument)
+	}
 	return l.releaseAs(ctx, owner{kid: keeperID}, terms)
 }
 
@@ -827,6 +839,9 @@ var vacate = bson.D{
 // clearing a stuck lock; fencing tokens keep increasing afterwards. It
 // returns ErrNotHeld if the lock was not held.
 func (l *Locker) ForceRelease(ctx context.Context, lockID string) error {
+	if err := checkContext(ctx, "force release", lockID); err != nil {
+		return err
+	}
 	if err := ValidateID("lockID", lockID); err != nil {
 		return err
 	}
@@ -848,6 +863,9 @@ func (l *Locker) ForceRelease(ctx context.Context, lockID string) error {
 // while Purge runs can be deleted with the old one: run Purge there only
 // where commands are serialized.
 func (l *Locker) Purge(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return 0, fmt.Errorf("purge: %w: nil context", ErrInvalidArgument)
+	}
 	if err := l.refreshClock(ctx); err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}

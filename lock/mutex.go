@@ -158,8 +158,8 @@ func (m *Mutex) ReleaseLock(ctx context.Context) error {
 }
 
 // checkContext returns an error wrapping ErrInvalidArgument if ctx is nil:
-// the calls of a Mutex and Session.Do check it first, so that a nil
-// context is an error naming the call, never a panic.
+// the calls of a Session, a Mutex, a Semaphore and a Lease check it first,
+// so that a nil context is an error naming the call, never a panic.
 func checkContext(ctx context.Context, call, lockID string) error {
 	if ctx == nil {
 		return fmt.Errorf("%s %q: %w: nil context", call, lockID, ErrInvalidArgument)

@@ -1,10 +1,13 @@
 package lock
 
 import (
+	"errors"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mongolock/mongolock/internal/hideuri"
 )
 
 // EventKind says what an Event reports.
@@ -54,7 +57,8 @@ const (
 	// process's previous run, whose leases it takes only once they
 	// lapse. Locks exclude Sessions whatever their keeper ids, but
 	// whatever reads keeper ids (Holder, logs, the CLI) cannot tell such
-	// Sessions apart. Reported once per Session, with the first such lock.
+	// Sessions apart. Reported once per Session, with the first such lock
+	// (counted by package metrics as mongolock_lock_keeper_id_shared_total).
 	KeeperIDShared
 )
 
@@ -214,7 +218,9 @@ func (os observers) Observe(e Event) {
 // takeovers, control actions and specs restored at info; the rest (the
 // acquisitions, renewals and releases of leases, claims) at debug. A
 // Session given a logger (WithSessionLogger) logs through it.
-// SlogObserver is the same for log/slog.
+// SlogObserver is the same for log/slog. Both hide the credentials of any
+// URI in the text they log (ids, reasons, errors: some are read from the
+// database), as the dashboard does; the Event itself is unchanged.
 func LogObserver(log zerolog.Logger) Observer {
 	return ObserverFunc(func(e Event) { logEvent(log, e) })
 }
@@ -286,11 +292,14 @@ type fieldWriter interface {
 }
 
 // writeFields writes the fields of e that are set, under the same keys
-// whatever the logger.
+// whatever the logger. Text fields and errors are logged with the
+// credentials of any URI in them hidden (package hideuri): they carry text
+// read from the database (a bad document's _id, another keeper's id, a
+// stored error) as well as the program's own.
 func writeFields(e Event, w fieldWriter) {
 	str := func(k, v string) {
 		if v != "" {
-			w.str(k, v)
+			w.str(k, hideuri.URIs(v))
 		}
 	}
 	str("lock", e.LockID)
@@ -305,7 +314,11 @@ func writeFields(e Event, w fieldWriter) {
 		w.dur("trusted_for", e.Remaining)
 	}
 	if e.Err != nil {
-		w.err("error", e.Err)
+		if msg := e.Err.Error(); hideuri.URIs(msg) != msg {
+			w.err("error", errors.New(hideuri.URIs(msg)))
+		} else {
+			w.err("error", e.Err)
+		}
 	}
 	str("reason", e.Reason)
 	str("leader", e.Leader)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strings"
 	"testing"
@@ -229,4 +230,28 @@ func TestEmit(t *testing.T) {
 			t.Errorf("kind 0: %q", got)
 		}
 	})
+}
+
+// TestLogsHideCredentials: the session loggers log the text of events
+// (ids, reasons, errors, some read from the database: a bad document's
+// _id, another keeper's id) with the credentials of any URI hidden.
+func TestLogsHideCredentials(t *testing.T) {
+	t.Parallel()
+	const pw = "S3cretPw"
+	uri := "mongodb://alice:" + pw + "@db.internal:27017/?authMechanismProperties=AWS_SESSION_TOKEN:tok" + pw
+	bad := lock.BadDocument{Collection: "mongolock_runs", ID: "j@" + uri, Field: "scheduled", Problem: "parsing time " + uri}
+	e := lock.Event{Kind: lock.DocumentUnreadable, LockID: "app/" + uri, KeeperID: uri, Leader: uri, Job: uri,
+		Err: bad, Reason: bad.String()}
+	var b strings.Builder
+	lock.LogObserver(zerolog.New(&b)).Observe(e)
+	var sb strings.Builder
+	lock.SlogObserver(slog.New(slog.NewJSONHandler(&sb, nil))).Observe(e)
+	for name, out := range map[string]string{"LogObserver": b.String(), "SlogObserver": sb.String()} {
+		if strings.Contains(out, pw) || strings.Contains(out, "alice") || !strings.Contains(out, "mongodb://***@db.internal") {
+			t.Errorf("%s: %s", name, out)
+		}
+	}
+	if !errors.Is(e.Err, lock.ErrBadDocument) || !strings.Contains(e.Err.Error(), pw) {
+		t.Errorf("the event's error changed: %v", e.Err)
+	}
 }

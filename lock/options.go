@@ -58,7 +58,8 @@ type config struct {
 // WithBadDocuments sets the function told of each lock document a read
 // skipped because it is not what this module writes (BadDocument), every
 // time a read meets it; it must be quick. Default: a warning in the
-// Locker's log (WithLogger), once per document and field.
+// Locker's log (WithLogger), once per document and field, its _id and
+// problem logged with the credentials of any URI in them hidden.
 func WithBadDocuments(fn func(BadDocument)) Option {
 	return func(c *config) error {
 		if fn == nil {

@@ -169,6 +169,9 @@ func (s *Session) ReleaseTimeout() time.Duration { return s.cfg.releaseTimeout }
 // ends first, and ErrSessionClosed if the Session closes first: for the
 // waits of what is built on the Session.
 func (s *Session) Sleep(ctx context.Context, d time.Duration) error {
+	if ctx == nil {
+		return fmt.Errorf("sleep: %w: nil context", ErrInvalidArgument)
+	}
 	return s.sleep(ctx, d, nil)
 }
 
@@ -213,6 +216,9 @@ func (s *Session) observed() bool { return len(s.observers()) > 0 || s.cfg.trace
 
 // Holder returns who holds lockID (Locker.Holder).
 func (s *Session) Holder(ctx context.Context, lockID string) (Holder, error) {
+	if err := checkContext(ctx, "holder", lockID); err != nil {
+		return Holder{}, err
+	}
 	return s.store.Holder(ctx, lockID)
 }
 
@@ -238,6 +244,9 @@ type Taken struct {
 // acquired; the others may have been written, and are released at Close if
 // nobody takes them meanwhile.
 func (s *Session) AcquireLocks(ctx context.Context, lockIDs ...string) (Taken, error) {
+	if ctx == nil {
+		return Taken{}, fmt.Errorf("acquire locks: %w: nil context", ErrInvalidArgument)
+	}
 	if err := validateIDs("lockIDs", lockIDs); err != nil {
 		return Taken{}, err
 	}
@@ -457,6 +466,9 @@ func (s *Session) poke() {
 // Session no longer holds, is skipped. A failed release is retried within
 // the timeout; if none succeeds the locks expire with their leases.
 func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
+	if ctx == nil {
+		return fmt.Errorf("release locks: %w: nil context", ErrInvalidArgument)
+	}
 	var terms []Term
 	var released []*Lease
 	s.mu.Lock()

@@ -45,6 +45,9 @@ func CheckValue(v []byte) error {
 // Locker's other methods, it acts for every Session of keeperID; a
 // Session's Lease.SetValue writes for that Session's term only.
 func (l *Locker) SetValue(ctx context.Context, keeperID string, t Term, value []byte) error {
+	if err := checkContext(ctx, "set value of", t.LockID); err != nil {
+		return err
+	}
 	return l.setValueAs(ctx, owner{kid: keeperID}, t, value)
 }
 

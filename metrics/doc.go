@@ -49,6 +49,7 @@
 //	mongolock_lock_renew_duration_seconds         histogram                            round trip of successful renewals, per lease renewed
 //	mongolock_lock_leases_held                    gauge                                leases this process holds: +1 when acquired, -1 at the first of their loss or release
 //	mongolock_lock_tasks_abandoned_total          counter                              work under a lease (Session.Do, a runner's task) abandoned because it ignored its cancelled context (lock.TaskAbandoned)
+//	mongolock_lock_keeper_id_shared_total         counter                              Sessions of this process refused a lock held by another live Session with their keeper id (lock.KeeperIDShared, once per Session): two processes given one WithKeeperID; they exclude each other, but nothing that reads keeper ids can tell them apart
 //	mongolock_election_leader                     gauge      election                  1 while this process leads the election, else 0
 //	mongolock_election_terms_total                counter    election                  terms this process started as leader
 //	mongolock_election_failover_gap_seconds       histogram  election                  failover gap of those terms, on the server's clock: from the previous term's last renewal or release to this term's start (only when a previous term was seen)

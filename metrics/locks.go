@@ -48,6 +48,7 @@ type lockMetrics struct {
 	acquireTook, renewTook                         prometheus.Observer
 	held                                           prometheus.Gauge
 	abandoned                                      prometheus.Counter
+	keeperShared                                   prometheus.Counter
 
 	// The leases counted in held. A lease ends once, at its first
 	// LeaseLost or Released: one lost and then released gets both.
@@ -81,6 +82,8 @@ func (l *lockMetrics) init(m *Metrics, cfg config) {
 	l.held = m.gauge("lock_leases_held", "Leases this process holds and trusts.").WithLabelValues()
 	l.abandoned = m.counter("lock_tasks_abandoned_total",
 		"Work under a lease (Session.Do, a runner's task) abandoned because it ignored its cancelled context.").WithLabelValues()
+	l.keeperShared = m.counter("lock_keeper_id_shared_total",
+		"Sessions of this process refused a lock held by another live Session with their keeper id (two processes given one WithKeeperID), once per Session.").WithLabelValues()
 }
 
 func (l *lockMetrics) observe(e lock.Event) {
@@ -116,6 +119,8 @@ func (l *lockMetrics) observe(e lock.Event) {
 		l.end(e)
 	case lock.TaskAbandoned:
 		l.abandoned.Inc()
+	case lock.KeeperIDShared:
+		l.keeperShared.Inc()
 	}
 }
 

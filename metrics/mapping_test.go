@@ -42,6 +42,7 @@ const (
 	migFailed = "mongolock_migrations_failed_total"
 	migWait   = "mongolock_migrations_lock_wait_seconds"
 	clockW    = "mongolock_server_clock_uncertainty_seconds"
+	shared    = "mongolock_lock_keeper_id_shared_total"
 )
 
 func firing(job, outcome, reason string) string {
@@ -141,6 +142,8 @@ func TestObserveMapping(t *testing.T) {
 		{"task abandoned", []lock.Event{acquired, lost("abandoned")},
 			with(lease, lock.TaskAbandoned, func(e *lock.Event) { e.Err = lock.ErrTaskDidNotStop }),
 			map[string]float64{series("mongolock_lock_tasks_abandoned_total"): 1}},
+		{"keeper id shared", nil, lock.Event{Kind: lock.KeeperIDShared, KeeperID: "billing", LockID: "a", Reason: "held by another session with this keeper id"},
+			map[string]float64{series(shared): 1}},
 		{"released at close", []lock.Event{acquired}, with(lease, lock.Released, func(e *lock.Event) { e.Reason = "session closed" }),
 			map[string]float64{series(relTotal, "result", "released"): 1, series(held): -1}},
 		{"released, another term", []lock.Event{acquired}, with(lease, lock.Released, func(e *lock.Event) { e.Fence = 8 }),
@@ -294,6 +297,7 @@ func TestSeriesPresentFromTheStart(t *testing.T) {
 	}
 	want[series(held)] = 0
 	want[series("mongolock_lock_tasks_abandoned_total")] = 0
+	want[series(shared)] = 0
 	delete(want, held)
 	if len(s) != len(want) {
 		t.Errorf("New exports %v, want %v", fmtSeries(s), fmtSeries(want))

@@ -71,7 +71,7 @@ func New(opts ...Option) (*Metrics, error) {
 func (m *Metrics) Observe(e lock.Event) {
 	switch e.Kind {
 	case lock.Acquired, lock.Refused, lock.AcquireFailed, lock.Renewed, lock.RenewFailed, lock.LeaseLost, lock.Released,
-		lock.TaskAbandoned:
+		lock.TaskAbandoned, lock.KeeperIDShared:
 		m.locks.observe(e)
 		if e.Kind == lock.LeaseLost || e.Kind == lock.Released {
 			// A term's lease ending ends the term, even before the runner

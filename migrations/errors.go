@@ -1,7 +1,9 @@
 package migrations
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/mongolock/mongolock/internal/errs"
 	"github.com/mongolock/mongolock/lock"
@@ -52,3 +54,13 @@ var (
 	// that has no Down function, or that this program does not know.
 	ErrIrreversible = errors.New("migrations: migration cannot be rolled back")
 )
+
+// checkContext returns an error wrapping lock.ErrInvalidArgument if ctx is
+// nil: the Migrator's calls check it first, so that a nil context is an
+// error naming the call, never a panic.
+func checkContext(ctx context.Context, call string) error {
+	if ctx == nil {
+		return fmt.Errorf("migrations: %s: %w: nil context", call, lock.ErrInvalidArgument)
+	}
+	return nil
+}

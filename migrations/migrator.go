@@ -154,6 +154,9 @@ type Entry struct {
 // state it does not know) is an entry of its own, StateUnreadable, and
 // never fails the others.
 func (m *Migrator) Status(ctx context.Context) ([]Entry, error) {
+	if err := checkContext(ctx, "status"); err != nil {
+		return nil, err
+	}
 	recs, bad, err := m.loadRecords(ctx)
 	if err != nil {
 		return nil, err
@@ -273,6 +276,9 @@ type Step struct {
 // If an applied migration changed (Up would refuse to run), it returns the
 // steps and an error wrapping ErrChanged.
 func (m *Migrator) Plan(ctx context.Context) ([]Step, error) {
+	if err := checkContext(ctx, "plan"); err != nil {
+		return nil, err
+	}
 	entries, err := m.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -336,6 +342,9 @@ type Result struct {
 // changed (StateChanged, not Repeatable), Up applies nothing and returns an
 // error wrapping ErrChanged.
 func (m *Migrator) Up(ctx context.Context) (Result, error) {
+	if err := checkContext(ctx, "up"); err != nil {
+		return Result{}, err
+	}
 	entries, err := m.Status(ctx)
 	if err != nil {
 		return Result{}, err
@@ -401,6 +410,9 @@ func (m *Migrator) Up(ctx context.Context) (Result, error) {
 // of the built-in ones. Failures are handled as by Up: recorded, and the
 // run stops.
 func (m *Migrator) Down(ctx context.Context, target int64) (Result, error) {
+	if err := checkContext(ctx, "down"); err != nil {
+		return Result{}, err
+	}
 	plan := func(ctx context.Context) ([]Migration, error) {
 		entries, err := m.Status(ctx)
 		if err != nil {

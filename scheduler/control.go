@@ -233,6 +233,18 @@ func removeIn(ctx context.Context, coll *mongo.Collection, name string) error {
 	})
 }
 
+// checkColl is checkCall for a call on one collection, named what ("jobs",
+// "runs"): the readers and the maintenance calls check them first.
+func checkColl(op string, ctx context.Context, coll *mongo.Collection, what string) error {
+	if ctx == nil {
+		return fmt.Errorf("%s: %w: nil context", op, lock.ErrInvalidArgument)
+	}
+	if coll == nil {
+		return fmt.Errorf("%s: %w: nil %s collection", op, lock.ErrInvalidArgument, what)
+	}
+	return nil
+}
+
 // checkCall returns an error wrapping lock.ErrInvalidArgument, naming op,
 // if ctx is nil or one of jobs is: the control calls and Stop check them
 // first, so that a nil argument is an error that changes nothing, never a

@@ -109,6 +109,9 @@ type HistoryPage struct {
 // of Runs; one whose firing time is missing or not a time sorts after
 // every other, and only the newest page (no cursor) can reach it.
 func LoadHistoryPage(ctx context.Context, coll *mongo.Collection, q HistoryQuery) (HistoryPage, error) {
+	if err := checkColl("load history page", ctx, coll, "runs"); err != nil {
+		return HistoryPage{}, err
+	}
 	filter, err := q.filter()
 	if err != nil {
 		return HistoryPage{}, err

@@ -52,7 +52,7 @@ func TestNilContextAndCollection(t *testing.T) {
 	}()
 	var nilCtx context.Context
 	var nilColl *mongo.Collection
-	ctx, jobs := t.Context(), db.Collection(scheduler.DefaultJobsCollection)
+	ctx, jobs, runs := t.Context(), db.Collection(scheduler.DefaultJobsCollection), db.Collection(scheduler.DefaultRunsCollection)
 	p := scheduler.Pause{Note: "n"}
 	ops := []struct {
 		call, what string
@@ -70,6 +70,33 @@ func TestNilContextAndCollection(t *testing.T) {
 		{"Scheduler.Resume", "nil context", func() error { return s.Resume(nilCtx, "j") }},
 		{"Scheduler.Trigger", "nil context", func() error { _, err := s.Trigger(nilCtx, "j"); return err }},
 		{"Scheduler.Remove", "nil context", func() error { return s.Remove(nilCtx, "j") }},
+		// Reads and maintenance, of a Scheduler and of the collections.
+		{"Scheduler.Jobs", "nil context", func() error { _, err := s.Jobs(nilCtx); return err }},
+		{"Scheduler.History", "nil context", func() error { _, err := s.History(nilCtx, "j", 5); return err }},
+		{"Scheduler.EnsureIndexes", "nil context", func() error { return s.EnsureIndexes(nilCtx) }},
+		{"Scheduler.PurgeHistory", "nil context", func() error { _, err := s.PurgeHistory(nilCtx); return err }},
+		{"LoadRecords", "nil context", func() error { _, _, err := scheduler.LoadRecords(nilCtx, jobs); return err }},
+		{"LoadRecords", "nil jobs collection", func() error { _, _, err := scheduler.LoadRecords(ctx, nilColl); return err }},
+		{"LoadRecordsPage", "nil context", func() error {
+			_, err := scheduler.LoadRecordsPage(nilCtx, jobs, scheduler.RecordsQuery{Limit: 10})
+			return err
+		}},
+		{"LoadRecordsPage", "nil jobs collection", func() error {
+			_, err := scheduler.LoadRecordsPage(ctx, nilColl, scheduler.RecordsQuery{Limit: 10})
+			return err
+		}},
+		{"LoadHistory", "nil context", func() error { _, _, err := scheduler.LoadHistory(nilCtx, runs, "j", 5); return err }},
+		{"LoadHistory", "nil runs collection", func() error { _, _, err := scheduler.LoadHistory(ctx, nilColl, "j", 5); return err }},
+		{"LoadHistoryPage", "nil context", func() error {
+			_, err := scheduler.LoadHistoryPage(nilCtx, runs, scheduler.HistoryQuery{Job: "j", Limit: 10})
+			return err
+		}},
+		{"LoadHistoryPage", "nil runs collection", func() error {
+			_, err := scheduler.LoadHistoryPage(ctx, nilColl, scheduler.HistoryQuery{Job: "j", Limit: 10})
+			return err
+		}},
+		{"EnsureIndexes", "nil context", func() error { return scheduler.EnsureIndexes(nilCtx, runs, time.Hour, nil) }},
+		{"EnsureIndexes", "nil runs collection", func() error { return scheduler.EnsureIndexes(ctx, nilColl, time.Hour, nil) }},
 		{"Scheduler.Stop", "nil context", func() error { return s.Stop(nilCtx) }},
 	}
 	for _, op := range ops {

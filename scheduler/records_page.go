@@ -47,6 +47,9 @@ type RecordsPage struct {
 // wrapping ErrInvalidOption and read nothing. A document that cannot be
 // read takes its place on the page, in Bad instead of Records.
 func LoadRecordsPage(ctx context.Context, coll *mongo.Collection, q RecordsQuery) (RecordsPage, error) {
+	if err := checkColl("load records page", ctx, coll, "jobs"); err != nil {
+		return RecordsPage{}, err
+	}
 	if q.Limit < 1 || q.Limit > MaxRecordsPage {
 		return RecordsPage{}, fmt.Errorf("%w: records page: limit %d not in [1, %d]", ErrInvalidOption, q.Limit, MaxRecordsPage)
 	}

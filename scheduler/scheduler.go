@@ -609,6 +609,9 @@ func (s *Scheduler) Lag() time.Duration {
 // Jobs describes every registered job, in registration order, with what
 // MongoDB knows of its claims and runs (one query).
 func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
+	if err := checkCall("jobs", ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	now := s.clock.Now()
 	out := make([]JobInfo, len(s.order))
@@ -645,6 +648,9 @@ func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 // History returns the last limit runs of job name, newest first, whichever
 // instance ran them (all of them if limit <= 0).
 func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]Run, error) {
+	if err := checkCall("history", ctx); err != nil {
+		return nil, err
+	}
 	return s.st.history(ctx, name, limit)
 }
 
@@ -655,6 +661,9 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]Run,
 // the history is kept until PurgeHistory deletes it; the package-level
 // EnsureIndexes tells when that happens.
 func (s *Scheduler) EnsureIndexes(ctx context.Context) error {
+	if err := checkCall("ensure indexes", ctx); err != nil {
+		return err
+	}
 	if s.mst == nil {
 		return nil
 	}
@@ -665,6 +674,9 @@ func (s *Scheduler) EnsureIndexes(ctx context.Context) error {
 // by the server's clock, for servers without TTL indexes. It returns how
 // many it deleted.
 func (s *Scheduler) PurgeHistory(ctx context.Context) (int, error) {
+	if err := checkCall("purge history", ctx); err != nil {
+		return 0, err
+	}
 	if s.mst == nil || s.cfg.retention <= 0 {
 		return 0, nil
 	}

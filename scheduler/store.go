@@ -1321,6 +1321,9 @@ func (s *mongoStore) removeJob(ctx context.Context, job string) error {
 // (lock.BadDocument); the error is the read's. It needs no Scheduler, for
 // tools such as the CLI.
 func LoadRecords(ctx context.Context, coll *mongo.Collection, names ...string) (recs []Record, bad []lock.BadDocument, err error) {
+	if err := checkColl("load records", ctx, coll, "jobs"); err != nil {
+		return nil, nil, err
+	}
 	filter := bson.D{}
 	if len(names) > 0 {
 		filter = bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}}
@@ -1376,6 +1379,9 @@ func recordsOf(ctx context.Context, coll *mongo.Collection, docs []jobDoc) ([]Re
 // or no firing time) is skipped and returned in bad (lock.BadDocument), and
 // counts towards limit; the error is the read's.
 func LoadHistory(ctx context.Context, coll *mongo.Collection, job string, limit int) (runs []Run, bad []lock.BadDocument, err error) {
+	if err := checkColl("load history", ctx, coll, "runs"); err != nil {
+		return nil, nil, err
+	}
 	opts := options.Find().SetSort(bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}, {Key: fieldAttempt, Value: -1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
@@ -1418,6 +1424,9 @@ func (d *jobDoc) record(now time.Time) Record {
 // a TTL index on the end time that keeps runs for retention (a plain index,
 // and a call to warn, where TTL indexes are not implemented).
 func EnsureIndexes(ctx context.Context, runs *mongo.Collection, retention time.Duration, warn func(string)) error {
+	if err := checkColl("ensure indexes", ctx, runs, "runs"); err != nil {
+		return err
+	}
 	ixs := []mongoutil.Index{{Name: HistoryIndexName, Keys: bson.D{{Key: fieldJob, Value: 1}, {Key: fieldScheduled, Value: -1}}}}
 	if retention > 0 {
 		ixs = append(ixs, mongoutil.Index{Name: HistoryTTLIndexName, Keys: bson.D{{Key: fieldEnd, Value: 1}},
