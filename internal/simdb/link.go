@@ -205,7 +205,7 @@ func (l *Link) send(id int32, cmd bson.D, out chan<- result) {
 					deliver(result{err: ErrConnection})
 					return
 				}
-				raw, err := bson.Marshal(reply)
+				raw, err := encodeDoc(reply)
 				if err != nil {
 					deliver(result{err: fmt.Errorf("simdb: reply: %w", err)})
 					return
@@ -313,8 +313,8 @@ func (c *conn) Write(_ context.Context, wm []byte) error {
 	if err != nil {
 		return err
 	}
-	var cmd bson.D
-	if err := bson.Unmarshal(body, &cmd); err != nil {
+	cmd, err := decodeDoc(body)
+	if err != nil {
 		return fmt.Errorf("simdb: command: %w", err)
 	}
 	c.l.send(reqID, cmd, c.replies)
