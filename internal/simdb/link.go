@@ -70,6 +70,9 @@ type Link struct {
 	// server is unknown until its next heartbeat; server selection waits
 	// for it, as it waits for a primary during an election.
 	unknownUntil time.Time
+
+	decMu sync.Mutex
+	dec   *decoder // of the link's commands (a connection carries one)
 }
 
 // heartbeat is how long after a connection error server selection finds
@@ -83,6 +86,16 @@ func (s *Server) NewLink(name string, plan Plan) *Link {
 		plan = func(bson.D) Fate { return Fate{} }
 	}
 	return &Link{srv: s, name: name, plan: plan}
+}
+
+// decode reads a command the link carries.
+func (l *Link) decode(body []byte) (bson.D, error) {
+	l.decMu.Lock()
+	defer l.decMu.Unlock()
+	if l.dec == nil {
+		l.dec = newDecoder()
+	}
+	return l.dec.decode(body)
 }
 
 // OnSend sets a function called with each command the link sends and its
@@ -313,7 +326,7 @@ func (c *conn) Write(_ context.Context, wm []byte) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := decodeDoc(body)
+	cmd, err := c.l.decode(body)
 	if err != nil {
 		return fmt.Errorf("simdb: command: %w", err)
 	}
