@@ -385,7 +385,10 @@ func digestValue(v any) uint64 {
 	case float64:
 		h.put(math.Float64bits(x))
 	default:
-		fmt.Fprint(&h, v)
+		w := new(fnv64) // h itself would escape, for every value
+		*w = h
+		fmt.Fprint(w, v)
+		h = *w
 	}
 	return uint64(h)
 }
