@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -345,7 +346,7 @@ func (c *conn) Read(ctx context.Context) ([]byte, error) {
 
 func (c *conn) Close() error                    { return nil }
 func (c *conn) Description() description.Server { return serverDesc }
-func (c *conn) ID() string                      { return fmt.Sprintf("%s-%d", c.l.name, c.id) }
+func (c *conn) ID() string                      { return c.l.name + "-" + strconv.FormatInt(c.id, 10) }
 func (c *conn) ServerConnectionID() *int64      { return &c.id }
 func (c *conn) DriverConnectionID() int64       { return c.id }
 func (c *conn) Address() address.Address        { return serverDesc.Addr }
