@@ -32,8 +32,8 @@ func TestMain(m *testing.M) {
 	Strict = *strictFlag
 	if os.Getenv("GOGC") == "" {
 		// A run allocates fast and keeps little: at the default GOGC,
-		// collections took a fifth of its CPU time (at 400 the heap stays
-		// under 100 MB).
+		// collections took a fifth of its CPU time (at 400 the default
+		// run's process peaks at about 230 MB).
 		debug.SetGCPercent(gcPercent)
 	}
 	goleak.VerifyTestMain(m)
