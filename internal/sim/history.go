@@ -140,7 +140,7 @@ func mentions(cmd bson.D, jobs []string) uint64 {
 				m |= mentionsPresence
 			}
 			for i, j := range jobs {
-				if x == j || strings.HasSuffix(x, "/"+j) || strings.HasPrefix(x, j+"@") {
+				if namesJob(x, j) {
 					m |= 1 << i
 				}
 			}
@@ -148,6 +148,15 @@ func mentions(cmd bson.D, jobs []string) uint64 {
 	}
 	walk(cmd)
 	return m
+}
+
+// namesJob reports whether x is job j's name, or ends in "/"+j (its lock,
+// its document) or begins with j+"@" (a history record's id).
+func namesJob(x, j string) bool {
+	n := len(j)
+	return x == j ||
+		len(x) > n && x[len(x)-n-1] == '/' && x[len(x)-n:] == j ||
+		len(x) > n && x[n] == '@' && x[:n] == j
 }
 
 // faulty reports whether the command met a fault: dropped, its reply

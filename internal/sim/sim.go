@@ -21,9 +21,7 @@ package sim
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -344,55 +342,84 @@ func (s *Sim) plan(linkSeed uint64) simdb.Plan {
 
 // digest hashes cmd without what differs from run to run of one seed
 // (ignored), and without the order of arrays (a batch's requests come in
-// the order their goroutines ran).
-func digest(cmd bson.D) uint64 {
-	var hash func(v any) uint64
-	hash = func(v any) uint64 {
-		h := fnv.New64a()
-		var buf [8]byte
-		put := func(n uint64) {
-			binary.LittleEndian.PutUint64(buf[:], n)
-			h.Write(buf[:])
+// the order their goroutines ran): FNV-1a over each value, a document's
+// keys and its values' hashes, an array's hashes sorted. Its values
+// decide the commands' fates, so they stay what they were
+// (TestDigestUnchanged).
+func digest(cmd bson.D) uint64 { return digestValue(cmd) }
+
+func digestValue(v any) uint64 {
+	h := fnv64(fnvOffset)
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if ignored(e) {
+				continue
+			}
+			h.str(e.Key)
+			h.put(digestValue(e.Value))
 		}
-		switch x := v.(type) {
-		case bson.D:
-			for _, e := range x {
-				if ignored(e) {
-					continue
-				}
-				h.Write([]byte(e.Key))
-				put(hash(e.Value))
-			}
-		case bson.A:
-			sums := make([]uint64, len(x))
-			for i, e := range x {
-				sums[i] = hash(e)
-			}
-			slices.Sort(sums)
-			for _, n := range sums {
-				put(n)
-			}
-		case bson.ObjectID, bson.Binary:
-		case string:
-			h.Write([]byte(x))
-		case int32:
-			put(uint64(x))
-		case int64:
-			put(uint64(x))
-		case bool:
-			if x {
-				put(1)
-			}
-		case bson.DateTime:
-			put(uint64(x))
-		case float64:
-			put(math.Float64bits(x))
-		default:
-			fmt.Fprint(h, v)
+	case bson.A:
+		var small [16]uint64
+		sums := small[:0]
+		for _, e := range x {
+			sums = append(sums, digestValue(e))
 		}
-		return h.Sum64()
+		slices.Sort(sums)
+		for _, n := range sums {
+			h.put(n)
+		}
+	case bson.ObjectID, bson.Binary:
+	case string:
+		h.str(x)
+	case int32:
+		h.put(uint64(x))
+	case int64:
+		h.put(uint64(x))
+	case bool:
+		if x {
+			h.put(1)
+		}
+	case bson.DateTime:
+		h.put(uint64(x))
+	case float64:
+		h.put(math.Float64bits(x))
+	default:
+		w := new(fnv64) // h itself would escape, for every value
+		*w = h
+		fmt.Fprint(w, v)
+		h = *w
 	}
-	return hash(cmd)
+	return uint64(h)
+}
+
+// fnv64 is hash/fnv's FNV-1a, 64 bits, without its allocation.
+type fnv64 uint64
+
+const (
+	fnvOffset fnv64 = 14695981039346656037
+	fnvPrime  fnv64 = 1099511628211
+)
+
+func (h *fnv64) Write(b []byte) (int, error) {
+	for _, c := range b {
+		*h = (*h ^ fnv64(c)) * fnvPrime
+	}
+	return len(b), nil
+}
+
+func (h *fnv64) str(s string) {
+	for i := 0; i < len(s); i++ {
+		*h = (*h ^ fnv64(s[i])) * fnvPrime
+	}
+}
+
+// put hashes n's 8 bytes, little-endian.
+func (h *fnv64) put(n uint64) {
+	for range 8 {
+		*h = (*h ^ fnv64(n&0xff)) * fnvPrime
+		n >>= 8
+	}
 }
 
 // ignored reports whether digest leaves e out: what is random or

@@ -60,36 +60,20 @@ func TestSimValues(t *testing.T) {
 }
 
 // TestValuePlantedBugsCaught plants each bug of values in turn and runs
-// seeds with values on until one breaks the values check where two runs
-// of the same seed without the bug do not: the check proves it can fail.
+// seeds with values on (its hint first: catchHints) until one breaks the
+// values check where two runs of the same seed without the bug do not: the
+// check proves it can fail.
 func TestValuePlantedBugsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plants each bug and runs seeds until it is caught: not in -short")
 	}
 	const prefix = "values:"
 	for _, bug := range planted.ValueBugs {
-		caught := false
-		tried := 0
-		for first := uint64(1); first <= valueSeeds && !caught; first += 2 {
-			seeds := []uint64{first, first + 1}
-			undo := planted.Plant(bug)
-			res := runValuesSeeds(t, seeds)
-			undo()
-			tried += len(seeds)
-			for i, r := range res {
-				if !hasPrefix(r.Violations, prefix) {
-					continue
-				}
-				base := runValuesSeeds(t, []uint64{seeds[i], seeds[i]})
-				if !hasPrefix(base[0].Violations, prefix) && !hasPrefix(base[1].Violations, prefix) {
-					t.Logf("planted bug %q: caught by seed %d (%s), %d seeds tried", bug, seeds[i], prefix, tried)
-					caught = true
-					break
-				}
-			}
-		}
-		if !caught {
+		seed, tried, ok := catchWith(t, bug, prefix, valueSeeds, runValuesSeeds)
+		if !ok {
 			t.Errorf("planted bug %q: not caught (%s) by seeds 1 to %d with values", bug, prefix, valueSeeds)
+			continue
 		}
+		t.Logf("planted bug %q: caught by seed %d (%s), %d seeds tried", bug, seed, prefix, tried)
 	}
 }

@@ -60,6 +60,24 @@ func keyOf(doc bson.D, ix index) bson.A {
 	return k
 }
 
+// keysEqual is equal(keyOf(a, ix), keyOf(b, ix)), without making them: it
+// runs for every document a write might conflict with.
+func keysEqual(a, b bson.D, ix index) bool {
+	for _, f := range ix.key {
+		va, vb := lookup(a, f.Key), lookup(b, f.Key)
+		if va == missing {
+			va = nil
+		}
+		if vb == missing {
+			vb = nil
+		}
+		if !equal(va, vb) {
+			return false
+		}
+	}
+	return true
+}
+
 // conflict returns the duplicate key error doc would cause at position
 // skip (-1 for a new document), or nil.
 func (c *collection) conflict(doc bson.D, skip int) *cmdError {
@@ -67,11 +85,10 @@ func (c *collection) conflict(doc bson.D, skip int) *cmdError {
 		if !ix.unique {
 			continue
 		}
-		k := keyOf(doc, ix)
 		for i, other := range c.docs {
-			if i != skip && equal(keyOf(other, ix), k) {
+			if i != skip && keysEqual(other, doc, ix) {
 				return &cmdError{Code: codeDuplicateKey, CodeName: "DuplicateKey",
-					Msg: fmt.Sprintf("E11000 duplicate key error collection: %s index: %s dup key: %v", c.name, ix.name, k)}
+					Msg: fmt.Sprintf("E11000 duplicate key error collection: %s index: %s dup key: %v", c.name, ix.name, keyOf(doc, ix))}
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,9 @@ type Link struct {
 	// server is unknown until its next heartbeat; server selection waits
 	// for it, as it waits for a primary during an election.
 	unknownUntil time.Time
+
+	decMu sync.Mutex
+	dec   *decoder // of the link's commands (a connection carries one)
 }
 
 // heartbeat is how long after a connection error server selection finds
@@ -83,6 +87,16 @@ func (s *Server) NewLink(name string, plan Plan) *Link {
 		plan = func(bson.D) Fate { return Fate{} }
 	}
 	return &Link{srv: s, name: name, plan: plan}
+}
+
+// decode reads a command the link carries.
+func (l *Link) decode(body []byte) (bson.D, error) {
+	l.decMu.Lock()
+	defer l.decMu.Unlock()
+	if l.dec == nil {
+		l.dec = newDecoder()
+	}
+	return l.dec.decode(body)
 }
 
 // OnSend sets a function called with each command the link sends and its
@@ -205,7 +219,7 @@ func (l *Link) send(id int32, cmd bson.D, out chan<- result) {
 					deliver(result{err: ErrConnection})
 					return
 				}
-				raw, err := bson.Marshal(reply)
+				raw, err := encodeDoc(reply)
 				if err != nil {
 					deliver(result{err: fmt.Errorf("simdb: reply: %w", err)})
 					return
@@ -313,8 +327,8 @@ func (c *conn) Write(_ context.Context, wm []byte) error {
 	if err != nil {
 		return err
 	}
-	var cmd bson.D
-	if err := bson.Unmarshal(body, &cmd); err != nil {
+	cmd, err := c.l.decode(body)
+	if err != nil {
 		return fmt.Errorf("simdb: command: %w", err)
 	}
 	c.l.send(reqID, cmd, c.replies)
@@ -332,7 +346,7 @@ func (c *conn) Read(ctx context.Context) ([]byte, error) {
 
 func (c *conn) Close() error                    { return nil }
 func (c *conn) Description() description.Server { return serverDesc }
-func (c *conn) ID() string                      { return fmt.Sprintf("%s-%d", c.l.name, c.id) }
+func (c *conn) ID() string                      { return c.l.name + "-" + strconv.FormatInt(c.id, 10) }
 func (c *conn) ServerConnectionID() *int64      { return &c.id }
 func (c *conn) DriverConnectionID() int64       { return c.id }
 func (c *conn) Address() address.Address        { return serverDesc.Addr }
