@@ -181,10 +181,13 @@ func advanceBy(clk *clockwork.FakeClock, waiters int, d time.Duration) {
 }
 
 // advanceUntil moves clk forward a second at a time until done reports
-// true, waiting in real time for the code under test between steps.
+// true, giving the code under test 50 ms of real time after each step to
+// act on it: stepped back to back, the clock ran ahead of a keep-alive not
+// yet scheduled, past the lease's deadline (a clean-clone .ci/run hung so:
+// the renewal due at 10s never came, the task's lease ended at 20s).
 func advanceUntil(clk *clockwork.FakeClock, done func() bool) {
 	deadline := time.Now().Add(time.Minute)
-	for !done() {
+	for ok := done(); !ok; {
 		if time.Now().After(deadline) {
 			panic("advanceUntil: nothing happened within a minute")
 		}
@@ -193,6 +196,10 @@ func advanceUntil(clk *clockwork.FakeClock, done func() bool) {
 			clk.Advance(time.Second)
 		}
 		cancel()
+		for wait := time.Now().Add(50 * time.Millisecond); !ok && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
+			ok = done()
+		}
 	}
 }
 
