@@ -89,8 +89,8 @@ func (l *Locker) Holder(ctx context.Context, lockID string) (Holder, error) {
 // skips bad documents (BadDocument), and reports each to the Locker's
 // WithBadDocuments function; so does LocksWithPrefix.
 func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("list locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "list locks", ""); err != nil {
+		return nil, err
 	}
 	if err := l.readClock(ctx); err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
@@ -103,8 +103,8 @@ func (l *Locker) Locks(ctx context.Context) ([]Holder, error) {
 // ordered by id: a page of Locks, read by a range of ids, which the _id
 // index serves. The next page is the one after the last id returned.
 func (l *Locker) LocksPage(ctx context.Context, prefix, after string, limit int) ([]Holder, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("list locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "list locks", ""); err != nil {
+		return nil, err
 	}
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: LocksPage: limit %d, want at least 1", ErrInvalidArgument, limit)
@@ -134,8 +134,8 @@ func (l *Locker) LocksPage(ctx context.Context, prefix, after string, limit int)
 // its start (AcquiredAt) to its last renewal or its release (RenewedAt).
 // It reads by a range of ids, which the _id index serves.
 func (l *Locker) LocksWithPrefix(ctx context.Context, prefix string) ([]Holder, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("list locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "list locks", ""); err != nil {
+		return nil, err
 	}
 	if prefix == "" {
 		return nil, fmt.Errorf("%w: LocksWithPrefix: empty prefix", ErrInvalidArgument)

@@ -35,8 +35,8 @@ func TTLSeconds(d time.Duration) int32 {
 // warning and creates a plain index: expiry never depends on the TTL
 // monitor; use Purge to tidy up.
 func (l *Locker) EnsureIndexes(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("ensure indexes: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "ensure indexes", ""); err != nil {
+		return err
 	}
 	return EnsureIndexes(ctx, l.coll, func(msg string) {
 		l.cfg.log.Warn().Str("collection", l.coll.Name()).Msg(msg)

@@ -464,8 +464,8 @@ type Acquisition struct {
 // released. It is the store operation Sessions use; users take locks
 // through a Session's Mutex.
 func (l *Locker) AcquireLocks(ctx context.Context, keeperID string, lockIDs ...string) (Acquisition, error) {
-	if ctx == nil {
-		return Acquisition{}, fmt.Errorf("acquire locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "acquire locks", ""); err != nil {
+		return Acquisition{}, err
 	}
 	return l.acquireAs(ctx, owner{kid: keeperID}, lockIDs)
 }
@@ -656,8 +656,8 @@ func (l *Locker) acquirePass(ctx context.Context, o owner, ids []string, leases 
 // renewals as lost, and so may a Renew running alongside that keeper's
 // AcquireLocks of the same locks.
 func (l *Locker) Renew(ctx context.Context, keeperID string, lockIDs ...string) (Renewal, error) {
-	if ctx == nil {
-		return Renewal{}, fmt.Errorf("renew: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "renew", ""); err != nil {
+		return Renewal{}, err
 	}
 	return l.renewAs(ctx, owner{kid: keeperID}, lockIDs)
 }
@@ -734,8 +734,8 @@ func (l *Locker) renewAs(ctx context.Context, o owner, lockIDs []string) (Renewa
 // never releases another keeper's lock. With no lockIDs it does nothing.
 // A released lock keeps its document, without kid (ReleaseTerms).
 func (l *Locker) ReleaseLocks(ctx context.Context, keeperID string, lockIDs ...string) (int, error) {
-	if ctx == nil {
-		return 0, fmt.Errorf("release locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "release locks", ""); err != nil {
+		return 0, err
 	}
 	terms := make([]Term, len(lockIDs))
 	for i, id := range lockIDs {
@@ -761,8 +761,8 @@ type Term struct {
 // term's fencing token is larger; the TTL index removes it Retention after
 // its last renewal.
 func (l *Locker) ReleaseTerms(ctx context.Context, keeperID string, terms ...Term) (int, error) {
-	if ctx == nil {
-		return 0, fmt.Errorf("release terms: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "release terms", ""); err != nil {
+		return 0, err
 	}
 	return l.releaseAs(ctx, owner{kid: keeperID}, terms)
 }
@@ -863,8 +863,8 @@ func (l *Locker) ForceRelease(ctx context.Context, lockID string) error {
 // while Purge runs can be deleted with the old one: run Purge there only
 // where commands are serialized.
 func (l *Locker) Purge(ctx context.Context) (int, error) {
-	if ctx == nil {
-		return 0, fmt.Errorf("purge: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "purge", ""); err != nil {
+		return 0, err
 	}
 	if err := l.refreshClock(ctx); err != nil {
 		return 0, fmt.Errorf("purge: %w", err)

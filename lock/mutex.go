@@ -158,11 +158,15 @@ func (m *Mutex) ReleaseLock(ctx context.Context) error {
 }
 
 // checkContext returns an error wrapping ErrInvalidArgument if ctx is nil:
-// the calls of a Session, a Mutex, a Semaphore and a Lease check it first,
+// the calls of a Locker, a Session, a Mutex, a Semaphore and a Lease check
+// it first (lockID "" for a call of many locks or none),
 // so that a nil context is an error naming the call, never a panic.
 func checkContext(ctx context.Context, call, lockID string) error {
-	if ctx == nil {
-		return fmt.Errorf("%s %q: %w: nil context", call, lockID, ErrInvalidArgument)
+	switch {
+	case ctx != nil:
+		return nil
+	case lockID == "": // a call of many locks, or of none
+		return fmt.Errorf("%s: %w: nil context", call, ErrInvalidArgument)
 	}
-	return nil
+	return fmt.Errorf("%s %q: %w: nil context", call, lockID, ErrInvalidArgument)
 }

@@ -169,8 +169,8 @@ func (s *Session) ReleaseTimeout() time.Duration { return s.cfg.releaseTimeout }
 // ends first, and ErrSessionClosed if the Session closes first: for the
 // waits of what is built on the Session.
 func (s *Session) Sleep(ctx context.Context, d time.Duration) error {
-	if ctx == nil {
-		return fmt.Errorf("sleep: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "sleep", ""); err != nil {
+		return err
 	}
 	return s.sleep(ctx, d, nil)
 }
@@ -244,8 +244,8 @@ type Taken struct {
 // acquired; the others may have been written, and are released at Close if
 // nobody takes them meanwhile.
 func (s *Session) AcquireLocks(ctx context.Context, lockIDs ...string) (Taken, error) {
-	if ctx == nil {
-		return Taken{}, fmt.Errorf("acquire locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "acquire locks", ""); err != nil {
+		return Taken{}, err
 	}
 	if err := validateIDs("lockIDs", lockIDs); err != nil {
 		return Taken{}, err
@@ -466,8 +466,8 @@ func (s *Session) poke() {
 // Session no longer holds, is skipped. A failed release is retried within
 // the timeout; if none succeeds the locks expire with their leases.
 func (s *Session) ReleaseLocks(ctx context.Context, leases ...*Lease) error {
-	if ctx == nil {
-		return fmt.Errorf("release locks: %w: nil context", ErrInvalidArgument)
+	if err := checkContext(ctx, "release locks", ""); err != nil {
+		return err
 	}
 	var terms []Term
 	var released []*Lease
