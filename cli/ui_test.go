@@ -139,23 +139,7 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	}
 	const idle = 200 * time.Millisecond
 	srv.IdleTimeout = idle
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- serveUntil(ctx, ln, srv, zerolog.Nop()) }()
-	defer func() { cancel(); <-served }()
-
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: dashboard\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	conn := serveAndGet(t, srv)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -198,22 +182,7 @@ func TestHTTPServerStalledReader(t *testing.T) {
 	}))
 	const write = 300 * time.Millisecond
 	srv.WriteTimeout = write
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- serveUntil(ctx, ln, srv, zerolog.Nop()) }()
-	defer func() { cancel(); <-served }()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: dashboard\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	serveAndGet(t, srv) // a client that never reads its answer
 	start := time.Now()
 	select {
 	case err := <-returned:
@@ -226,4 +195,27 @@ func TestHTTPServerStalledReader(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the handler still writes to a stalled reader after 30 s (write timeout %v)", write)
 	}
+}
+
+// serveAndGet serves srv on a local port until the test ends, and returns
+// a connection that sent it one GET /.
+func serveAndGet(t *testing.T, srv *http.Server) net.Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveUntil(ctx, ln, srv, zerolog.Nop()) }()
+	t.Cleanup(func() { cancel(); <-served })
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: dashboard\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
