@@ -964,13 +964,7 @@ func TestEndRecordedAfterOutage(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, time.Second)
-		outage := epoch.Add(time.Minute + 10*r.s.cfg.opTimeout)
-		r.store.onFinish = func(Run) error {
-			if r.locks.Clock().Now().Before(outage) {
-				return errUnreachable
-			}
-			return nil
-		}
+		outage := endsUnreachableUntil(r, epoch.Add(time.Minute+10*r.s.cfg.opTimeout))
 		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { return nil })
 		_ = r.s.Start()
 		e := r.next(lock.RunEnded)
@@ -987,6 +981,18 @@ func TestEndRecordedAfterOutage(t *testing.T) {
 	})
 }
 
+// endsUnreachableUntil makes r's end writes fail, as when the database
+// cannot be reached, until outage by r's clock; it returns outage.
+func endsUnreachableUntil(r *rig, outage time.Time) time.Time {
+	r.store.onFinish = func(Run) error {
+		if r.locks.Clock().Now().Before(outage) {
+			return errUnreachable
+		}
+		return nil
+	}
+	return outage
+}
+
 // TestLateEndIsTheRunsEnd: a run's end written late, the database
 // unreachable when its job returned, records when the job returned (by
 // the server's clock, as the claim read it), not when the write got
@@ -997,13 +1003,7 @@ func TestLateEndIsTheRunsEnd(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, time.Second)
-		outage := epoch.Add(time.Minute + 10*r.s.cfg.opTimeout)
-		r.store.onFinish = func(Run) error {
-			if r.locks.Clock().Now().Before(outage) {
-				return errUnreachable
-			}
-			return nil
-		}
+		outage := endsUnreachableUntil(r, epoch.Add(time.Minute+10*r.s.cfg.opTimeout))
 		var returned atomic.Pointer[time.Time]
 		_ = r.s.AddJob("j", "@every 1m", func(context.Context) error {
 			now := r.locks.Clock().Now()
