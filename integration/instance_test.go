@@ -515,36 +515,37 @@ func instanceMain(raw string) int {
 	}
 	log := zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 
-	client, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetAppName(cfg.Keeper).
-		SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL))
-	if err != nil {
-		return fail(err)
-	}
+	// The instance's clients, each disconnected when it returns: its own,
+	// its Session's keep-alive's (a small pool), and the jobs' counts'
+	// (retryable writes off: see job).
+	var clients []*mongo.Client
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
 		defer cancel()
-		_ = client.Disconnect(ctx)
+		for _, c := range slices.Backward(clients) {
+			_ = c.Disconnect(ctx)
+		}
 	}()
-	keepAlive, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetAppName(cfg.Keeper + "-keepalive").
-		SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL).SetMaxPoolSize(2))
+	connect := func(name string, opts *options.ClientOptions) (*mongo.Client, error) {
+		c, err := mongo.Connect(opts.ApplyURI(cfg.URI).SetAppName(cfg.Keeper + name).
+			SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL))
+		if err == nil {
+			clients = append(clients, c)
+		}
+		return c, err
+	}
+	client, err := connect("", options.Client())
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
-		defer cancel()
-		_ = keepAlive.Disconnect(ctx)
-	}()
-	counts, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetAppName(cfg.Keeper + "-counts").
-		SetServerSelectionTimeout(cfg.TTL).SetConnectTimeout(cfg.TTL).SetMaxPoolSize(2).SetRetryWrites(false))
+	keepAlive, err := connect("-keepalive", options.Client().SetMaxPoolSize(2))
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), instanceStopTimeout)
-		defer cancel()
-		_ = counts.Disconnect(ctx)
-	}()
+	counts, err := connect("-counts", options.Client().SetMaxPoolSize(2).SetRetryWrites(false))
+	if err != nil {
+		return fail(err)
+	}
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopSignals()
 	arms := make(chan os.Signal, 1) // before the start: they wait for it
