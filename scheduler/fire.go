@@ -616,7 +616,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	}
 	out.end = s.attempts(fr, lease, jobCtx, cancelJob, &r)
 	fr.ended = s.clock.Now()
-	fr.endedAt = w.serverNow(fr.ended)
+	if !w.stamped.IsZero() && !w.got.IsZero() { // else the write's own time ($currentDate)
+		fr.endedAt = w.serverNow(fr.ended)
+	}
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
