@@ -424,11 +424,13 @@ func (c *leaderCluster) check(windowStart, windowEnd time.Time) {
 		}
 		c.tb.Logf("round %d: %v; %s", i+1, f, next)
 		if f.what == stopAtClaim || f.what == stopMidRun {
-			// Its clock read at most at+skew when it stopped: any firing due
-			// later it could only claim, or run, after it lost its term,
-			// and before it leads again (a later round's failover may
-			// elect it).
-			due := f.at.Add(skewOf(c.skews, f.instance))
+			// Firings fall due by the server's clock (this machine's) as
+			// the instance estimates it, never ahead of it, whatever its
+			// skew: it had reached at most at when it stopped. Any firing
+			// due later it could only claim, or run, after it lost its
+			// term, and before it leads again (a later round's failover
+			// may elect it).
+			due := f.at
 			again := time.Time{}
 			for _, s := range terms {
 				if s.Instance == f.instance && s.Start.After(f.at) {

@@ -84,7 +84,8 @@ const (
 	// FiringSkipped: a firing was not run here; Reason says why (some
 	// skips come before any claim: busy, fallen behind, stopping).
 	FiringSkipped
-	// RunStarted: the job started. Lateness is start minus Scheduled;
+	// RunStarted: the job started. Lateness is start minus Scheduled, by
+	// the server's clock as the instance estimates it;
 	// Attempt how many tries taking the job's lock took.
 	RunStarted
 	// RunEnded: the job ended with Outcome; Took is its duration, Err its

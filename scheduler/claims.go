@@ -385,7 +385,7 @@ func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) bool {
 	for _, r := range recs {
 		before[r.Name] = r
 	}
-	now := s.clock.Now()
+	now, _ := s.now() // holdPresence read the server's clock
 	regs := make([]regReq, len(jobs))
 	s.mu.Lock()
 	for i, r := range jobs {
@@ -414,6 +414,8 @@ func (s *Scheduler) registerJobs(ctx context.Context, jobs []claimReq) bool {
 			j.specFrom = now // this registration changed it
 		case ok:
 			j.specFrom = rec.SpecSince
+		default:
+			j.specFrom = now // a new job: no firing before its first registration is its
 		}
 	}
 	return true
@@ -533,6 +535,13 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		s.registerJobs(qctx, unregistered)
 	}
 	s.mu.Lock()
+	if s.state == stateStarted {
+		// The loop's time moves back, or becomes the server's, when a
+		// reading of the server's clock says so (holdPresence read it at
+		// the first poll): it is checked at each poll, and Start's time is
+		// the server's.
+		s.timeBase()
+	}
 	if s.catchUpDue && s.state == stateStarted {
 		s.catchUpDue = false
 		for _, j := range s.order {
@@ -634,7 +643,7 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		// does when it starts leading.
 		leads := s.cfg.leader.IsLeader()
 		if leads && !s.leading && s.state == stateStarted {
-			now := s.clock.Now()
+			now := s.timeBase()
 			for _, j := range s.order {
 				if f, ok := s.missedAtStart(j, now); ok {
 					if e, ok := s.dispatch(j, f, true); !ok {

@@ -663,8 +663,10 @@ func TestKilledInstanceFailsOver(t *testing.T) {
 // paused, or cut off), or stops cleanly there. Another instance takes the
 // claim over once the claimant's presence lease lapsed, or at once after
 // its clean stop, and runs the firing, late; the claimant, when it
-// resumes, does not run it too. Clocks are 400ms apart either way. On the
-// simulated server, in a synctest bubble.
+// resumes, does not run it too. Clocks are 400ms apart either way (they
+// decide nothing: firings fall due by the server's clock). A starts alone,
+// so that it claims first; B once A claimed. On the simulated server, in a
+// synctest bubble.
 func TestClaimTakenOver(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -676,7 +678,6 @@ func TestClaimTakenOver(t *testing.T) {
 				const ttl = time.Second
 				const every = 5 * time.Second
 				dbName := "app"
-				// A's clock is ahead: it claims first.
 				ins := newCluster(t, dbName, clusterConfig{skews: []time.Duration{400 * time.Millisecond, -400 * time.Millisecond},
 					ttl: ttl, proxied: true, sim: srv})
 				a, b := ins[0], ins[1]
@@ -710,7 +711,7 @@ func TestClaimTakenOver(t *testing.T) {
 						a.fault.Restore()
 					})
 				})
-				startAll(t, ins...)
+				startAll(t, a)
 				var f time.Time
 				select {
 				case f = <-claimed:
@@ -718,6 +719,7 @@ func TestClaimTakenOver(t *testing.T) {
 					t.Fatal("A claimed nothing")
 				}
 				stalledAt := time.Now()
+				startAll(t, b)
 				ran := led.waitFor(t, 4*every, "the firing taken over", func(e entry) bool { return e.scheduled.Equal(f) })
 				late := ran.start.Sub(stalledAt)
 				t.Logf("firing %s claimed by A, run by %s %v after A stalled", f.Format("15:04:05"), ran.keeper, late.Round(time.Millisecond))

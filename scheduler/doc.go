@@ -97,8 +97,8 @@
 // # Firings and claims
 //
 // A firing is identified by its scheduled time F, a function of the spec
-// alone: every instance computes the same firings, and a wrong clock only
-// changes when an instance tries F. Each job has one document in the jobs
+// alone: every instance computes the same firings, and tries F once the
+// server's clock reaches F (see Clocks). Each job has one document in the jobs
 // collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
 // last firing anyone claimed. An instance claims F with one conditional
 // upsert, filter {_id: name, sh: H, last: {$not: {$gte: F}}, pend: {$ne: true}} (H
@@ -129,15 +129,16 @@
 // is recorded as not run: the claims of a job are settled one at a time,
 // in order.
 //
-// That is what makes the fast job harmless: instance A, whose clock is
-// ahead, claims F, runs a job that takes a millisecond and releases the lock;
-// instance B, whose clock is behind, tries F later, finds the lock free, but
-// cannot claim F. Waiting before releasing (ShedLock's lockAtLeastFor) is not
+// That is what makes the fast job harmless: instance A claims F, runs a job
+// that takes a millisecond and releases the lock; instance B, whose loop
+// woke later (a busy process, an older reading of the server's clock),
+// tries F, finds the lock free, but cannot claim F. Waiting before releasing (ShedLock's lockAtLeastFor) is not
 // needed.
 //
 // # Order of operations
 //
-// For each firing F of job J, an instance whose clock reads F:
+// For each firing F of job J, once the server's clock reaches F by this
+// instance's estimate (see Clocks):
 //
 //  1. skips F if a firing of J is still in progress on this instance
 //     (with OverlapWait and OverlapCancel, if one also waits for it);
@@ -299,19 +300,25 @@
 // is claimed is not another run. JobPauseAfter pauses a job after failed
 // firings in a row.
 //
-// # Clock skew
+// # Clocks
 //
-// At most once per firing does not depend on clocks. Skew decides who runs
-// and when: F is claimed by the first instance whose clock reaches F, so it
-// runs up to s early or late where s is that instance's skew, and the
-// instance whose clock is most ahead does most of the work while the others
-// stand by. A firing that an instance ahead of the others claims past one
-// that no claim reached yet covers it: it runs late, or is a misfire, as
-// its lateness by the server's clock says. When an instance whose clock is
-// s ahead stops, the firings it had already claimed, those within s of
-// real time, are taken over by the others. An instance behind the server
-// by s starts every firing s late: by more than the threshold, each is a
-// misfire.
+// At most once per firing does not depend on clocks, and neither does when
+// a firing is tried: firings fall due by the server's clock. Each
+// instance's Session's Locker estimates it from the server's answers to its
+// lock commands and carries it forward on the local monotonic clock; an
+// instance tries F when the estimate's lower bound reaches F, so never
+// before the server's clock does, and at most the estimate's uncertainty
+// (a round trip, plus drift) after. An instance's own clock may be wrong by
+// any amount: it neither starts firings early or late nor does the others'
+// work by being ahead. Before the Locker's first reading (its Session's
+// first lock command, normally within a round trip of Start) an instance
+// goes by its own clock; at that reading, and whenever the server's clock
+// is found stepped back, it queues its jobs again by the server's time.
+// Lateness (against the misfire threshold, and RunStarted.Lateness)
+// is judged by the server's clock. A firing claimed past one that no claim
+// reached yet covers it: it runs late, or is a misfire, as its lateness
+// says. A new job (no document before its first registration) has no
+// firings before that registration's server time.
 //
 // # Load
 //
@@ -345,10 +352,9 @@
 // its claimant died (taken over), or if it fell while an earlier claim was
 // pending or while the instances up were busy, behind or overloaded;
 // unless the operator paused or removed the job, or the overlap policy
-// skips it (the previous run still goes). An instance whose clock is
-// behind the server's by more than the threshold makes every firing it
-// claims a misfire: clocks must agree with the server's within the
-// threshold, less the time a takeover takes. A firing whose run had
+// skips it (the previous run still goes). Instances' clocks may be wrong
+// by any amount; they must tick at the lock package's rate (see Clocks).
+// A firing whose run had
 // started (its start recorded) on an instance that then died, or that lost
 // its lease before calling the job while another claim came, is spent: it
 // is not run again, and its record says so ("running" until the job's next
@@ -446,7 +452,7 @@
 //     firing missed, Reason "this instance fell behind: N firings from
 //     this one on not tried here".
 //   - lock.RunStarted: the job was called (step 5); Lateness is how long
-//     after Scheduled, by this instance's clock, and Attempt how many
+//     after Scheduled, by the server's clock (see Clocks), and Attempt how many
 //     attempts taking the job's lock took (step 3), or which retry this is.
 //   - lock.RunRetrying: attempt Attempt failed with Err; the next starts
 //     after Took.

@@ -181,7 +181,10 @@ func TestClaimResumedWhateverTheClock(t *testing.T) {
 		time.Sleep(45 * time.Second)
 		synctest.Wait()
 		got := a.scheduledRuns(base)
-		want := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second}
+		// Firings fall due by the server's clock, 10 minutes ahead of the
+		// instance's.
+		want := []time.Duration{10*time.Minute + 10*time.Second, 10*time.Minute + 20*time.Second,
+			10*time.Minute + 30*time.Second, 10*time.Minute + 40*time.Second}
 		if len(got) != len(want) {
 			t.Fatalf("runs of the firings %v, want %v", got, want)
 		}
@@ -272,4 +275,58 @@ func TestTwoSchedulersOneSessionOneCollection(t *testing.T) {
 			t.Errorf("runs %v, want 2 of each of x and y (firings 10s and 20s) since %v", ran, base)
 		}
 	})
+}
+
+// TestFiringsFallDueByTheServersClock: an instance whose clock is 10
+// minutes behind the server's, or ahead of it, fires the firings due by the
+// server's clock, each when the server's clock reaches it: not those of
+// its own clock, 10 minutes stale (each a misfire) or 10 minutes early.
+func TestFiringsFallDueByTheServersClock(t *testing.T) {
+	for _, offset := range []time.Duration{-10 * time.Minute, 10 * time.Minute} {
+		t.Run(offset.String(), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			synctest.Test(t, func(t *testing.T) {
+				base := time.Now() // the server's clock, at 0 offset
+				srv := simdb.NewServer(simdb.MongoDB, 0)
+				plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+				a := newSimInstance(t, srv, "a", offset, 3*time.Second, plan, WithOpTimeout(time.Second))
+				var mu sync.Mutex
+				var late []time.Duration
+				if err := a.session.AddObserver(lock.ObserverFunc(func(e lock.Event) {
+					if e.Kind == lock.RunStarted {
+						mu.Lock()
+						late = append(late, e.Lateness)
+						mu.Unlock()
+					}
+				})); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.s.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(45 * time.Second)
+				synctest.Wait()
+				got := a.scheduledRuns(base)
+				if len(got) < 4 {
+					t.Fatalf("runs of the firings %v (from the server's time at Start), want 4 or more", got)
+				}
+				for i, f := range got {
+					if f < -time.Second || f > 45*time.Second || i > 0 && f-got[i-1] != 10*time.Second {
+						t.Fatalf("runs of the firings %v (from the server's time at Start), want 10s apart within [0, 45s]", got)
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, l := range late {
+					if l < 0 || l > time.Second {
+						t.Errorf("runs started late by %v, want each within a second of its firing by the server's clock", late)
+						break
+					}
+				}
+			})
+		})
+	}
 }

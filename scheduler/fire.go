@@ -779,7 +779,8 @@ func (s *Scheduler) attempt(fr *firing, jobCtx context.Context, r *Run) lock.Eve
 		timeout = s.clock.AfterFunc(j.cfg.timeout, func() { cancel(ErrJobTimeout) })
 	}
 	began := s.clock.Now()
-	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: began.Sub(fr.at), Attempt: max(fr.tries, r.Attempt)})
+	due, _ := s.now() // lateness is judged by the server's clock
+	s.emit(fr, lock.Event{Kind: lock.RunStarted, At: began, Lateness: due.Sub(fr.at), Attempt: max(fr.tries, r.Attempt)})
 	fn := j.fn
 	if planted.On(planted.DropFiring) && !r.Triggered && r.Scheduled.Unix()%4 == 0 {
 		fn = func(context.Context) error { return nil } // planted: not called, recorded as run

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,10 +66,14 @@ type Scheduler struct {
 	presence   *lock.Lease
 	leading    bool // leader-only: led at the last poll; guarded by mu
 
-	// Guarded by mu: when Start was called, by its clock; the pending
-	// claims the last poll saw, by job (pollOnce).
-	startedAt time.Time
-	pending   map[string]pendingClaim
+	// Guarded by mu: when Start was called, by the time firings fall due
+	// by (timeBase), and by this instance's clock; whether that time is
+	// the server's yet, and the last reading of it; the pending claims the
+	// last poll saw, by job (pollOnce).
+	startedAt, startedLocal time.Time
+	serverBased             bool
+	lastNow                 time.Time
+	pending                 map[string]pendingClaim
 
 	// Admission (admission.go), guarded by mu: firings dispatched here
 	// and not started or given up yet, and how many may be.
@@ -101,6 +106,7 @@ type job struct {
 
 	// Guarded by Scheduler.mu.
 	next       time.Time
+	fired      time.Time               // the last firing dispatched here
 	index      int                     // in the queue; -1 when not queued
 	inflight   int                     // firings in progress on this instance
 	setups     int                     // of which in their setup (admission.go): claim, lock, start
@@ -315,7 +321,7 @@ func (s *Scheduler) AddJob(name, spec string, fn func(ctx context.Context) error
 	s.jobs[name] = j
 	s.order = append(s.order, j)
 	if s.state == stateStarted {
-		now := s.clock.Now()
+		now := s.timeBase()
 		s.schedule(j, now)
 		if f, ok := s.missedAtStart(j, now); ok && s.cfg.leader == nil {
 			s.dispatch(j, f, true) // as Start does
@@ -332,6 +338,64 @@ func (s *Scheduler) pollSoon() {
 	case s.pollNow <- struct{}{}:
 	default:
 	}
+}
+
+// now is the instant firings fall due by: the server's clock, as the
+// Session's Locker estimates it from its readings (the estimate's lower
+// bound, so that no firing is tried before the server's clock reaches
+// it), so that an instance whose own clock is wrong still fires on time;
+// this instance's clock before the Locker's first reading, or on a Store
+// that does not read the server's clock.
+func (s *Scheduler) now() (now time.Time, server bool) {
+	if st, ok := s.session.Store().(interface {
+		ServerTime() (lo, hi time.Time, ok bool)
+	}); ok {
+		if lo, _, ok := st.ServerTime(); ok {
+			return lo, true
+		}
+	}
+	return s.clock.Now(), false
+}
+
+// timeBase returns the time firings fall due by now (Scheduler.now). When
+// that time moves back — at the Locker's first reading of the server's
+// clock, if this instance's is ahead, or when the server's clock is
+// stepped back — or becomes the server's, it queues each job again for its
+// first firing from then on that it has not fired yet: so an instance whose
+// clock is wrong does not wait for it, and Start's time is the server's
+// too. Called with s.mu held, once started.
+func (s *Scheduler) timeBase() time.Time {
+	now, server := s.now()
+	first := server && !s.serverBased
+	if first {
+		s.serverBased = true
+		s.startedAt = now.Add(-s.clock.Since(s.startedLocal))
+	}
+	if first || now.Before(s.lastNow) {
+		from := now
+		if first {
+			from = s.startedAt
+		}
+		for _, j := range s.queue {
+			if n := nextAfter(j.sched, s.cfg.location, maxTime(from, j.fired)); first || n.Before(j.next) {
+				j.next = n
+			}
+		}
+		s.queue = slices.DeleteFunc(s.queue, func(j *job) bool {
+			if j.next.IsZero() {
+				j.index = -1
+				return true
+			}
+			return false
+		})
+		for i, j := range s.queue {
+			j.index = i
+		}
+		heap.Init(&s.queue)
+		s.poke() // the loop waits for the next firing by the time before
+	}
+	s.lastNow = now
+	return now
 }
 
 // schedule queues j for its first firing after now. Called with s.mu held.
@@ -367,8 +431,8 @@ func (s *Scheduler) Start() error {
 		return fmt.Errorf("start scheduler: %w", lock.ErrSessionClosed)
 	default:
 	}
-	now := s.clock.Now()
-	s.startedAt = now
+	now, server := s.now()
+	s.startedAt, s.startedLocal, s.serverBased, s.lastNow = now, s.clock.Now(), server, now
 	for _, j := range s.order {
 		s.schedule(j, now)
 	}
@@ -500,7 +564,7 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 	if s.state != stateStarted {
 		return 0, false
 	}
-	now := s.clock.Now()
+	now := s.timeBase()
 	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
 		j := s.queue[0]
 		// Only the latest due firing is tried: firings missed while this
@@ -520,7 +584,7 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 		if e, ok := s.dispatch(j, f, false); !ok {
 			events = append(events, e)
 		}
-		j.next = nextAfter(j.sched, s.cfg.location, f)
+		j.fired, j.next = f, nextAfter(j.sched, s.cfg.location, f)
 		if j.next.IsZero() {
 			heap.Remove(&s.queue, j.index)
 		} else {
@@ -594,16 +658,17 @@ func (s *Scheduler) JobNames() []string {
 }
 
 // Lag is how far the scheduler's loop is behind its own schedule: how long
-// ago the earliest firing it has not dispatched yet was due, on the
-// Session's clock. It is 0 when none is overdue, and before Start and after
-// Stop.
+// ago the earliest firing it has not dispatched yet was due, by the
+// server's clock as this instance estimates it (now). It is 0 when none is
+// overdue, and before Start and after Stop.
 func (s *Scheduler) Lag() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stateStarted || len(s.queue) == 0 {
 		return 0
 	}
-	return max(s.clock.Since(s.queue[0].next), 0)
+	now, _ := s.now()
+	return max(now.Sub(s.queue[0].next), 0)
 }
 
 // Jobs describes every registered job, in registration order, with what
@@ -613,7 +678,7 @@ func (s *Scheduler) Jobs(ctx context.Context) ([]JobInfo, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	now := s.clock.Now()
+	now, _ := s.now()
 	out := make([]JobInfo, len(s.order))
 	names := make([]string, len(s.order))
 	for i, j := range s.order {

@@ -332,8 +332,8 @@ func (o *oracle) jobMask(job string) uint64 {
 
 // covers reports whether some instance that registers job could run a
 // firing due at true time t by t+θ: it had started, was alive, not
-// stopping and not frozen throughout [t − its clock's offset, t + θ] (it
-// reaches the firing by its own clock), its clock did not step, no
+// stopping and not frozen throughout [when it reaches the firing
+// (reaches), t + θ], its clock did not step, no
 // election went on, and its commands' faults cost less than the op
 // timeout (θ's share for them). If none could, why names the stage the
 // best of them failed at.
@@ -344,7 +344,7 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 		if !l.SchedUp || !slices.Contains(l.Jobs, job) {
 			continue
 		}
-		a := t - l.offset(t)
+		a := o.reaches(l, t)
 		stage := func() int {
 			if a < l.SchedStarted {
 				// Its clock reached the firing before it started (an
@@ -391,6 +391,26 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 		best = 0
 	}
 	return "", stages[best], false
+}
+
+// reaches is the true time l's Schedulers reach a firing due at true
+// time t: they time firings by the server's clock as their Session's
+// Locker estimates it, so at t once its first lock command was answered,
+// and by l's own clock before that (an instance whose clock is ahead by s
+// reaches it s early).
+func (o *oracle) reaches(l *Life, t time.Duration) time.Duration {
+	sends := o.h.sends[l.Name]
+	i, _ := slices.BinarySearchFunc(sends, l.Started, func(c sentCmd, t time.Duration) int { return cmpDur(c.At, t) })
+	for _, c := range sends[i:] {
+		if c.Mentions&mentionsPresence == 0 || c.Fate.Drop || c.Fate.LoseReply {
+			continue
+		}
+		if c.At+c.Fate.Send+c.Fate.Queue+c.Fate.Reply <= t {
+			return t
+		}
+		break
+	}
+	return t - l.offset(t)
 }
 
 // anyDownOrFrozen reports whether some instance was killed, stopped or
