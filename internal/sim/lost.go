@@ -341,7 +341,9 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 	b := t + o.theta
 	best := -1
 	for _, l := range o.h.lives {
-		if !l.SchedUp || !slices.Contains(l.Jobs, job) {
+		if !l.SchedUp || !slices.Contains(l.Jobs, job) || o.w.LeaderOnly && o.w.Candidates != nil && o.w.Candidates[l.Slot].NeverLead {
+			// A leader-only job runs only on the leader, and an observer
+			// never leads.
 			continue
 		}
 		a := o.reaches(l, t)
