@@ -415,14 +415,15 @@ func (c *testCluster) readFirings(filter bson.D) map[cluster.Firing]int {
 	var docs []struct {
 		Job       string    `bson:"job"`
 		Scheduled time.Time `bson:"scheduled"`
-		N         int       `bson:"n"`
+		N         int       `bson:"n"`     // counted by the test itself (countSpent)
+		Calls     []string  `bson:"calls"` // the job's calls (instance.job)
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		c.tb.Fatal(err)
 	}
 	out := map[cluster.Firing]int{}
 	for _, d := range docs {
-		out[cluster.NewFiring(d.Job, d.Scheduled)] = d.N
+		out[cluster.NewFiring(d.Job, d.Scheduled)] = d.N + len(d.Calls)
 	}
 	return out
 }

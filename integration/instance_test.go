@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,6 @@ import (
 
 	"github.com/mongolock/mongolock/internal/cluster"
 	"github.com/mongolock/mongolock/internal/mongotest"
-	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 	"github.com/mongolock/mongolock/migrations"
 	"github.com/mongolock/mongolock/runner"
@@ -42,7 +42,8 @@ const (
 	// smaller fencing token than the last it accepted.
 	workColl = "work"
 	// firingsColl holds one document per firing that ran: {_id, job,
-	// scheduled, n}, n counting the runs.
+	// scheduled, calls}, calls the tokens of the job's calls for it (a
+	// spent firing counted by the test has n: 1 instead).
 	firingsColl = "firings"
 	// deploysColl holds {_id: "migration", n}: how often the test
 	// migration's Up ran.
@@ -149,8 +150,8 @@ type instance struct {
 // keepAlive, if not nil, is a client of the Session's keep-alive's own
 // (lock.WithKeepAliveDatabase), as a production process would use.
 // counts, if not nil, is the client the jobs count their runs through
-// (job): one that does not retry writes, so that a count refused before it
-// was sent can be sent again.
+// (job): a small pool of their own, so that the jobs' counts do not wait
+// behind the scheduler's commands.
 func startInstance(ctx context.Context, cfg instanceConfig, client, keepAlive, counts *mongo.Client, emit func(cluster.Event), log zerolog.Logger) (*instance, error) {
 	if counts == nil {
 		counts = client
@@ -349,28 +350,28 @@ func (in *instance) job(ctx context.Context) error {
 		id += "#triggered"
 	}
 	// Counted even if the run's context ends meanwhile (its lease lost in
-	// a pause): the job was called.
-	// Tried twice, each within a TTL: a process stopped (SIGSTOP) just
-	// after the call finds the first try's deadline passed when it resumes
-	// (TestLeaderOnlyLeaderKilled failed so, the run uncounted: "timed out
-	// while checking out a connection", and "calculated server-side timeout
-	// (0 ms) is less than or equal to 0"). Only a try that was never sent
-	// (mongoutil.NotSent, on in.counts, which does not retry writes) is
-	// tried again: a sent one may have applied, and the count must stay
-	// exact.
+	// a pause): the job was called. The count adds this call's own token
+	// to a set, so a write tried again after any error (one whose reply
+	// was lost may have applied) counts the call once: TestDatabaseOutage
+	// lost a count to "incomplete read of message header: EOF", a write
+	// sent on a connection from before the outage. Each try has a TTL: a
+	// process stopped (SIGSTOP) just after the call finds the first try's
+	// deadline passed when it resumes (TestLeaderOnlyLeaderKilled failed
+	// so, the run uncounted: "timed out while checking out a connection").
+	call := rand.Text()
 	var err error
-	for try := 0; try < 2; try++ {
+	for try := 0; try < 3; try++ {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.cfg.TTL)
 		_, err = in.counts.Collection(firingsColl).UpdateOne(cctx,
 			bson.D{{Key: "_id", Value: id}},
 			bson.D{
-				{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}},
+				{Key: "$addToSet", Value: bson.D{{Key: "calls", Value: call}}},
 				{Key: "$set", Value: bson.D{{Key: "job", Value: run.Job}, {Key: "scheduled", Value: run.Scheduled}, {Key: "keeper", Value: in.cfg.Keeper},
 					{Key: "triggered", Value: run.Triggered}}},
 			},
 			options.UpdateOne().SetUpsert(true))
 		cancel()
-		if err == nil || !mongoutil.NotSent(err) {
+		if err == nil {
 			break
 		}
 	}
@@ -542,7 +543,7 @@ func instanceMain(raw string) int {
 	if err != nil {
 		return fail(err)
 	}
-	counts, err := connect("-counts", options.Client().SetMaxPoolSize(2).SetRetryWrites(false))
+	counts, err := connect("-counts", options.Client().SetMaxPoolSize(2))
 	if err != nil {
 		return fail(err)
 	}
