@@ -330,3 +330,53 @@ func TestFiringsFallDueByTheServersClock(t *testing.T) {
 		})
 	}
 }
+
+// TestLockWaitByTheServersClock: an instance whose clock is 10 minutes
+// behind the server's gives up waiting for a job's lock held elsewhere
+// (OverlapSkip) its lock wait after the firing by the server's clock, as
+// an instance whose clock is right does, not 10 minutes later: the wait's
+// end is set from the firing's time, which is the server's.
+func TestLockWaitByTheServersClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		a := newSimInstance(t, srv, "a", -10*time.Minute, 3*time.Second, plan, WithOpTimeout(time.Second))
+		b := newSimInstance(t, srv, "b", 0, 3*time.Second, plan)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		taken, err := b.session.AcquireLocks(ctx, DefaultLockPrefix+"j")
+		if err != nil || len(taken.Leases) != 1 {
+			t.Fatalf("hold j's lock: %v, %+v", err, taken)
+		}
+		var mu sync.Mutex
+		var waited []time.Duration // from each firing to its skip, by the server's (true) clock
+		if err := a.session.AddObserver(lock.ObserverFunc(func(e lock.Event) {
+			if e.Kind == lock.FiringSkipped && e.Reason == ReasonLockHeld {
+				mu.Lock()
+				waited = append(waited, time.Now().Sub(e.Scheduled))
+				mu.Unlock()
+			}
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(45 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(waited) < 3 {
+			t.Fatalf("firings given up for the lock held elsewhere after %v, want 3 or more", waited)
+		}
+		for _, w := range waited {
+			if w < 0 || w > 5*time.Second {
+				t.Fatalf("firings given up for the lock held elsewhere after %v, want each within its lock wait (3s) and a retry of its firing", waited)
+			}
+		}
+	})
+}

@@ -241,6 +241,8 @@ func (s *Scheduler) claim(fr *firing, catchUp bool) (*work, error) {
 	giveUp := f.Add(s.threshold / 2)
 	if next := nextAfter(j.sched, s.cfg.location, f); !next.IsZero() && next.Before(giveUp) {
 		giveUp = time.Time{} // one attempt
+	} else {
+		giveUp = s.local(giveUp)
 	}
 	b := s.lockBackoff()
 	for attempt := 1; ; attempt++ {
@@ -296,7 +298,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	var giveUp time.Time // zero: wait as long as it takes
 	if j.cfg.overlap == OverlapSkip {
 		wait := s.lockWait(j, fr.at)
-		giveUp = fr.at.Add(wait)
+		giveUp = s.local(fr.at.Add(wait))
 		if now := s.clock.Now(); now.After(giveUp) {
 			// A late firing (caught up, or taken over) waits a TTL: the
 			// lock of a claimant that died may outlive its presence lease
@@ -637,7 +639,8 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 // instead of falling further behind with each run (seed 263).
 func (s *Scheduler) attempts(fr *firing, lease *lock.Lease, jobCtx context.Context, cancelJob context.CancelCauseFunc, r *Run) lock.Event {
 	if fr.job.cfg.overlap == OverlapCancel && !fr.next.IsZero() {
-		t := s.clock.AfterFunc(max(fr.next.Sub(s.clock.Now()), 0), func() { cancelJob(ErrOverlapCancelled) })
+		now, _ := s.now()
+		t := s.clock.AfterFunc(max(fr.next.Sub(now), 0), func() { cancelJob(ErrOverlapCancelled) })
 		defer t.Stop()
 	}
 	for {
@@ -818,8 +821,8 @@ func (s *Scheduler) retryPause(fr *firing, jobCtx context.Context, r Run) (time.
 	if r.Outcome != OutcomeFailed || r.Attempt > j.cfg.retries || jobCtx.Err() != nil {
 		return 0, false
 	}
-	now := s.clock.Now()
-	pause := j.cfg.backoff.Pause(now, r.Attempt)
+	now, _ := s.now() // the next firing falls due by it
+	pause := j.cfg.backoff.Pause(s.clock.Now(), r.Attempt)
 	if next := nextAfter(j.sched, s.cfg.location, maxTime(fr.at, now)); !next.IsZero() && !now.Add(pause).Before(next) {
 		return 0, false
 	}

@@ -357,6 +357,14 @@ func (s *Scheduler) now() (now time.Time, server bool) {
 	return s.clock.Now(), false
 }
 
+// local is t, an instant of the time firings fall due by (now), on this
+// instance's clock: deadlines set from a firing's time are waited for on
+// it.
+func (s *Scheduler) local(t time.Time) time.Time {
+	now, _ := s.now()
+	return s.clock.Now().Add(t.Sub(now))
+}
+
 // timeBase returns the time firings fall due by now (Scheduler.now). When
 // that time moves back — at the Locker's first reading of the server's
 // clock, if this instance's is ahead, or when the server's clock is
