@@ -535,6 +535,30 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		s.registerJobs(qctx, unregistered)
 	}
 	s.mu.Lock()
+	s.catchUpAtStart()
+	s.mu.Unlock()
+	docs, err := s.st.poll(qctx, names)
+	if err != nil {
+		return // the next poll tries again
+	}
+	retaken := s.takeBack(qctx, docs)
+	s.mu.Lock()
+	byKeeper, removed, superseded, events := s.readClaims(docs, retaken)
+	events = append(events, s.noteSpecs(removed, superseded, retaken)...)
+	events = append(events, s.leaderStarted()...)
+	s.mu.Unlock()
+	for _, e := range events {
+		s.session.Emit(e)
+	}
+	for _, keeper := range slices.Sorted(maps.Keys(byKeeper)) {
+		s.takeOverFrom(ctx, keeper, byKeeper[keeper])
+	}
+}
+
+// catchUpAtStart moves the loop's time base (timeBase) and, at the first
+// poll after Start, claims the firings missed before it (missedAtStart).
+// Called with s.mu held.
+func (s *Scheduler) catchUpAtStart() {
 	if s.state == stateStarted {
 		// The loop's time moves back, or becomes the server's, when a
 		// reading of the server's clock says so (holdPresence read it at
@@ -550,19 +574,19 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 			}
 		}
 	}
-	s.mu.Unlock()
-	docs, err := s.st.poll(qctx, names)
-	if err != nil {
-		return // the next poll tries again
-	}
-	retaken := s.takeBack(qctx, docs)
+}
+
+// readClaims reads a poll's documents: it resumes this instance's claims
+// left pending, dispatches triggers, cancels a run that a later claim
+// waits for (OverlapCancel), and returns the pending claims of others old
+// enough to check their claimant's presence, by claimant, which jobs are
+// removed, and which follow another spec than this instance's. Called
+// with s.mu held.
+func (s *Scheduler) readClaims(docs []jobDoc, retaken map[string]bool) (byKeeper map[string][]string, removed map[string]bool, superseded map[string]string, events []lock.Event) {
 	now := s.clock.Now()
-	byKeeper := map[string][]string{}
-	removed := map[string]bool{}
-	superseded := map[string]string{} // job → the spec the cluster follows, not this one's
-	var events []lock.Event
+	byKeeper, removed = map[string][]string{}, map[string]bool{}
+	superseded = map[string]string{} // job → the spec the cluster follows, not this one's
 	resumed := 0
-	s.mu.Lock()
 	pending := make(map[string]pendingClaim, len(docs))
 	for i := range docs {
 		d := &docs[i]
@@ -622,6 +646,13 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		}
 	}
 	s.pending = pending
+	return byKeeper, removed, superseded, events
+}
+
+// noteSpecs records which jobs are removed and which follow another spec
+// than this instance's, and reports the changes. Called with s.mu held.
+func (s *Scheduler) noteSpecs(removed map[string]bool, superseded map[string]string, retaken map[string]bool) []lock.Event {
+	var events []lock.Event
 	for _, j := range s.order {
 		j.removed = removed[j.name]
 		active, other := superseded[j.name]
@@ -638,29 +669,29 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 		}
 		j.superseded, j.active = other, active
 	}
-	if s.cfg.leader != nil {
-		// Leader-only: what Start does for missed firings, a new leader
-		// does when it starts leading.
-		leads := s.cfg.leader.IsLeader()
-		if leads && !s.leading && s.state == stateStarted {
-			now := s.timeBase()
-			for _, j := range s.order {
-				if f, ok := s.missedAtStart(j, now); ok {
-					if e, ok := s.dispatch(j, f, true); !ok {
-						events = append(events, e)
-					}
+	return events
+}
+
+// leaderStarted does for a new leader, in leader-only mode, what Start
+// does for missed firings. Called with s.mu held.
+func (s *Scheduler) leaderStarted() []lock.Event {
+	if s.cfg.leader == nil {
+		return nil
+	}
+	var events []lock.Event
+	leads := s.cfg.leader.IsLeader()
+	if leads && !s.leading && s.state == stateStarted {
+		now := s.timeBase()
+		for _, j := range s.order {
+			if f, ok := s.missedAtStart(j, now); ok {
+				if e, ok := s.dispatch(j, f, true); !ok {
+					events = append(events, e)
 				}
 			}
 		}
-		s.leading = leads
 	}
-	s.mu.Unlock()
-	for _, e := range events {
-		s.session.Emit(e)
-	}
-	for _, keeper := range slices.Sorted(maps.Keys(byKeeper)) {
-		s.takeOverFrom(ctx, keeper, byKeeper[keeper])
-	}
+	s.leading = leads
+	return events
 }
 
 // takeOverFrom takes over the pending work of keeper in jobs if keeper's
@@ -827,19 +858,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 			skipped = append(skipped, notRun{Run: s.notRun(j, st)})
 			continue
 		}
-		run := fr
-		run.prev = prev
-		if i > 0 || !st.at.Equal(fr.at) {
-			run = &firing{job: j, at: st.at, ctx: s.ctx, trig: fr.trig, dispatched: fr.dispatched, counted: fr.counted, prev: prev, busy: fr.busy}
-			fr.counted = false // its setup is this run's now
-			if i > 0 && !fr.dispatched.IsZero() {
-				// Its setup begins now: the runs before it are no load
-				// (admission).
-				run.dispatched = s.clock.Now()
-			}
-		}
-		run.last = i == len(steps)-1
-		run.next = nextToRun(steps[i+1:])
+		run := s.stepFiring(fr, steps, i, prev)
 		res := s.runOne(run, w, skipped)
 		if res.started {
 			runs = append(runs, span{from: run.began, to: run.ended})
@@ -871,9 +890,36 @@ func (s *Scheduler) work(fr *firing, w *work) {
 			return // stopping: what is left is taken over
 		}
 	}
-	if lastStarted {
-		return
+	if !lastStarted {
+		s.settleWork(fr, w, skipped, lastEnded)
 	}
+}
+
+// stepFiring is the firing that runs step i of steps, fr's work: fr itself
+// for its own firing first, else one of its own, prev the last firing
+// settled before it.
+func (s *Scheduler) stepFiring(fr *firing, steps []step, i int, prev time.Time) *firing {
+	st := steps[i]
+	run := fr
+	run.prev = prev
+	if i > 0 || !st.at.Equal(fr.at) {
+		run = &firing{job: fr.job, at: st.at, ctx: s.ctx, trig: fr.trig, dispatched: fr.dispatched, counted: fr.counted, prev: prev, busy: fr.busy}
+		fr.counted = false // its setup is this run's now
+		if i > 0 && !fr.dispatched.IsZero() {
+			// Its setup begins now: the runs before it are no load
+			// (admission).
+			run.dispatched = s.clock.Now()
+		}
+	}
+	run.last = i == len(steps)-1
+	run.next = nextToRun(steps[i+1:])
+	return run
+}
+
+// settleWork settles w, whose last firing did not start, and records the
+// firings it did not run (skipped); lastEnded says the last one's event
+// is out already.
+func (s *Scheduler) settleWork(fr *firing, w *work, skipped []notRun, lastEnded bool) {
 	// Tried again when its outcome is unknown: the records of the firings
 	// not run are written only once it is certain the work settled (a
 	// taker may run them meanwhile, and its run records must not be
