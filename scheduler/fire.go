@@ -368,8 +368,16 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			break
 		}
 	}
+	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt), false
+}
+
+// lockGivenUp emits, and returns the reason of, the FiringSkipped event of
+// fr, whose lock lockFor gave up taking after attempt attempts since
+// began, the last failing with lastErr (nil: held elsewhere); mayHold
+// says an attempt may have taken it.
+func (s *Scheduler) lockGivenUp(fr *firing, mayHold bool, lastErr error, began time.Time, attempt int) string {
 	if mayHold {
-		s.releaseMaybe(j)
+		s.releaseMaybe(fr.job)
 	}
 	var e lock.Event
 	switch {
@@ -384,7 +392,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		e.Took, e.Attempt = s.clock.Since(began), attempt
 	}
 	s.emit(fr, e)
-	return nil, e.Reason, false
+	return e.Reason
 }
 
 // holderWatch tells, as fr's wait for its job's lock runs out, whether
@@ -538,7 +546,7 @@ type ran struct {
 // Once the start is recorded it writes skippedBefore, the records of the
 // firings before fr that do not run, which the start settled.
 func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBefore []notRun) ran {
-	j, f := fr.job, fr.at
+	j := fr.job
 	// The Session keeps the lease alive; jobCtx ends with it, cause
 	// lock.ErrLeaseLost a safety margin before anyone else could take the
 	// lock over.
@@ -570,32 +578,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		return ran{end: skip(note(ReasonNoStart, "lease lost before it was written; claim pending again"), err)}
 	}
 
-	// 4. Record the start, if the claim is still this instance's and no
-	// later firing of it was settled: under the lock, this keeps runs in
-	// firing order, and a claimant that stalled past its lease, whose claim
-	// was taken over, does not start it too.
-	r := Run{Job: j.name, Keeper: s.keeper, Scheduled: f, Fence: lease.Fence(), Outcome: OutcomeRunning,
-		Attempt: 1, Triggered: fr.trig}
-	// Not ended by Stop: a start that landed must be known, to be undone
-	// or run (StopWait).
-	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	start, ok, err := s.st.start(ctx, r, w)
-	cancel()
-	switch {
-	case err != nil:
-		u := s.startFailed(fr, r, w, err)
-		u.notRunLeft = skippedBefore
-		return u
-	case !ok:
-		return ran{takenOver: true, end: skip(ReasonTakenOver, nil)}
-	}
-	r.Start = start
-	fr.began = s.clock.Now()
-	s.setupDone(fr)
-	out := ran{started: true, notRunLeft: skippedBefore}
-	if !fr.dispatched.IsZero() && fr.tries == 1 {
-		// Not when it waited for the previous run: that is no load.
-		s.setupTook(s.clock.Since(fr.dispatched))
+	r, out, ok := s.writeStart(fr, lease, w, skippedBefore)
+	if !ok {
+		return out
 	}
 
 	// 5. Run, if the lease can still be trusted. The keep-alive ends the
@@ -629,6 +614,40 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	s.pauseAfterFailure(fr, r, &out.end)
 	out.hist = append(out.hist, s.endOf(fr, r))
 	return out
+}
+
+// writeStart records fr's start (step 4), under lease: ok if it started,
+// with the run and what runLocked goes on from; else what runLocked
+// returns.
+func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBefore []notRun) (Run, ran, bool) {
+	// 4. Record the start, if the claim is still this instance's and no
+	// later firing of it was settled: under the lock, this keeps runs in
+	// firing order, and a claimant that stalled past its lease, whose claim
+	// was taken over, does not start it too.
+	r := Run{Job: fr.job.name, Keeper: s.keeper, Scheduled: fr.at, Fence: lease.Fence(), Outcome: OutcomeRunning,
+		Attempt: 1, Triggered: fr.trig}
+	// Not ended by Stop: a start that landed must be known, to be undone
+	// or run (StopWait).
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	start, ok, err := s.st.start(ctx, r, w)
+	cancel()
+	switch {
+	case err != nil:
+		u := s.startFailed(fr, r, w, err)
+		u.notRunLeft = skippedBefore
+		return r, u, false
+	case !ok:
+		return r, ran{takenOver: true, end: skip(ReasonTakenOver, nil)}, false
+	}
+	r.Start = start
+	fr.began = s.clock.Now()
+	s.setupDone(fr)
+	out := ran{started: true, notRunLeft: skippedBefore}
+	if !fr.dispatched.IsZero() && fr.tries == 1 {
+		// Not when it waited for the previous run: that is no load.
+		s.setupTook(s.clock.Since(fr.dispatched))
+	}
+	return r, out, true
 }
 
 // attempts calls fr's job under jobCtx, again up to the job's retries
