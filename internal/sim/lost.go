@@ -113,7 +113,7 @@ const (
 	outFrozen     = "its instances frozen within θ"
 	outElection   = "an election longer than θ's share for faults within θ"
 	outLink       = "the instances' commands (and elections) faulted beyond θ's share for faults within θ"
-	outBusy       = "the job's earlier runs going on (OverlapWait)"
+	outBusy       = "waiting in order for the job's earlier runs, which went on past θ (OverlapWait)"
 )
 
 // oracle holds what the loss, over-run and record checks read of a run,
@@ -511,6 +511,36 @@ func (o *oracle) spans(job string) []span {
 	return out
 }
 
+// waitsPastTheta reports whether an OverlapWait job's firing f, due at
+// true time t, could not start within θ because it waits, in order, for
+// runs that came before it: a run of an earlier firing (whenever it
+// began: f runs after it), or a trigger's run begun before, held the job's
+// lock until after t + θ less what taking the lock over and starting
+// costs (an op timeout and a TTL). A run never
+// ended holds it until its instance's death and a TTL after (the lock
+// lapses), or to the end.
+func (o *oracle) waitsPastTheta(job string, f time.Time, t time.Duration) bool {
+	limit := t + o.theta - o.w.opTimeout() - o.w.TTL
+	for _, sp := range o.spans(job) {
+		if sp.key.triggered && sp.began > limit || !sp.key.triggered && sp.key.at >= f.UnixNano() {
+			continue // a later trigger, or a later firing: after f in order
+		}
+		end := sp.ended
+		if end == 0 {
+			end = 1 << 62
+			for _, l := range o.h.lives {
+				if l.Name == sp.instance && l.Down > 0 && l.Down >= sp.began {
+					end = l.Down + o.w.TTL
+				}
+			}
+		}
+		if end > limit {
+			return true
+		}
+	}
+	return false
+}
+
 // otherRunGoing reports whether a run of job other than firing f's went on
 // at some time in [from, to].
 func (o *oracle) otherRunGoing(job string, f time.Time, from, to time.Duration) bool {
@@ -632,7 +662,7 @@ func (o *oracle) checkLost() []string {
 			o.cov.Fell++
 			t := o.due(f)
 			k := firingKey{job: j.Name, at: f.UnixNano()}
-			if j.Overlap == scheduler.OverlapWait && j.Run > j.Period && o.otherRunGoing(j.Name, f, t-o.maxAhead, t+o.theta) {
+			if j.Overlap == scheduler.OverlapWait && o.waitsPastTheta(j.Name, f, t) {
 				o.out(outBusy)
 				continue
 			}
