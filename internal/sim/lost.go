@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -113,7 +114,7 @@ const (
 	outFrozen     = "its instances frozen within θ"
 	outElection   = "an election longer than θ's share for faults within θ"
 	outLink       = "the instances' commands (and elections) faulted beyond θ's share for faults within θ"
-	outBusy       = "waiting in order for the job's earlier runs, which went on past θ (OverlapWait)"
+	outBusy       = "waiting in order for the job's earlier runs, which could not end within θ (OverlapWait)"
 )
 
 // oracle holds what the loss, over-run and record checks read of a run,
@@ -511,34 +512,60 @@ func (o *oracle) spans(job string) []span {
 	return out
 }
 
-// waitsPastTheta reports whether an OverlapWait job's firing f, due at
-// true time t, could not start within θ because it waits, in order, for
-// runs that came before it: a run of an earlier firing (whenever it
-// began: f runs after it), or a trigger's run begun before, held the job's
-// lock until after t + θ less what taking the lock over and starting
-// costs (an op timeout and a TTL). A run never
-// ended holds it until its instance's death and a TTL after (the lock
-// lapses), or to the end.
-func (o *oracle) waitsPastTheta(job string, f time.Time, t time.Duration) bool {
-	limit := t + o.theta - o.w.opTimeout() - o.w.TTL
-	for _, sp := range o.spans(job) {
-		if sp.key.triggered && sp.began > limit || !sp.key.triggered && sp.key.at >= f.UnixNano() {
-			continue // a later trigger, or a later firing: after f in order
-		}
-		end := sp.ended
-		if end == 0 {
-			end = 1 << 62
-			for _, l := range o.h.lives {
-				if l.Name == sp.instance && l.Down > 0 && l.Down >= sp.began {
-					end = l.Down + o.w.TTL
-				}
-			}
-		}
-		if end > limit {
-			return true
+// waitsPastTheta reports whether firing f of j, an OverlapWait job, due at
+// true time t, could not start within θ because, in order, it waits for
+// the runs of the job that come before it (those of earlier firings and
+// triggers) to end. When those could end at the earliest is computed from
+// ground truth alone, not from when the scheduler started them: each
+// starts once it is due and the one before ended, and holds the lock as
+// long as its run truly went on (until its true end, or until its lease
+// lapsed: a TTL after its instance died or froze). f waits past θ if the
+// last of them ends after t + θ less what taking the lock and starting
+// costs (an op timeout and a TTL).
+func (o *oracle) waitsPastTheta(j JobSpec, f time.Time, t time.Duration) bool {
+	if j.Overlap != scheduler.OverlapWait {
+		return false
+	}
+	var before []span
+	for _, sp := range o.spans(j.Name) {
+		if sp.key.at < f.UnixNano() {
+			before = append(before, sp)
 		}
 	}
-	return false
+	slices.SortFunc(before, func(a, b span) int { return cmp.Compare(a.key.at, b.key.at) })
+	var free time.Duration // when the lock is free of the runs so far
+	for _, sp := range before {
+		held := o.heldUntil(sp)
+		if held == 1<<62 {
+			return true
+		}
+		free = max(o.due(time.Unix(0, sp.key.at)), free) + held - sp.began
+	}
+	return free > t+o.theta-o.w.opTimeout()-o.w.TTL
+}
+
+// heldUntil is the true time sp's run stopped holding its job's lock: its
+// end, or a TTL after its instance died or froze during it; 1<<62 if
+// neither came.
+func (o *oracle) heldUntil(sp span) time.Duration {
+	end := sp.ended
+	if end == 0 {
+		end = 1 << 62
+	}
+	for _, l := range o.h.lives {
+		if l.Name != sp.instance || l.Started > sp.began {
+			continue
+		}
+		if l.Down > 0 && l.Down >= sp.began {
+			end = min(end, l.Down+o.w.TTL)
+		}
+		for _, fr := range l.Frozen {
+			if fr[0] >= sp.began && fr[0] < end {
+				end = min(end, fr[0]+o.w.TTL)
+			}
+		}
+	}
+	return end
 }
 
 // otherRunGoing reports whether a run of job other than firing f's went on
@@ -662,7 +689,7 @@ func (o *oracle) checkLost() []string {
 			o.cov.Fell++
 			t := o.due(f)
 			k := firingKey{job: j.Name, at: f.UnixNano()}
-			if j.Overlap == scheduler.OverlapWait && o.waitsPastTheta(j.Name, f, t) {
+			if o.waitsPastTheta(j, f, t) {
 				o.out(outBusy)
 				continue
 			}
