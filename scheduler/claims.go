@@ -47,38 +47,27 @@ type work struct {
 }
 
 // runGoing reports whether the job's previous run, as the claim found it,
-// was going at f (by this instance's clock, as offset tells), past the
-// wait for its lock that f's own claim would have made: started before it
-// and ended after f plus wait, the overlap policy's to skip (as
-// overlapped, for the runs of one work). A run whose end is not recorded
-// is not counted: it may be of an instance that died.
+// was going at f, past the wait for its lock that f's own claim would have
+// made: started before it and ended after f plus wait, the overlap
+// policy's to skip (as overlapped, for the runs of one work). All three
+// are the server's times, which firings fall due by. A run whose end is
+// not recorded is not counted: it may be of an instance that died.
 func (w *work) runGoing(f time.Time, wait time.Duration) bool {
 	r := &w.prevRun
 	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
 		return false
 	}
-	offset := w.offset()
-	start, end := r.Start.Add(-offset), r.End.Add(-offset)
-	return !start.After(f) && end.After(f.Add(wait))
+	return !r.Start.After(f) && r.End.After(f.Add(wait))
 }
 
 // prevRunSpans is the job's previous run as the claim found it, if it had
-// ended, by this instance's clock.
+// ended, by the server's clock.
 func (w *work) prevRunSpans() []span {
 	r := &w.prevRun
 	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
 		return nil
 	}
-	return []span{{from: r.Start.Add(-w.offset()), to: r.End.Add(-w.offset())}}
-}
-
-// offset is how far ahead of this instance's clock the server's was, as
-// w's claim showed: its server time against the local time its reply came.
-func (w *work) offset() time.Duration {
-	if w.stamped.IsZero() || w.got.IsZero() {
-		return 0
-	}
-	return w.stamped.Sub(w.got.Round(0))
+	return []span{{from: r.Start, to: r.End}}
 }
 
 // serverNow is the server's time at local time now, as w's claim showed
@@ -207,8 +196,8 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 func (s *Scheduler) firingsOf(j *job, w *work) ([]time.Time, bool) {
 	firings := []time.Time{w.last}
 	from := w.done
-	if since := w.specSince.Add(-w.offset()); !w.specSince.IsZero() && !from.IsZero() && since.After(from) {
-		from = since
+	if !w.specSince.IsZero() && !from.IsZero() && w.specSince.After(from) {
+		from = w.specSince
 	}
 	if from.IsZero() || !nextAfter(j.sched, s.cfg.location, from).Before(w.last) {
 		return firings, false // mostly the work is last alone, which one step forward tells
@@ -861,7 +850,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		run := s.stepFiring(fr, steps, i, prev)
 		res := s.runOne(run, w, skipped)
 		if res.started {
-			runs = append(runs, span{from: run.began, to: run.ended})
+			runs = append(runs, span{from: w.serverNow(run.began), to: w.serverNow(run.ended)})
 		}
 		switch {
 		case res.takenOver:
@@ -963,7 +952,7 @@ func nextToRun(steps []step) time.Time {
 	return time.Time{}
 }
 
-// span is an interval of this instance's clock.
+// span is an interval of the server's clock, which firings fall due by.
 type span struct{ from, to time.Time }
 
 // overlapped reports whether firing f of j fell while one of runs went

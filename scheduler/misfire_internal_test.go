@@ -139,3 +139,26 @@ func TestResumedInThePausesMillisecond(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviousRunBySameClockAsFirings: the previous run a claim found and
+// the firings after it are compared by the server's clock, which firings
+// fall due by, however far this instance's own clock is off (here its
+// claim's reply came 10 minutes behind the server's stamp). A run from
+// 12:00:00 to 12:00:08 was going at 12:00:05, past a 2 s lock wait, and
+// not at 12:00:07; a spec changed at 12:00:06 leaves the firings from then
+// on.
+func TestPreviousRunBySameClockAsFirings(t *testing.T) {
+	srv := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return srv.Add(time.Duration(s) * time.Second) }
+	w := &work{stamped: at(9), got: at(9).Add(-10 * time.Minute),
+		prevRun: runDoc{Scheduled: at(0), Start: at(0), End: at(8)}}
+	if !w.runGoing(at(5), 2*time.Second) {
+		t.Errorf("runGoing(12:00:05): false, want true: the run went on from 12:00:00 to 12:00:08")
+	}
+	if w.runGoing(at(7), 2*time.Second) {
+		t.Errorf("runGoing(12:00:07): true, want false: the run ended within the lock wait")
+	}
+	if got := w.prevRunSpans(); len(got) != 1 || !got[0].from.Equal(at(0)) || !got[0].to.Equal(at(8)) {
+		t.Errorf("prevRunSpans: %v, want [12:00:00, 12:00:08]", got)
+	}
+}
