@@ -159,7 +159,11 @@
 //     instance waits on until the lease lapses, at most a TTL; a lock
 //     taken too recently to tell and never renewed is read once more, when
 //     a live holder would have renewed it. Otherwise it records G as not
-//     run (ReasonLockHeld). OverlapWait waits as long as it takes; OverlapCancel
+//     run (ReasonLockHeld). If it got the lock only after waiting, it reads
+//     the job's last run (its end is recorded before its lock is released):
+//     if that run went on at G past G plus the wait above, G is recorded
+//     as not run (ReasonRunGoing), as it would have been had it been
+//     claimed on time. OverlapWait waits as long as it takes; OverlapCancel
 //     also has the previous run cancelled. A lease granted so late that the
 //     Session cannot trust it is released by the Session, and G recorded as
 //     not run;

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -377,6 +379,65 @@ func TestLockWaitByTheServersClock(t *testing.T) {
 			if w < 0 || w > 5*time.Second {
 				t.Fatalf("firings given up for the lock held elsewhere after %v, want each within its lock wait (3s) and a retry of its firing", waited)
 			}
+		}
+	})
+}
+
+// TestLateFiringSkipsRunGoingPastItsWait: a firing claimed late (here by
+// an instance that starts after it fell, and claims it at Start) waits a
+// TTL for a job's lock held elsewhere, since the holder may have died; if
+// the holder was alive, its run went on at the firing's time past the
+// wait OverlapSkip allows, and the firing is skipped ("previous run still
+// going"), as it would have been had it been claimed on time, not run
+// once the lock came free.
+func TestLateFiringSkipsRunGoingPastItsWait(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now() // the server's clock; firings every 10s from it
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
+		b := newSimInstance(t, srv, "b", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
+		long := true
+		if err := a.s.AddJob("j", "*/10 * * * * *", func(ctx context.Context) error {
+			if long { // the first run goes on until 5s after the next firing
+				long = false
+				time.Sleep(15 * time.Second)
+			}
+			return a.record(ctx)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.AddJob("j", "*/10 * * * * *", b.record); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var skipped []string
+		if err := b.session.AddObserver(lock.ObserverFunc(func(e lock.Event) {
+			if e.Kind == lock.FiringSkipped {
+				mu.Lock()
+				skipped = append(skipped, e.Scheduled.Sub(base).String()+": "+e.Reason)
+				mu.Unlock()
+			}
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(base.Add(23500 * time.Millisecond))) // 3.5s after the second firing, past its wait (3s)
+		if err := b.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := b.scheduledRuns(base); slices.Contains(got, 20*time.Second) {
+			t.Errorf("b ran %v, want not 20s: a's run went on from 10s to 25s, past that firing's wait", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.ContainsFunc(skipped, func(s string) bool { return strings.HasPrefix(s, "20s: "+ReasonRunGoing) }) {
+			t.Errorf("b's skips %q, want 20s: %q", skipped, ReasonRunGoing)
 		}
 	})
 }

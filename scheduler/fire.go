@@ -326,6 +326,15 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 		switch {
 		case err == nil && res.lease != nil:
+			if attempt > 1 && j.cfg.overlap == OverlapSkip && s.ranPastWait(fr) {
+				// The lock came free after the wait OverlapSkip allows (a
+				// late firing waits a TTL, for a holder that may have
+				// died): the run that held it went on past it, and skips fr.
+				s.release(fr, res.lease)
+				e := skip(ReasonRunGoing, nil)
+				s.emit(fr, e)
+				return nil, e.Reason, false
+			}
 			return res.lease, "", true
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
@@ -369,6 +378,23 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 	}
 	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt), false
+}
+
+// ranPastWait reports whether the job's last run, which held the lock fr
+// waited for (a firing's or a trigger's), went on at fr's time past the
+// wait for its lock (lockWait):
+// it recorded its end, by the server's clock, before it released the
+// lock. A run whose end is not recorded (its instance died) does not
+// count, and neither does a read that fails: fr runs, as before.
+func (s *Scheduler) ranPastWait(fr *firing) bool {
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	defer cancel()
+	docs, err := s.st.poll(ctx, []claimReq{fr.job.req})
+	if err != nil || len(docs) != 1 {
+		return false
+	}
+	r := docs[0].Run // a firing's run or a trigger's: either held the lock
+	return !r.Start.IsZero() && !r.End.IsZero() && !r.Start.After(fr.at) && r.End.After(fr.at.Add(s.lockWait(fr.job, fr.at)))
 }
 
 // lockGivenUp emits, and returns the reason of, the FiringSkipped event of
