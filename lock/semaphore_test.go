@@ -28,7 +28,8 @@ func newSemaphore(t testing.TB, s *lock.Session, name string, n int) *lock.Semap
 // cannot, and returns its lease and slot number.
 func mustTakeSlot(t testing.TB, ctx context.Context, m *lock.Semaphore) (*lock.Lease, int) {
 	t.Helper()
-	l, ok, err := m.AcquireLock(ctx)
+	var l *lock.Lease
+	ok, err := tryAgainOnError(ctx, func() (ok bool, err error) { l, ok, err = m.AcquireLock(ctx); return ok, err })
 	if err != nil || !ok {
 		t.Fatalf("acquire semaphore %q: ok=%v err=%v", m.Name(), ok, err)
 	}
