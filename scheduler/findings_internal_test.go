@@ -82,6 +82,30 @@ func (in *simInstance) scheduledRuns(base time.Time) []time.Duration {
 	}
 }
 
+// observe records in's events from now on.
+func (in *simInstance) observe(t *testing.T) *recorder {
+	t.Helper()
+	rec := newRecorder()
+	if err := in.session.AddObserver(rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// runJobFor registers job "j" with spec and fn, starts in's scheduler and
+// lets d pass in the bubble, until every goroutine waits.
+func (in *simInstance) runJobFor(t *testing.T, spec string, fn func(context.Context) error, d time.Duration) {
+	t.Helper()
+	if err := in.s.AddJob("j", spec, fn); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	synctest.Wait()
+}
+
 // isStart reports whether cmd is a start record of a run of the jobs
 // collection: an update setting its outcome to running.
 func isStart(cmd bson.D) bool {
@@ -292,25 +316,8 @@ func TestFiringsFallDueByTheServersClock(t *testing.T) {
 				srv := simdb.NewServer(simdb.MongoDB, 0)
 				plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
 				a := newSimInstance(t, srv, "a", offset, 3*time.Second, plan, WithOpTimeout(time.Second))
-				var mu sync.Mutex
-				var late []time.Duration
-				if err := a.session.AddObserver(lock.ObserverFunc(func(e lock.Event) {
-					if e.Kind == lock.RunStarted {
-						mu.Lock()
-						late = append(late, e.Lateness)
-						mu.Unlock()
-					}
-				})); err != nil {
-					t.Fatal(err)
-				}
-				if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
-					t.Fatal(err)
-				}
-				if err := a.s.Start(); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(45 * time.Second)
-				synctest.Wait()
+				rec := a.observe(t)
+				a.runJobFor(t, "@every 10s", a.record, 45*time.Second)
 				got := a.scheduledRuns(base)
 				if len(got) < 4 {
 					t.Fatalf("runs of the firings %v (from the server's time at Start), want 4 or more", got)
@@ -320,8 +327,10 @@ func TestFiringsFallDueByTheServersClock(t *testing.T) {
 						t.Fatalf("runs of the firings %v (from the server's time at Start), want 10s apart within [0, 45s]", got)
 					}
 				}
-				mu.Lock()
-				defer mu.Unlock()
+				var late []time.Duration
+				for _, e := range rec.all(lock.RunStarted) {
+					late = append(late, e.Lateness)
+				}
 				for _, l := range late {
 					if l < 0 || l > time.Second {
 						t.Errorf("runs started late by %v, want each within a second of its firing by the server's clock", late)
@@ -351,27 +360,14 @@ func TestLockWaitByTheServersClock(t *testing.T) {
 		if err != nil || len(taken.Leases) != 1 {
 			t.Fatalf("hold j's lock: %v, %+v", err, taken)
 		}
-		var mu sync.Mutex
+		rec := a.observe(t)
+		a.runJobFor(t, "@every 10s", a.record, 45*time.Second)
 		var waited []time.Duration // from each firing to its skip, by the server's (true) clock
-		if err := a.session.AddObserver(lock.ObserverFunc(func(e lock.Event) {
-			if e.Kind == lock.FiringSkipped && e.Reason == ReasonLockHeld {
-				mu.Lock()
-				waited = append(waited, time.Now().Sub(e.Scheduled))
-				mu.Unlock()
+		for _, e := range rec.all(lock.FiringSkipped) {
+			if e.Reason == ReasonLockHeld {
+				waited = append(waited, e.At.Add(10*time.Minute).Sub(e.Scheduled)) // At is a's clock, 10 minutes behind
 			}
-		})); err != nil {
-			t.Fatal(err)
 		}
-		if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(45 * time.Second)
-		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
 		if len(waited) < 3 {
 			t.Fatalf("firings given up for the lock held elsewhere after %v, want 3 or more", waited)
 		}
@@ -411,17 +407,7 @@ func TestLateFiringSkipsRunGoingPastItsWait(t *testing.T) {
 		if err := b.s.AddJob("j", "*/10 * * * * *", b.record); err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		var skipped []string
-		if err := b.session.AddObserver(lock.ObserverFunc(func(e lock.Event) {
-			if e.Kind == lock.FiringSkipped {
-				mu.Lock()
-				skipped = append(skipped, e.Scheduled.Sub(base).String()+": "+e.Reason)
-				mu.Unlock()
-			}
-		})); err != nil {
-			t.Fatal(err)
-		}
+		rec := b.observe(t)
 		if err := a.s.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -434,8 +420,10 @@ func TestLateFiringSkipsRunGoingPastItsWait(t *testing.T) {
 		if got := b.scheduledRuns(base); slices.Contains(got, 20*time.Second) {
 			t.Errorf("b ran %v, want not 20s: a's run went on from 10s to 25s, past that firing's wait", got)
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		var skipped []string
+		for _, e := range rec.all(lock.FiringSkipped) {
+			skipped = append(skipped, e.Scheduled.Sub(base).String()+": "+e.Reason)
+		}
 		if !slices.ContainsFunc(skipped, func(s string) bool { return strings.HasPrefix(s, "20s: "+ReasonRunGoing) }) {
 			t.Errorf("b's skips %q, want 20s: %q", skipped, ReasonRunGoing)
 		}
