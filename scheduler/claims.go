@@ -53,11 +53,13 @@ type work struct {
 // are the server's times, which firings fall due by. A run whose end is
 // not recorded is not counted: it may be of an instance that died.
 func (w *work) runGoing(f time.Time, wait time.Duration) bool {
-	r := &w.prevRun
-	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
-		return false
-	}
-	return !r.Start.After(f) && r.End.After(f.Add(wait))
+	return !w.prevRun.Trigger && w.prevRun.wentOnPast(f, wait)
+}
+
+// wentOnPast reports whether r, a run whose end is recorded, started at or
+// before f and ended after f plus wait (server times).
+func (r *runDoc) wentOnPast(f time.Time, wait time.Duration) bool {
+	return !r.Start.IsZero() && !r.End.IsZero() && !r.Start.After(f) && r.End.After(f.Add(wait))
 }
 
 // prevRunSpans is the job's previous run as the claim found it, if it had

@@ -382,10 +382,10 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 
 // ranPastWait reports whether the job's last run, which held the lock fr
 // waited for (a firing's or a trigger's), went on at fr's time past the
-// wait for its lock (lockWait):
-// it recorded its end, by the server's clock, before it released the
-// lock. A run whose end is not recorded (its instance died) does not
-// count, and neither does a read that fails: fr runs, as before.
+// wait for its lock (lockWait): it recorded its end, by the server's
+// clock, before it released the lock. A run whose end is not recorded
+// (its instance died) does not count, and neither does a read that
+// fails: fr runs, as before.
 func (s *Scheduler) ranPastWait(fr *firing) bool {
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	defer cancel()
@@ -393,8 +393,7 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 	if err != nil || len(docs) != 1 {
 		return false
 	}
-	r := docs[0].Run // a firing's run or a trigger's: either held the lock
-	return !r.Start.IsZero() && !r.End.IsZero() && !r.Start.After(fr.at) && r.End.After(fr.at.Add(s.lockWait(fr.job, fr.at)))
+	return docs[0].Run.wentOnPast(fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
 }
 
 // lockGivenUp emits, and returns the reason of, the FiringSkipped event of
