@@ -18,7 +18,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 )
 
@@ -89,20 +88,6 @@ func Transient(err error) bool {
 		}
 	}
 	return false
-}
-
-// NotSent reports whether err is one a command gets before it is sent: no
-// server selected, or no connection checked out of the pool, in time, or
-// too little time left before the context's deadline to send it
-// (driver.ErrDeadlineWouldBeExceeded: a process stopped between making a
-// context and sending finds it so). Such a command did not reach the
-// server, so sending it again cannot apply it twice. On a client that
-// retries writes the last can also end a write's retry, after a first
-// attempt that was sent: only on a client with retryable writes off does
-// it prove that nothing was sent.
-func NotSent(err error) bool {
-	return errors.As(err, new(topology.ServerSelectionError)) || errors.As(err, new(topology.WaitQueueTimeoutError)) ||
-		errors.Is(err, driver.ErrDeadlineWouldBeExceeded)
 }
 
 // ServerTime reads the clock of the server the client talks to (hello's

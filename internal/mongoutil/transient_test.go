@@ -7,28 +7,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 )
-
-func TestNotSent(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"server selection", fmt.Errorf("count: %w", topology.ServerSelectionError{Wrapped: errors.New("no server")}), true},
-		{"pool checkout", fmt.Errorf("count: %w", topology.WaitQueueTimeoutError{Wrapped: context.DeadlineExceeded}), true},
-		{"deadline too near to send", fmt.Errorf("update: calculated server-side timeout (0 ms) is less than or equal to 0: %w", driver.ErrDeadlineWouldBeExceeded), true},
-		{"deadline after sending", fmt.Errorf("count: %w", context.DeadlineExceeded), false},
-		{"network", mongo.CommandError{Code: 2, Labels: []string{"NetworkError"}}, false},
-	} {
-		if got := NotSent(tc.err); got != tc.want {
-			t.Errorf("%s: NotSent(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
-		}
-	}
-}
 
 func TestTransient(t *testing.T) {
 	for _, tc := range []struct {
