@@ -98,8 +98,8 @@
 //
 // A firing is identified by its scheduled time F, a function of the spec
 // alone: every instance computes the same firings, and tries F once the
-// server's clock reaches F (see Clocks). Each job has one document in the jobs
-// collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
+// server's clock reaches F (see Clocks). Each job has one document in the
+// jobs collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
 // last firing anyone claimed. An instance claims F with one conditional
 // upsert, filter {_id: name, sh: H, last: {$not: {$gte: F}}, pend: {$ne: true}} (H
 // the hash of its spec: see One spec per job; last < F for every date the
@@ -132,8 +132,8 @@
 // That is what makes the fast job harmless: instance A claims F, runs a job
 // that takes a millisecond and releases the lock; instance B, whose loop
 // woke later (a busy process, an older reading of the server's clock),
-// tries F, finds the lock free, but cannot claim F. Waiting before releasing (ShedLock's lockAtLeastFor) is not
-// needed.
+// tries F, finds the lock free, but cannot claim F. Waiting before
+// releasing (ShedLock's lockAtLeastFor) is not needed.
 //
 // # Order of operations
 //
@@ -357,13 +357,13 @@
 // pending or while the instances up were busy, behind or overloaded;
 // unless the operator paused or removed the job, or the overlap policy
 // skips it (the previous run still goes). Instances' clocks may be wrong
-// by any amount; they must tick at the lock package's rate (see Clocks).
-// A firing whose run had
-// started (its start recorded) on an instance that then died, or that lost
-// its lease before calling the job while another claim came, is spent: it
-// is not run again, and its record says so ("running" until the job's next
-// run, or failed "not run: ..."). Every firing not run is recorded, with
-// its reason, by the instance whose claim covered it, once that claim is
+// by any amount (see Clocks); they must tick at the same rate within
+// 0.1 %, as for the locks. A firing whose run had started (its start
+// recorded) on an instance that then died, or that lost its lease before
+// calling the job while another claim came, is spent: it is not run
+// again, and its record says so ("running" until the job's next run, or
+// failed "not run: ..."). Every firing not run is recorded, with its
+// reason, by the instance whose claim covered it, once that claim is
 // settled. An instance that falls behind its own schedule (suspended,
 // overloaded) tries only the latest due firing; the claim of it covers the
 // others.
@@ -456,8 +456,9 @@
 //     firing missed, Reason "this instance fell behind: N firings from
 //     this one on not tried here".
 //   - lock.RunStarted: the job was called (step 5); Lateness is how long
-//     after Scheduled, by the server's clock (see Clocks), and Attempt how many
-//     attempts taking the job's lock took (step 3), or which retry this is.
+//     after Scheduled, by the server's clock (see Clocks), and Attempt
+//     how many attempts taking the job's lock took (step 3), or which
+//     retry this is.
 //   - lock.RunRetrying: attempt Attempt failed with Err; the next starts
 //     after Took.
 //   - lock.RunEnded: the job returned. At is when, Took how long it ran,
