@@ -38,38 +38,75 @@ type work struct {
 	// clock is from this instance's, within the round trip the request
 	// was sent at the start of (sent).
 	stamped, sent, got time.Time
-	// prevRun is the job's last run when the claim was made.
+	// prevRun is the job's last run when the claim was made, then the
+	// last this work started (work).
 	prevRun runDoc
+	// busy is the Busy of the run whose start is written next.
+	busy time.Time
 	// specSince is when the job's spec became the one it has (server
 	// time; zero if never changed): firings of the spec before then are
 	// not its firings (specs.go).
 	specSince time.Time
 }
 
-// runGoing reports whether the job's previous run, as the claim found it,
-// was going at f, past the wait for its lock that f's own claim would have
-// made: started before it and ended after f plus wait, the overlap
-// policy's to skip (as overlapped, for the runs of one work). All three
-// are the server's times, which firings fall due by. A run whose end is
-// not recorded is not counted: it may be of an instance that died.
+// runGoing reports whether the job's previous runs, as the claim found
+// them, were going at f, past the wait for its lock that f's own claim
+// would have made (went): the overlap policy's to skip (as overlapped, for
+// the runs of one work). All are the server's times, which firings fall
+// due by.
 func (w *work) runGoing(f time.Time, wait time.Duration) bool {
-	return !w.prevRun.Trigger && w.prevRun.wentOnPast(f, wait)
+	return !w.prevRun.Trigger && w.prevRun.went().onPast(f, wait)
 }
 
-// wentOnPast reports whether r, a run whose end is recorded, started at or
-// before f and ended after f plus wait (server times).
-func (r *runDoc) wentOnPast(f time.Time, wait time.Duration) bool {
-	return !r.Start.IsZero() && !r.End.IsZero() && !r.Start.After(f) && r.End.After(f.Add(wait))
+// went is when r and the runs back to back before it (Busy) are known to
+// have gone on, by the server's clock: from the first's start to r's end;
+// to r's start only, if its end is not recorded (it may be of an instance
+// that died, whose lock is waited out: the firings meanwhile run late);
+// nothing if neither is known.
+func (r *runDoc) went() span {
+	from, to := r.Start, r.End
+	if !r.Busy.IsZero() && r.Busy.Before(from) {
+		from = r.Busy
+		if to.IsZero() {
+			to = r.Start
+		}
+	}
+	if from.IsZero() || to.IsZero() {
+		return span{}
+	}
+	return span{from: from, to: to}
 }
 
-// prevRunSpans is the job's previous run as the claim found it, if it had
-// ended, by the server's clock.
+// onPast reports whether sp started at or before f and went on past f
+// plus wait.
+func (sp span) onPast(f time.Time, wait time.Duration) bool {
+	return !sp.from.IsZero() && !sp.from.After(f) && sp.to.After(f.Add(wait))
+}
+
+// busyBefore is Busy for the run of firing f started at now (server
+// times) after r: when the runs back to back up to it began, if f fell
+// before r ended and now is within wait (f's lock wait) of that end, so
+// that the job never idled between them; zero otherwise. A backlog of
+// firings run one after the other so keeps, in the job's document, when it
+// began, and the next claim skips the firings that fell meanwhile, which
+// the last run alone does not show.
+func (r *runDoc) busyBefore(f, now time.Time, wait time.Duration) time.Time {
+	if r.Trigger || r.Start.IsZero() || r.End.IsZero() || !f.Before(r.End) || now.Sub(r.End) > wait {
+		return time.Time{}
+	}
+	return r.went().from
+}
+
+// prevRunSpans is when the job's previous runs went on, as the claim found
+// them (went), by the server's clock.
 func (w *work) prevRunSpans() []span {
-	r := &w.prevRun
-	if r.Start.IsZero() || r.End.IsZero() || r.Trigger {
+	if w.prevRun.Trigger {
 		return nil
 	}
-	return []span{{from: r.Start, to: r.End}}
+	if sp := w.prevRun.went(); !sp.from.IsZero() {
+		return []span{sp}
+	}
+	return nil
 }
 
 // serverNow is the server's time at local time now, as w's claim showed
@@ -851,8 +888,13 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		}
 		run := s.stepFiring(fr, steps, i, prev)
 		res := s.runOne(run, w, skipped)
+		if !run.waitedOut.Trigger {
+			if sp := run.waitedOut.went(); !sp.from.IsZero() {
+				runs = append(runs, sp) // the run run's lock came free from
+			}
+		}
 		if res.started {
-			runs = append(runs, span{from: w.serverNow(run.began), to: w.serverNow(run.ended)})
+			runs = append(runs, w.prevRun.went()) // runLocked's: this run's
 		}
 		switch {
 		case res.takenOver:
@@ -964,12 +1006,7 @@ type span struct{ from, to time.Time }
 // run one after the other, so does not outrun a job slower than its
 // period.
 func (s *Scheduler) overlapped(j *job, runs []span, f time.Time) bool {
-	for _, r := range runs {
-		if !r.from.IsZero() && !r.from.After(f) && r.to.After(f.Add(s.lockWait(j, f))) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(runs, func(r span) bool { return r.onPast(f, s.lockWait(j, f)) })
 }
 
 // recordNotRun writes the records of firings of fr's job that do not run,

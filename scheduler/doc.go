@@ -159,11 +159,12 @@
 //     instance waits on until the lease lapses, at most a TTL; a lock
 //     taken too recently to tell and never renewed is read once more, when
 //     a live holder would have renewed it. Otherwise it records G as not
-//     run (ReasonLockHeld). If it got the lock only after waiting, it reads
+//     run (ReasonLockHeld). If it got the lock only after waiting (more
+//     than one attempt, or one that took longer than the wait), it reads
 //     the job's last run (its end is recorded before its lock is released):
-//     if that run went on at G past G plus the wait above, G is recorded
-//     as not run (ReasonRunGoing), as it would have been had it been
-//     claimed on time. OverlapWait waits as long as it takes; OverlapCancel
+//     if that run (with the runs back to back before it, see Misfires) went
+//     on at G past G plus the wait above, G is recorded as not run
+//     (ReasonRunGoing), as it would have been had it been claimed on time. OverlapWait waits as long as it takes; OverlapCancel
 //     also has the previous run cancelled. A lease granted so late that the
 //     Session cannot trust it is released by the Session, and G recorded as
 //     not run;
@@ -266,8 +267,13 @@
 //     as not run (ReasonPaused, ReasonRemoved); nothing starts while a job
 //     is paused: a firing that fell before the pause and would run waits
 //     for its end (the claim stays pending), then runs late;
-//   - one that fell while the job's previous run, on schedule, was still
-//     going is skipped (ReasonRunGoing: the overlap policy);
+//   - one that fell while the job's previous runs were still going, past
+//     its lock wait, is skipped (ReasonRunGoing: the overlap policy). The
+//     job's document keeps its last run, and when the runs back to back
+//     before it began (a backlog run one after the other: each run whose
+//     firing fell before the run before it ended, started within its lock
+//     wait of that end, continues it), so that the firings that fell
+//     during any of them are skipped, not only those of the last;
 //   - one at most the misfire threshold late runs, late, in order;
 //   - the others are misfires: the newest MisfirePolicy.Max of them at most
 //     MisfirePolicy.Window late run, oldest first, and the rest are

@@ -90,13 +90,18 @@ type firing struct {
 	// next is the next firing of its work that runs, if any: with
 	// OverlapCancel, it cancels this run when due (attempts).
 	next time.Time
+	// waitedOut is the job's last run as read once fr got its lock after
+	// waiting for it (ranPastWait): the run that held it, whose end (and
+	// the runs back to back before it) the work's next steps go by.
+	waitedOut runDoc
 	// began and ended are when its run's start was recorded and when its
 	// job last returned, by this instance's clock (zero if it did not
 	// run): the firings after it in its work that fell while it went on
 	// are the overlap policy's (overlapped).
 	began, ended time.Time
-	// endedAt is ended by the server's clock, as the work's claim read it
-	// (zero if it did not run): the end its record says (endOf).
+	// endedAt is ended by the server's clock, as the Session's Locker
+	// estimates it (its lower bound; else as the work's claim read it),
+	// zero if it did not run: the end its record says (endOf).
 	endedAt time.Time
 
 	// ctx is the scheduler's context, carrying the run's span (lock.OpRun)
@@ -326,7 +331,11 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 		switch {
 		case err == nil && res.lease != nil:
-			if attempt > 1 && j.cfg.overlap == OverlapSkip && s.ranPastWait(fr) {
+			// Waited: attempts until the lock came free, or one that took
+			// longer than the wait (a slow command, applied once the lock
+			// was free).
+			waited := attempt > 1 || s.clock.Since(began) > s.lockWait(j, fr.at)
+			if waited && j.cfg.overlap == OverlapSkip && s.ranPastWait(fr) {
 				// The lock came free after the wait OverlapSkip allows (a
 				// late firing waits a TTL, for a holder that may have
 				// died): the run that held it went on past it, and skips fr.
@@ -393,7 +402,8 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 	if err != nil || len(docs) != 1 {
 		return false
 	}
-	return docs[0].Run.wentOnPast(fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
+	fr.waitedOut = docs[0].Run
+	return docs[0].Run.went().onPast(fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
 }
 
 // lockGivenUp emits, and returns the reason of, the FiringSkipped event of
@@ -628,13 +638,24 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	}
 	out.end = s.attempts(fr, lease, jobCtx, cancelJob, &r)
 	fr.ended = s.clock.Now()
-	if !w.stamped.IsZero() && !w.got.IsZero() { // else the write's own time ($currentDate)
+	if now, ok := s.now(); ok {
+		fr.endedAt = now
+	} else if !w.stamped.IsZero() && !w.got.IsZero() { // else the write's own time ($currentDate)
 		fr.endedAt = w.serverNow(fr.ended)
+	}
+	if !fr.endedAt.IsZero() && fr.endedAt.Before(r.Start) {
+		fr.endedAt = r.Start // a lower bound, behind the start the server wrote
 	}
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
 		out.end.Reason = note(out.end.Reason, "end not recorded: "+ferr.Error())
+	}
+	// The run the work's next start follows (busyBefore), its start as the
+	// server wrote it.
+	w.prevRun = runDoc{Scheduled: fr.at, Start: r.Start, End: fr.endedAt, Busy: w.busy, Trigger: fr.trig}
+	if w.prevRun.End.IsZero() {
+		w.prevRun.End, _ = s.now()
 	}
 	s.pauseAfterFailure(fr, r, &out.end)
 	out.hist = append(out.hist, s.endOf(fr, r))
@@ -653,6 +674,14 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 		Attempt: 1, Triggered: fr.trig}
 	// Not ended by Stop: a start that landed must be known, to be undone
 	// or run (StopWait).
+	if fr.waitedOut.Start.After(w.prevRun.Start) {
+		w.prevRun = fr.waitedOut // the run fr's lock came free from
+	}
+	w.busy = time.Time{}
+	if !fr.trig {
+		now, _ := s.now()
+		w.busy = w.prevRun.busyBefore(fr.at, now, s.lockWait(fr.job, fr.at))
+	}
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	start, ok, err := s.st.start(ctx, r, w)
 	cancel()

@@ -162,3 +162,58 @@ func TestPreviousRunBySameClockAsFirings(t *testing.T) {
 		t.Errorf("prevRunSpans: %v, want [12:00:00, 12:00:08]", got)
 	}
 }
+
+// TestBacklogKeepsWhenItsRunsBegan: a backlog of firings run one after
+// the other keeps, in the job's document, when its runs began (Busy), so
+// that the next claim skips the firings that fell while any of them went
+// on, not only the last (seeds 153 and 323: with the last run alone, the
+// firings that fell during the runs before it were run, late, or recorded
+// as misfired).
+func TestBacklogKeepsWhenItsRunsBegan(t *testing.T) {
+	srv := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return srv.Add(time.Duration(ms) * time.Millisecond) }
+	wait := time.Second
+	first := runDoc{Scheduled: at(0), Start: at(0), End: at(8000)}
+	for _, c := range []struct {
+		f, now time.Time
+		want   time.Time
+		why    string
+	}{
+		{at(5000), at(8100), at(0), "fell while the run before went on, started just after it ended"},
+		{at(9000), at(9100), time.Time{}, "fell after the run before ended"},
+		{at(5000), at(12000), time.Time{}, "started 4s after the run before ended: the job idled between them"},
+	} {
+		if got := first.busyBefore(c.f, c.now, wait); !got.Equal(c.want) {
+			t.Errorf("busyBefore(%s, now %s): %v, want %v: %s", c.f.Format("05.000"), c.now.Format("05.000"), got, c.want, c.why)
+		}
+	}
+	if got := (&runDoc{Scheduled: at(0), Start: at(0), End: at(8000), Trigger: true}).busyBefore(at(5000), at(8100), wait); !got.IsZero() {
+		t.Errorf("busyBefore after a triggered run: %v, want zero", got)
+	}
+
+	// The run of 12:00:05 followed the run of 12:00:00 back to back.
+	second := runDoc{Scheduled: at(5000), Start: at(8100), End: at(14000), Busy: at(0)}
+	w := &work{prevRun: second}
+	if !w.runGoing(at(6000), wait) {
+		t.Errorf("runGoing(12:00:06): false, want true: the runs before the claim went on from 12:00:00 to 12:00:14")
+	}
+	if w.runGoing(at(13500), wait) {
+		t.Errorf("runGoing(12:00:13.5): true, want false: the runs ended within the lock wait")
+	}
+	if got := w.prevRunSpans(); len(got) != 1 || !got[0].from.Equal(at(0)) || !got[0].to.Equal(at(14000)) {
+		t.Errorf("prevRunSpans: %v, want [12:00:00, 12:00:14]", got)
+	}
+	if got := second.busyBefore(at(10000), at(14050), wait); !got.Equal(at(0)) {
+		t.Errorf("busyBefore after a backlog's run: %v, want its first run's start", got)
+	}
+
+	// Still going when claimed (its end not recorded): the runs before it
+	// went on until it started; its own run is not counted.
+	w = &work{prevRun: runDoc{Scheduled: at(5000), Start: at(8100), Busy: at(0)}}
+	if !w.runGoing(at(6000), wait) {
+		t.Errorf("runGoing(12:00:06), the last run still going: false, want true: the runs before it went on until 12:00:08.1")
+	}
+	if w.runGoing(at(9000), wait) {
+		t.Errorf("runGoing(12:00:09), the last run still going: true, want false: its end is not known")
+	}
+}

@@ -132,6 +132,7 @@ const (
 	fieldFails     = "fails"   // failed firings in a row
 	fieldAttempt   = "attempt" // attempt of the last run, from 1
 	fieldRunClaim  = "rcid"    // the token of the claim the last run's start was written under
+	fieldBusy      = "busy"    // server time the runs that went on back to back up to the last run's start began
 
 	// Of runs and history records.
 	fieldTriggered = "triggered"
@@ -233,6 +234,12 @@ type runDoc struct {
 	// ClaimID is the token of the claim whose work the run's start
 	// recorded (of a job document's run only).
 	ClaimID bson.ObjectID `bson:"rcid,omitempty"`
+	// Busy (of a job document's run only) is when the job's runs that
+	// went on back to back, up to this run's start, began: set if this
+	// run's firing fell before the run before it ended, and this run
+	// started within its lock wait of that end (a backlog run one after
+	// the other; busyBefore). Zero: the job was idle before this run.
+	Busy time.Time `bson:"busy,omitempty"`
 }
 
 func (d *runDoc) run(job string) *Run {
@@ -707,6 +714,11 @@ func startUpdate(r Run, w *work) bson.D {
 		{Key: fieldRunClaim, Value: w.cid},
 	}
 	unset := bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}
+	if w.busy.IsZero() {
+		unset = append(unset, bson.E{Key: fieldBusy, Value: ""})
+	} else {
+		set = append(set, bson.E{Key: fieldBusy, Value: w.busy})
+	}
 	now := bson.D{{Key: fieldStart, Value: true}}
 	switch {
 	case w.triggered():

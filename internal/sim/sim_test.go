@@ -22,7 +22,7 @@ var (
 	seedFlag   = flag.Uint64("sim.seed", 0, "run only this seed, with its whole trace")
 	seedsFlag  = flag.Int("sim.seeds", 1000, "how many seeds to run, from -sim.first")
 	firstFlag  = flag.Uint64("sim.first", 1, "the first seed to run")
-	traceFlag  = flag.Bool("sim.trace", false, "print the trace of every seed run")
+	traceFlag  = flag.Bool("sim.trace", false, "print the trace of every seed run (with -sim.seed, every command sent and its fate too)")
 	strictFlag = flag.Bool("sim.strict", false, "fail on every violation, the open liveness ones too (Strict)")
 	openFlag   = flag.String("sim.open", "", "write each open seed's violations, one a line, to this file")
 )
@@ -151,7 +151,7 @@ func saveReport(res Result) string {
 func runSeed(t *testing.T, seed uint64) Result {
 	var res Result
 	synctest.Test(t, func(t *testing.T) {
-		res = Run(Draw(seed))
+		res = run(Draw(seed), *traceFlag && *seedFlag != 0)
 	})
 	return res
 }
