@@ -335,7 +335,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			// longer than the wait (a slow command, applied once the lock
 			// was free).
 			waited := attempt > 1 || s.clock.Since(began) > s.lockWait(j, fr.at)
-			if waited && j.cfg.overlap == OverlapSkip && s.ranPastWait(fr) {
+			if waited && s.ranPastWait(fr) && j.cfg.overlap == OverlapSkip {
 				// The lock came free after the wait OverlapSkip allows (a
 				// late firing waits a TTL, for a holder that may have
 				// died): the run that held it went on past it, and skips fr.
@@ -389,12 +389,14 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt), false
 }
 
-// ranPastWait reports whether the job's last run, which held the lock fr
-// waited for (a firing's or a trigger's), went on at fr's time past the
-// wait for its lock (lockWait): it recorded its end, by the server's
-// clock, before it released the lock. A run whose end is not recorded
-// (its instance died) does not count, and neither does a read that
-// fails: fr runs, as before.
+// ranPastWait reads the job's last run, which held the lock fr waited for
+// (a firing's or a trigger's), into fr.waitedOut, and reports whether it
+// went on at fr's time past the wait for its lock (lockWait): it recorded
+// its end, by the server's clock, before it released the lock. A run
+// whose end is not recorded (its instance died) does not count, and
+// neither does a read that fails: fr runs, as before. Every overlap
+// policy reads it (the work's next steps go by it, and so does the Busy
+// of fr's start); OverlapSkip alone skips fr by it.
 func (s *Scheduler) ranPastWait(fr *firing) bool {
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	defer cancel()
@@ -674,7 +676,7 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 		Attempt: 1, Triggered: fr.trig}
 	// Not ended by Stop: a start that landed must be known, to be undone
 	// or run (StopWait).
-	if fr.waitedOut.Start.After(w.prevRun.Start) {
+	if !fr.waitedOut.Start.IsZero() && !fr.waitedOut.Start.Before(w.prevRun.Start) {
 		w.prevRun = fr.waitedOut // the run fr's lock came free from
 	}
 	w.busy = time.Time{}

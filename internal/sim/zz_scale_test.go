@@ -10,7 +10,7 @@ import (
 )
 
 func TestZZScale(t *testing.T) {
-	f, _ := os.Open("/tmp/open0.txt")
+	f, _ := os.Open("/tmp/open3.txt")
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	cnt := map[string]int{}
