@@ -164,10 +164,12 @@
 //     the job's last run (its end is recorded before its lock is released):
 //     if that run (with the runs back to back before it, see Misfires) went
 //     on at G past G plus the wait above, G is recorded as not run
-//     (ReasonRunGoing), as it would have been had it been claimed on time. OverlapWait waits as long as it takes; OverlapCancel
-//     also has the previous run cancelled. A lease granted so late that the
-//     Session cannot trust it is released by the Session, and G recorded as
-//     not run;
+//     (ReasonRunGoing), as it would have been had it been claimed on time.
+//     OverlapWait waits as long as it takes; OverlapCancel also has the
+//     previous run cancelled; both read the last run too, once they got
+//     the lock by waiting, for the firings after G (see Misfires). A lease
+//     granted so late that the Session cannot trust it is released by the
+//     Session, and G recorded as not run;
 //  4. records the start of the run, on condition that the claim is still
 //     this instance's and no firing at or after G was settled; the write
 //     settles G (done = G), and the claim's work if G is its last. The
