@@ -115,6 +115,7 @@ const (
 	outElection   = "an election longer than θ's share for faults within θ"
 	outLink       = "the instances' commands (and elections) faulted beyond θ's share for faults within θ"
 	outBusy       = "waiting in order for the job's earlier runs, which could not end within θ (OverlapWait)"
+	outPaused     = "fell before its job's pause, which was on from when an instance could first start it until θ"
 )
 
 // oracle holds what the loss, over-run and record checks read of a run,
@@ -262,6 +263,16 @@ func (o *oracle) electing(from, to time.Duration) bool {
 // nothing beyond its own delay: the next one, a third of a TTL later,
 // makes up for it.
 func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time.Duration {
+	var sum time.Duration
+	for _, sp := range o.impairedSpans(link, mask, from, to) {
+		sum += sp[1] - sp[0]
+	}
+	return sum
+}
+
+// impairedSpans are the spans of [from, to] that impaired sums, merged and
+// in order.
+func (o *oracle) impairedSpans(link string, mask uint64, from, to time.Duration) [][2]time.Duration {
 	op := o.w.opTimeout()
 	var spans [][2]time.Duration
 	add := func(a, b time.Duration) {
@@ -310,20 +321,40 @@ func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time
 		}
 	}
 	slices.SortFunc(spans, func(x, y [2]time.Duration) int { return int(x[0] - y[0]) })
-	var sum, reach time.Duration = 0, from
+	var merged [][2]time.Duration
 	for _, sp := range spans {
-		if sp[1] <= reach {
+		if n := len(merged); n > 0 && sp[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], sp[1])
 			continue
 		}
-		sum += sp[1] - max(sp[0], reach)
-		reach = sp[1]
+		merged = append(merged, sp)
 	}
-	return sum
+	return merged
+}
+
+// pausedOnceFree reports whether job, not paused or removed when its
+// firing fell at true time t, was surely paused or removed from the
+// moment l could first start it (when it reached it, a, or once the
+// spans of faults that began by then ended) until a poll interval before
+// t + θ (b): it fell before the pause, and could not start within θ, since
+// a work the pause holds resumes at the first poll after its end.
+func (o *oracle) pausedOnceFree(l *Life, job string, t, a, b time.Duration) bool {
+	if o.mightBeSuspended(job, t-slack, t+slack) {
+		return false // fell while paused (by the server's clock, as firings fall due): its record says so
+	}
+	free := a
+	for _, sp := range o.impairedSpans(l.Name, o.jobMask(job), a, b) {
+		if sp[0] <= free {
+			free = max(free, sp[1])
+		}
+	}
+	// A work held by the pause resumes at the poll after its end.
+	return o.surelySuspended(job, free, b-lock.DefaultTimings(o.w.TTL).RenewInterval)
 }
 
 // stage is how far an instance got in covering a firing: the checks in
 // order, and why it failed the first it failed.
-var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink}
+var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink, outPaused}
 
 // jobMask selects, in sentCmd.Mentions, the commands that concern job's
 // firings: its own and the presence locks'.
@@ -383,7 +414,10 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 				}
 				return 6
 			}
-			return 7
+			if o.pausedOnceFree(l, job, t, a, b) {
+				return 7
+			}
+			return 8
 		}()
 		if stage == len(stages) {
 			return l.Name, "", true

@@ -33,6 +33,9 @@ var regressions = []struct {
 	{390, "migrations: a lost-lease application's effect applied late by the server, after another instance applied the version and recorded it (the oracle's: the late one had failed, reported)"},
 	{10, "leader-only: firings after the only possible leader was killed held against observers, which never lead (the oracle's: 13 false 'lost')"},
 	{35, "leader candidates: a term began on a lease lost while the candidacy's release, between the grant and the task, waited out an unreachable server (two leaders)"},
+	{323, "OverlapSkip, a job slower than its period: the next claim knew only a backlog's last run, and ran late the firings that fell during the runs before it (8 over-runs, 8 lost; the job document's busy)"},
+	{866, "leader-only, OverlapWait: the backlog's chain broke at each claim's first run (its lock waited out unread), and an older misfire ran (run the latest)"},
+	{94, "the oracle's: a firing that fell during an election, the job paused once it ended until past θ, held lost (a pause makes it a misfire)"},
 }
 
 // The seeds of known open bugs (1253, 1296) were replayed here with
