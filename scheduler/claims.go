@@ -41,40 +41,36 @@ type work struct {
 	// prevRun is the job's last run when the claim was made, then the
 	// last this work started (work).
 	prevRun runDoc
-	// busy is the Busy of the run whose start is written next.
-	busy time.Time
+	// went is the Went of the run whose start is written next.
+	went []spanDoc
 	// specSince is when the job's spec became the one it has (server
 	// time; zero if never changed): firings of the spec before then are
 	// not its firings (specs.go).
 	specSince time.Time
 }
 
-// runGoing reports whether the job's previous runs, as the claim found
-// them, were going at f, past the wait for its lock that f's own claim
-// would have made (went): the overlap policy's to skip (as overlapped, for
-// the runs of one work). All are the server's times, which firings fall
-// due by.
+// runGoing reports whether one of the job's previous runs, as the claim
+// found them (spans), was going at f, past the wait for its lock that
+// f's own claim would have made: the overlap policy's to skip (as
+// overlapped, for the runs of one work). All are the server's times,
+// which firings fall due by.
 func (w *work) runGoing(f time.Time, wait time.Duration) bool {
-	return !w.prevRun.Trigger && w.prevRun.went().onPast(f, wait)
+	return slices.ContainsFunc(w.prevRunSpans(), func(sp span) bool { return sp.onPast(f, wait) })
 }
 
-// went is when r and the runs back to back before it (Busy) are known to
-// have gone on, by the server's clock: from the first's start to r's end;
-// to r's start only, if its end is not recorded (it may be of an instance
-// that died, whose lock is waited out: the firings meanwhile run late);
-// nothing if neither is known.
-func (r *runDoc) went() span {
-	from, to := r.Start, r.End
-	if !r.Busy.IsZero() && r.Busy.Before(from) {
-		from = r.Busy
-		if to.IsZero() {
-			to = r.Start
-		}
+// spans are when r and the earlier runs it keeps (Went) went on, by the
+// server's clock, oldest first: r's own only if its end is recorded (it
+// may be of an instance that died, whose lock is waited out: the firings
+// meanwhile run late) and its job was called (not "not run: ...").
+func (r *runDoc) spans() []span {
+	out := make([]span, 0, len(r.Went)+1)
+	for _, sp := range r.Went {
+		out = append(out, span{from: sp.From, to: sp.To})
 	}
-	if from.IsZero() || to.IsZero() {
-		return span{}
+	if !r.Start.IsZero() && !r.End.IsZero() && !strings.HasPrefix(r.Error, notRunError) {
+		out = append(out, span{from: r.Start, to: r.End})
 	}
-	return span{from: from, to: to}
+	return out
 }
 
 // onPast reports whether sp started at or before f and went on past f
@@ -83,30 +79,36 @@ func (sp span) onPast(f time.Time, wait time.Duration) bool {
 	return !sp.from.IsZero() && !sp.from.After(f) && sp.to.After(f.Add(wait))
 }
 
-// busyBefore is Busy for the run of firing f started at now (server
-// times) after r: when the runs back to back up to it began, if f fell
-// before r ended and now is within wait (f's lock wait) of that end, so
-// that the job never idled between them; zero otherwise. A backlog of
-// firings run one after the other so keeps, in the job's document, when it
-// began, and the next claim skips the firings that fell meanwhile, which
-// the last run alone does not show.
-func (r *runDoc) busyBefore(f, now time.Time, wait time.Duration) time.Time {
-	if r.Trigger || r.Start.IsZero() || r.End.IsZero() || !f.Before(r.End) || now.Sub(r.End) > wait {
-		return time.Time{}
+// maxWent bounds runDoc.Went.
+const maxWent = 16
+
+// wentBefore is Went for the run of firing f that follows r: the spans
+// of r and of the runs r keeps that may still skip a firing after f (they
+// ended after f, and went on longer than the wait), the newest maxWent. A
+// backlog of firings run one after the other so keeps its runs in the
+// job's document, and the next claim skips the firings that fell while any
+// one of them went on past their wait, not only the last (seeds 153 and
+// 323).
+func (r *runDoc) wentBefore(f time.Time, wait time.Duration) []spanDoc {
+	if r.Trigger {
+		return nil
 	}
-	return r.went().from
+	var out []spanDoc
+	for _, sp := range r.spans() {
+		if sp.to.After(f) && sp.to.Sub(sp.from) > wait {
+			out = append(out, spanDoc{From: sp.from, To: sp.to})
+		}
+	}
+	return out[max(len(out)-maxWent, 0):]
 }
 
 // prevRunSpans is when the job's previous runs went on, as the claim found
-// them (went), by the server's clock.
+// them (spans), by the server's clock.
 func (w *work) prevRunSpans() []span {
 	if w.prevRun.Trigger {
 		return nil
 	}
-	if sp := w.prevRun.went(); !sp.from.IsZero() {
-		return []span{sp}
-	}
-	return nil
+	return w.prevRun.spans()
 }
 
 // serverNow is the server's time at local time now, as w's claim showed
@@ -889,12 +891,10 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		run := s.stepFiring(fr, steps, i, prev)
 		res := s.runOne(run, w, skipped)
 		if !run.waitedOut.Trigger {
-			if sp := run.waitedOut.went(); !sp.from.IsZero() {
-				runs = append(runs, sp) // the run run's lock came free from
-			}
+			runs = append(runs, run.waitedOut.spans()...) // the run run's lock came free from, and those it kept
 		}
 		if res.started {
-			runs = append(runs, w.prevRun.went()) // runLocked's: this run's
+			runs = append(runs, w.prevRun.spans()...) // runLocked's: this run's, and those it kept
 		}
 		switch {
 		case res.takenOver:

@@ -162,7 +162,7 @@
 //     run (ReasonLockHeld). If it got the lock only after waiting (more
 //     than one attempt, or one that took longer than the wait), it reads
 //     the job's last run (its end is recorded before its lock is released):
-//     if that run (with the runs back to back before it, see Misfires) went
+//     if that run (or an earlier one it keeps, see Misfires) went
 //     on at G past G plus the wait above, G is recorded as not run
 //     (ReasonRunGoing), as it would have been had it been claimed on time.
 //     OverlapWait waits as long as it takes; OverlapCancel also has the
@@ -269,13 +269,13 @@
 //     as not run (ReasonPaused, ReasonRemoved); nothing starts while a job
 //     is paused: a firing that fell before the pause and would run waits
 //     for its end (the claim stays pending), then runs late;
-//   - one that fell while the job's previous runs were still going, past
-//     its lock wait, is skipped (ReasonRunGoing: the overlap policy). The
-//     job's document keeps its last run, and when the runs back to back
-//     before it began (a backlog run one after the other: each run whose
-//     firing fell before the run before it ended, started within its lock
-//     wait of that end, continues it), so that the firings that fell
-//     during any of them are skipped, not only those of the last;
+//   - one that fell while one of the job's previous runs was still going,
+//     past its lock wait, is skipped (ReasonRunGoing: the overlap policy).
+//     The job's document keeps its last run, and the spans of the earlier
+//     runs of a backlog run one after the other that can still skip a
+//     later firing (at most 16), so that the firings that fell during any
+//     one of them are skipped, not only those of the last; a misfire so
+//     skipped counts among the policy's newest;
 //   - one at most the misfire threshold late runs, late, in order;
 //   - the others are misfires: the newest MisfirePolicy.Max of them at most
 //     MisfirePolicy.Window late run, oldest first, and the rest are

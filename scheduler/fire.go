@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -395,7 +396,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 // its end, by the server's clock, before it released the lock. A run
 // whose end is not recorded (its instance died) does not count, and
 // neither does a read that fails: fr runs, as before. Every overlap
-// policy reads it (the work's next steps go by it, and so does the Busy
+// policy reads it (the work's next steps go by it, and so does the Went
 // of fr's start); OverlapSkip alone skips fr by it.
 func (s *Scheduler) ranPastWait(fr *firing) bool {
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
@@ -405,7 +406,8 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 		return false
 	}
 	fr.waitedOut = docs[0].Run
-	return docs[0].Run.went().onPast(fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
+	wait := s.lockWait(fr.job, fr.at)
+	return slices.ContainsFunc(docs[0].Run.spans(), func(sp span) bool { return sp.onPast(fr.at, wait) }) // a firing's run or a trigger's: either held the lock
 }
 
 // lockGivenUp emits, and returns the reason of, the FiringSkipped event of
@@ -653,9 +655,9 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
 		out.end.Reason = note(out.end.Reason, "end not recorded: "+ferr.Error())
 	}
-	// The run the work's next start follows (busyBefore), its start as the
+	// The run the work's next start follows (wentBefore), its start as the
 	// server wrote it.
-	w.prevRun = runDoc{Scheduled: fr.at, Start: r.Start, End: fr.endedAt, Busy: w.busy, Trigger: fr.trig}
+	w.prevRun = runDoc{Scheduled: fr.at, Start: r.Start, End: fr.endedAt, Went: w.went, Trigger: fr.trig}
 	if w.prevRun.End.IsZero() {
 		w.prevRun.End, _ = s.now()
 	}
@@ -679,10 +681,9 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 	if !fr.waitedOut.Start.IsZero() && !fr.waitedOut.Start.Before(w.prevRun.Start) {
 		w.prevRun = fr.waitedOut // the run fr's lock came free from
 	}
-	w.busy = time.Time{}
+	w.went = nil
 	if !fr.trig {
-		now, _ := s.now()
-		w.busy = w.prevRun.busyBefore(fr.at, now, s.lockWait(fr.job, fr.at))
+		w.went = w.prevRun.wentBefore(fr.at, s.lockWait(fr.job, fr.at))
 	}
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	start, ok, err := s.st.start(ctx, r, w)
@@ -784,7 +785,7 @@ func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 	if uerr == nil {
 		return ran{end: e} // pending: undone, or never applied
 	}
-	r.Outcome, r.Error = OutcomeFailed, "not run: start not recorded: "+err.Error()
+	r.Outcome, r.Error = OutcomeFailed, notRunError+"start not recorded: "+err.Error()
 	held, ferr := s.finish(fr, r, false)
 	if ferr != nil {
 		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
@@ -838,7 +839,7 @@ func (s *Scheduler) startUntrusted(fr *firing, r Run, w *work, cause error) ran 
 	// another instance may have moved on), or the write failed. The
 	// firing is recorded as started but not run: spent.
 	e.Reason = ReasonUntrusted
-	r.Outcome, r.Error = OutcomeFailed, "not run: "+cause.Error()
+	r.Outcome, r.Error = OutcomeFailed, notRunError+cause.Error()
 	if _, ferr := s.finish(fr, r, false); ferr != nil {
 		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 	}

@@ -163,9 +163,11 @@ type fates struct {
 // a firing that fell before the pause would run. In order, a firing
 //   - is not run if the job was paused or removed at it (ReasonPaused,
 //     ReasonRemoved);
-//   - is not run if the job's previous run was still going at it
+//   - is not run if one of the job's previous runs was still going at it
 //     (ReasonRunGoing), unless it is the claimed firing: the overlap
-//     policy, whose lock wait decides that one;
+//     policy, whose lock wait decides that one. A misfire so skipped
+//     counts among the newest policy.Max: an older one does not run in
+//     its stead;
 //   - runs if it is at most the threshold late;
 //   - is a misfire otherwise: the newest policy.Max misfires at most
 //     policy.Window late run, the others do not (ReasonMisfired).
@@ -188,6 +190,9 @@ func decide(in fates) (reasons []string, held bool) {
 		case reason != "":
 		case i < len(in.firings)-1 && in.runGoing != nil && in.runGoing(f):
 			reason = ReasonRunGoing
+			if late > in.threshold && runs < in.policy.Max && late <= in.policy.Window {
+				runs++ // a misfire the policy would run: an older one does not run in its stead
+			}
 		case late <= in.threshold:
 		case runs < in.policy.Max && late <= in.policy.Window:
 			runs++

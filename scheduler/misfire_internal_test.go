@@ -42,6 +42,12 @@ func TestDecide(t *testing.T) {
 		// The claimed firing is the lock wait's to decide.
 		{"previous run going", MisfireRunAll(time.Hour, 10), controlDoc{},
 			func(f time.Time) bool { return f.After(at(25)) }, []string{"", "", ReasonRunGoing, ReasonRunGoing, ""}, false},
+		// The latest misfire (25s late) fell while the previous run went
+		// on: it is the overlap policy's, and the older misfire does not
+		// run in its stead (simulation seeds 145, 320: run the latest ran
+		// an older one).
+		{"latest misfire skipped by the run going", MisfireRunLatest(time.Hour), controlDoc{},
+			func(f time.Time) bool { return f.Equal(at(30)) }, []string{mis, mis, ReasonRunGoing, "", ""}, false},
 		// A pause now holds the work while firings from before it would
 		// run; those after it are paused.
 		{"paused now", MisfireSkip(), controlDoc{Paused: true, PausedAt: at(45)}, nil,
@@ -163,57 +169,74 @@ func TestPreviousRunBySameClockAsFirings(t *testing.T) {
 	}
 }
 
-// TestBacklogKeepsWhenItsRunsBegan: a backlog of firings run one after
-// the other keeps, in the job's document, when its runs began (Busy), so
-// that the next claim skips the firings that fell while any of them went
-// on, not only the last (seeds 153 and 323: with the last run alone, the
-// firings that fell during the runs before it were run, late, or recorded
-// as misfired).
-func TestBacklogKeepsWhenItsRunsBegan(t *testing.T) {
+// TestBacklogKeepsItsRuns: a backlog of firings run one after the other
+// keeps, in the job's document, the spans of its earlier runs (Went), so
+// that the next claim skips a firing that fell while any one of them went
+// on past its lock wait, not only the last (seeds 153 and 323: with the
+// last run alone, the firings that fell during the runs before it were
+// run, late, or recorded as misfired). A backlog of runs shorter than the
+// wait skips nothing: no one run went on past a firing's wait, however
+// long the backlog as a whole (TestLeaderOnlyLeaderKilled lost a firing
+// so to a union of the backlog's runs).
+func TestBacklogKeepsItsRuns(t *testing.T) {
 	srv := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return srv.Add(time.Duration(ms) * time.Millisecond) }
 	wait := time.Second
+	// Runs of 12:00:00, :04 and :07, back to back, the last still going
+	// when the next claim was made.
 	first := runDoc{Scheduled: at(0), Start: at(0), End: at(8000)}
+	second := runDoc{Scheduled: at(4000), Start: at(8010), End: at(14000), Went: first.wentBefore(at(4000), wait)}
+	third := runDoc{Scheduled: at(7000), Start: at(14010), Went: second.wentBefore(at(7000), wait)}
+	if len(third.Went) != 2 {
+		t.Fatalf("the third run keeps %v, want the spans of the two before it", third.Went)
+	}
+	w := &work{prevRun: third}
 	for _, c := range []struct {
-		f, now time.Time
-		want   time.Time
-		why    string
+		f    time.Time
+		want bool
+		why  string
 	}{
-		{at(5000), at(8100), at(0), "fell while the run before went on, started just after it ended"},
-		{at(9000), at(9100), time.Time{}, "fell after the run before ended"},
-		{at(5000), at(12000), time.Time{}, "started 4s after the run before ended: the job idled between them"},
+		{at(8500), true, "fell while the second run went on until 12:00:14"},
+		{at(6000), true, "fell while the first run went on until 12:00:08"},
+		{at(7500), false, "the first run ended within its wait, and the second began after it fell: no one run went on past its wait"},
+		{at(13500), false, "the second run ended within its wait; the third's end is not known"},
 	} {
-		if got := first.busyBefore(c.f, c.now, wait); !got.Equal(c.want) {
-			t.Errorf("busyBefore(%s, now %s): %v, want %v: %s", c.f.Format("05.000"), c.now.Format("05.000"), got, c.want, c.why)
+		if got := w.runGoing(c.f, wait); got != c.want {
+			t.Errorf("runGoing(%s): %v, want %v: %s", c.f.Format("15:04:05.000"), got, c.want, c.why)
 		}
 	}
-	if got := (&runDoc{Scheduled: at(0), Start: at(0), End: at(8000), Trigger: true}).busyBefore(at(5000), at(8100), wait); !got.IsZero() {
-		t.Errorf("busyBefore after a triggered run: %v, want zero", got)
+	if got := (&runDoc{Start: at(0), End: at(8000)}).wentBefore(at(9000), wait); len(got) != 0 {
+		t.Errorf("wentBefore a firing after the run ended: %v, want none: it can skip no later firing", got)
+	}
+	if got := (&runDoc{Start: at(0), End: at(8000), Trigger: true}).wentBefore(at(5000), wait); len(got) != 0 {
+		t.Errorf("wentBefore after a triggered run: %v, want none", got)
 	}
 
-	// The run of 12:00:05 followed the run of 12:00:00 back to back.
-	second := runDoc{Scheduled: at(5000), Start: at(8100), End: at(14000), Busy: at(0)}
-	w := &work{prevRun: second}
-	if !w.runGoing(at(6000), wait) {
-		t.Errorf("runGoing(12:00:06): false, want true: the runs before the claim went on from 12:00:00 to 12:00:14")
-	}
-	if w.runGoing(at(13500), wait) {
-		t.Errorf("runGoing(12:00:13.5): true, want false: the runs ended within the lock wait")
-	}
-	if got := w.prevRunSpans(); len(got) != 1 || !got[0].from.Equal(at(0)) || !got[0].to.Equal(at(14000)) {
-		t.Errorf("prevRunSpans: %v, want [12:00:00, 12:00:14]", got)
-	}
-	if got := second.busyBefore(at(10000), at(14050), wait); !got.Equal(at(0)) {
-		t.Errorf("busyBefore after a backlog's run: %v, want its first run's start", got)
+	// A start written whose job was not called (its lease lost) went on
+	// not at all (seed 45: its record's span skipped two firings).
+	notRun := runDoc{Scheduled: at(0), Start: at(0), End: at(8000), Outcome: string(OutcomeFailed), Error: notRunError + "lease lost"}
+	if got := (&work{prevRun: notRun}).runGoing(at(3000), wait); got {
+		t.Errorf("runGoing after a start whose job was not called: true, want false")
 	}
 
-	// Still going when claimed (its end not recorded): the runs before it
-	// went on until it started; its own run is not counted.
-	w = &work{prevRun: runDoc{Scheduled: at(5000), Start: at(8100), Busy: at(0)}}
-	if !w.runGoing(at(6000), wait) {
-		t.Errorf("runGoing(12:00:06), the last run still going: false, want true: the runs before it went on until 12:00:08.1")
+	// A fast job's backlog: runs of 400ms back to back, from 12:00:00.
+	prev := runDoc{}
+	for i := range 10 {
+		prev = runDoc{Scheduled: at(i * 100), Start: at(i * 400), End: at(i*400 + 390), Went: prev.wentBefore(at(i*100), wait)}
 	}
-	if w.runGoing(at(9000), wait) {
-		t.Errorf("runGoing(12:00:09), the last run still going: true, want false: its end is not known")
+	if got := (&work{prevRun: prev}).runGoing(at(2000), wait); got {
+		t.Errorf("runGoing(12:00:02) after a backlog of 400ms runs: true, want false: no run went on past its wait")
+	}
+	if len(prev.Went) != 0 {
+		t.Errorf("a backlog of runs shorter than the wait keeps %v, want none", prev.Went)
+	}
+
+	// At most maxWent spans, the newest.
+	prev = runDoc{}
+	for i := range 3 * maxWent {
+		prev = runDoc{Scheduled: at(i * 1000), Start: at(i * 3000), End: at(i*3000 + 2900), Went: prev.wentBefore(at(i*1000), wait)}
+	}
+	if len(prev.Went) != maxWent || !prev.Went[maxWent-1].From.Equal(at((3*maxWent-2)*3000)) {
+		t.Errorf("a long backlog keeps %d spans, the newest from %v; want %d, the newest the run before the last", len(prev.Went), prev.Went[len(prev.Went)-1].From, maxWent)
 	}
 }

@@ -132,7 +132,7 @@ const (
 	fieldFails     = "fails"   // failed firings in a row
 	fieldAttempt   = "attempt" // attempt of the last run, from 1
 	fieldRunClaim  = "rcid"    // the token of the claim the last run's start was written under
-	fieldBusy      = "busy"    // server time the runs that went on back to back up to the last run's start began
+	fieldWent      = "went"    // the spans of earlier runs the last run's start kept (runDoc.Went)
 
 	// Of runs and history records.
 	fieldTriggered = "triggered"
@@ -234,12 +234,17 @@ type runDoc struct {
 	// ClaimID is the token of the claim whose work the run's start
 	// recorded (of a job document's run only).
 	ClaimID bson.ObjectID `bson:"rcid,omitempty"`
-	// Busy (of a job document's run only) is when the job's runs that
-	// went on back to back, up to this run's start, began: set if this
-	// run's firing fell before the run before it ended, and this run
-	// started within its lock wait of that end (a backlog run one after
-	// the other; busyBefore). Zero: the job was idle before this run.
-	Busy time.Time `bson:"busy,omitempty"`
+	// Went (of a job document's run only) are the spans, by the server's
+	// clock, of the job's earlier runs that may still skip a firing after
+	// this run's (they ended after it, and went on longer than its lock
+	// wait): a backlog run one after the other keeps them (wentBefore).
+	Went []spanDoc `bson:"went,omitempty"`
+}
+
+// spanDoc is a span of a run, in a job document (runDoc.Went).
+type spanDoc struct {
+	From time.Time `bson:"from"`
+	To   time.Time `bson:"to"`
 }
 
 func (d *runDoc) run(job string) *Run {
@@ -714,10 +719,10 @@ func startUpdate(r Run, w *work) bson.D {
 		{Key: fieldRunClaim, Value: w.cid},
 	}
 	unset := bson.D{{Key: fieldEnd, Value: ""}, {Key: fieldError, Value: ""}}
-	if w.busy.IsZero() {
-		unset = append(unset, bson.E{Key: fieldBusy, Value: ""})
+	if len(w.went) == 0 {
+		unset = append(unset, bson.E{Key: fieldWent, Value: ""})
 	} else {
-		set = append(set, bson.E{Key: fieldBusy, Value: w.busy})
+		set = append(set, bson.E{Key: fieldWent, Value: w.went})
 	}
 	now := bson.D{{Key: fieldStart, Value: true}}
 	switch {
@@ -825,7 +830,12 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 }
 
 // unstartError is the error recorded for a start undone for why.
-func unstartError(why string) string { return "not run: " + why + "; claim pending again" }
+func unstartError(why string) string { return notRunError + why + "; claim pending again" }
+
+// notRunError begins the error of a run whose start was written but whose
+// job was not called (the lease lost, or Stop, as it was written): it did
+// not go on, and skips no firing (runDoc.spans).
+const notRunError = "not run: "
 
 func (s *mongoStore) abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
 	cid := bson.NewObjectID()
