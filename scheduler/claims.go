@@ -55,7 +55,7 @@ type work struct {
 // overlapped, for the runs of one work). All are the server's times,
 // which firings fall due by.
 func (w *work) runGoing(f time.Time, wait time.Duration) bool {
-	return slices.ContainsFunc(w.prevRunSpans(), func(sp span) bool { return sp.onPast(f, wait) })
+	return goingPast(w.prevRunSpans(), f, wait)
 }
 
 // spans are when r and the earlier runs it keeps (Went) went on, by the
@@ -73,10 +73,13 @@ func (r *runDoc) spans() []span {
 	return out
 }
 
-// onPast reports whether sp started at or before f and went on past f
-// plus wait.
-func (sp span) onPast(f time.Time, wait time.Duration) bool {
-	return !sp.from.IsZero() && !sp.from.After(f) && sp.to.After(f.Add(wait))
+// goingPast reports whether one of spans started at or before f and went
+// on past f plus wait: the one comparison of runs with a firing that the
+// overlap policy skips by (runGoing, overlapped, ranPastWait).
+func goingPast(spans []span, f time.Time, wait time.Duration) bool {
+	return slices.ContainsFunc(spans, func(sp span) bool {
+		return !sp.from.IsZero() && !sp.from.After(f) && sp.to.After(f.Add(wait))
+	})
 }
 
 // maxWent bounds runDoc.Went.
@@ -1006,7 +1009,7 @@ type span struct{ from, to time.Time }
 // run one after the other, so does not outrun a job slower than its
 // period.
 func (s *Scheduler) overlapped(j *job, runs []span, f time.Time) bool {
-	return slices.ContainsFunc(runs, func(r span) bool { return r.onPast(f, s.lockWait(j, f)) })
+	return goingPast(runs, f, s.lockWait(j, f))
 }
 
 // recordNotRun writes the records of firings of fr's job that do not run,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
@@ -92,8 +91,8 @@ type firing struct {
 	// OverlapCancel, it cancels this run when due (attempts).
 	next time.Time
 	// waitedOut is the job's last run as read once fr got its lock after
-	// waiting for it (ranPastWait): the run that held it, whose end (and
-	// the runs back to back before it) the work's next steps go by.
+	// waiting for it (ranPastWait): the run that held it, whose span (and
+	// those of the earlier runs it keeps) the work's next steps go by.
 	waitedOut runDoc
 	// began and ended are when its run's start was recorded and when its
 	// job last returned, by this instance's clock (zero if it did not
@@ -406,8 +405,7 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 		return false
 	}
 	fr.waitedOut = docs[0].Run
-	wait := s.lockWait(fr.job, fr.at)
-	return slices.ContainsFunc(docs[0].Run.spans(), func(sp span) bool { return sp.onPast(fr.at, wait) }) // a firing's run or a trigger's: either held the lock
+	return goingPast(docs[0].Run.spans(), fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
 }
 
 // lockGivenUp emits, and returns the reason of, the FiringSkipped event of

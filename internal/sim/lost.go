@@ -366,9 +366,11 @@ func (o *oracle) jobMask(job string) uint64 {
 // firing due at true time t by t+θ: it had started, was alive, not
 // stopping and not frozen throughout [when it reaches the firing
 // (reaches), t + θ], its clock did not step, no election went on, and its
-// commands' faults cost less than the op timeout (θ's share for them).
-// In leader-only worlds, instances that never lead are not counted. If
-// none could, why names the stage the best of them failed at.
+// commands' faults cost less than the op timeout (θ's share for them), and
+// no pause of the job held it from when it could first start it until θ
+// (pausedOnceFree). In leader-only worlds, instances that never lead are
+// not counted. If none could, why names the stage the best of them failed
+// at.
 func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok bool) {
 	b := t + o.theta
 	best := -1
