@@ -35,8 +35,9 @@ var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose name
 // first, and the default seeds in order only if the hint no longer
 // catches it. The promise is the same: a default seed catches each bug.
 var catchHints = map[planted.Bug]uint64{
-	planted.RunMisfire:         8,
+	planted.RunMisfire:         11,
 	planted.NoTakeOver:         21,
+	planted.StepDownAtOnce:     20,
 	planted.TrustExpired:       88,
 	planted.ReleaseUnderTask:   5,
 	planted.NeverLeadCampaigns: 5,

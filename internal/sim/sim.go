@@ -301,7 +301,6 @@ func (s *Sim) fatalf(format string, args ...any) {
 // first is the Go scheduler's choice, and a fate each would make the run
 // depend on it.
 func (s *Sim) plan(linkSeed uint64) simdb.Plan {
-	f := s.world.Faults
 	ttl := s.world.TTL
 	type sent struct {
 		instants uint64 // before the last
@@ -320,6 +319,7 @@ func (s *Sim) plan(linkSeed uint64) simdb.Plan {
 		u.last = now
 		seen[h] = u
 		mu.Unlock()
+		f := s.world.faultsAt(s.hist.now())
 		rng := rand.New(rand.NewPCG(linkSeed^h, u.instants))
 		lat := func() time.Duration { return randDur(rng, 100*time.Microsecond, 2*time.Millisecond) }
 		fate := simdb.Fate{Send: lat(), Reply: lat()}

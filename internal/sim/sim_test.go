@@ -129,11 +129,12 @@ func TestSim(t *testing.T) {
 
 // The share of firings the loss check must judge over a run of at least
 // minSeedsForShare seeds. Issue 27 asks for 90 %; the world's draw gives
-// about 74 % over the 1000 default seeds (whole-cluster outages, fault rates of 4 % a command, and
-// elections keep the rest out of reach of the promise): the floor guards
+// about 85 % over the 1000 default seeds (kills, freezes, storms and
+// faults of commands beyond θ's share for them, elections and OverlapWait
+// backlogs keep the rest out of reach of the promise): the floor guards
 // against the check going blind again.
 const (
-	minJudgedShare   = 0.65
+	minJudgedShare   = 0.80
 	minSeedsForShare = 50
 )
 
@@ -148,10 +149,13 @@ func saveReport(res Result) string {
 }
 
 // runSeed runs seed's world in a bubble of its own.
-func runSeed(t *testing.T, seed uint64) Result {
+func runSeed(t *testing.T, seed uint64) Result { return runWorld(t, Draw(seed)) }
+
+// runWorld runs w in a synctest bubble of its own.
+func runWorld(t *testing.T, w World) Result {
 	var res Result
 	synctest.Test(t, func(t *testing.T) {
-		res = run(Draw(seed), *traceFlag && *seedFlag != 0)
+		res = run(w, *traceFlag && *seedFlag != 0)
 	})
 	return res
 }

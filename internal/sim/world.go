@@ -41,8 +41,15 @@ type World struct {
 	// candidates, by slot; nil: all alike (leadership.go).
 	Candidates []Candidacy
 	Faults     FaultRates
-	Events     []Event
+	// Storms are spans of true time in which the commands' faults are
+	// StormFaults instead of Faults: networks fail in bursts.
+	Storms      []Storm
+	StormFaults FaultRates
+	Events      []Event
 }
+
+// Storm is a span of true time from At, for D.
+type Storm struct{ At, D time.Duration }
 
 // JobSpec is a cron job every instance registers.
 type JobSpec struct {
@@ -156,7 +163,7 @@ func Draw(seed uint64) World {
 
 	// Faults of commands: most runs have few, some many.
 	scale := []float64{0, 0.002, 0.01, 0.04}[rng.IntN(4)]
-	w.Faults = FaultRates{Drop: scale, LoseReply: scale, Late: scale / 2, Slow: scale, Queue: scale / 2}
+	w.Faults = faultRates(scale)
 
 	// Events, in the middle of the run, leaving its end quiet so that
 	// every firing can settle before the checks.
@@ -208,7 +215,42 @@ func Draw(seed uint64) World {
 	}
 	slices.SortStableFunc(w.Events, func(a, b Event) int { return int(a.At - b.At) })
 	w.Candidates = drawCandidates(seed, w.Instances)
+	if scale == heavyFaults {
+		w.drawStorms()
+	}
 	return w
+}
+
+// heavyFaults is the fault scale whose worlds have storms.
+const heavyFaults = 0.04
+
+// drawStorms makes a world of heavy faults one of a few storms of them,
+// heavier still, in light ones: from a source of its own, so that the
+// rest of the world is drawn as before.
+func (w *World) drawStorms() {
+	rng := rand.New(rand.NewPCG(w.Seed, 0x73746f726d73))
+	w.Faults = faultRates(0.01)
+	w.StormFaults = faultRates(0.1)
+	busy := w.Duration - 3*w.TTL - 2*time.Second
+	for range 1 + rng.IntN(3) {
+		w.Storms = append(w.Storms, Storm{At: randDur(rng, 2*time.Second, busy), D: randDur(rng, w.TTL, 4*w.TTL)})
+	}
+	slices.SortFunc(w.Storms, func(a, b Storm) int { return int(a.At - b.At) })
+}
+
+// faultRates are the faults of a world of scale.
+func faultRates(scale float64) FaultRates {
+	return FaultRates{Drop: scale, LoseReply: scale, Late: scale / 2, Slow: scale, Queue: scale / 2}
+}
+
+// faultsAt are the faults of commands sent at true time t.
+func (w World) faultsAt(t time.Duration) FaultRates {
+	for _, st := range w.Storms {
+		if t >= st.At && t < st.At+st.D {
+			return w.StormFaults
+		}
+	}
+	return w.Faults
 }
 
 func randDur(rng *rand.Rand, lo, hi time.Duration) time.Duration {
@@ -235,6 +277,9 @@ func (w World) String() string {
 		fmt.Fprintf(&b, ", leader candidates %+v (grace %v)", w.Candidates, w.preferenceGrace())
 	}
 	fmt.Fprintf(&b, "\n  faults per command: %+v", w.Faults)
+	for _, st := range w.Storms {
+		fmt.Fprintf(&b, "\n  a storm at %v for %v: faults per command %+v", st.At, st.D, w.StormFaults)
+	}
 	for _, j := range w.Jobs {
 		fmt.Fprintf(&b, "\n  %s %q: runs %v", j.Name, j.Spec(), j.Run)
 		if j.Fail > 0 {
