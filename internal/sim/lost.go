@@ -51,7 +51,10 @@ type Coverage struct {
 	// start applied and then lost to at-most-once (its instance killed
 	// or frozen before it could call the job, or the start's reply lost
 	// or late).
-	Fell, Judged, Spent int
+	// Unrecorded: judged, not run, and skippable by the overlap policy
+	// (a run of the job went on when it fell), with no record of it by
+	// the end.
+	Fell, Judged, Spent, Unrecorded int
 	// Out are the firings not judged, by why.
 	Out map[string]int
 	// Triggers: operator triggers applied; TriggersJudged, those some
@@ -66,6 +69,7 @@ func (c *Coverage) add(o Coverage) {
 	c.Fell += o.Fell
 	c.Judged += o.Judged
 	c.Spent += o.Spent
+	c.Unrecorded += o.Unrecorded
 	c.Triggers += o.Triggers
 	c.TriggersJudged += o.TriggersJudged
 	c.SemTerms += o.SemTerms
@@ -88,8 +92,8 @@ func (c Coverage) share() float64 {
 // String is the coverage in a line, and why the others were not judged.
 func (c Coverage) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "firings judged: %s of %s (%.1f %%), %s spent; triggers judged: %d of %d",
-		thousands(c.Judged), thousands(c.Fell), 100*c.share(), thousands(c.Spent), c.TriggersJudged, c.Triggers)
+	fmt.Fprintf(&b, "firings judged: %s of %s (%.1f %%), %s spent, %s skipped by the overlap policy with no record by the end; triggers judged: %d of %d",
+		thousands(c.Judged), thousands(c.Fell), 100*c.share(), thousands(c.Spent), thousands(c.Unrecorded), c.TriggersJudged, c.Triggers)
 	fmt.Fprintf(&b, "; semaphore terms judged: %s, %s of them with every slot taken", thousands(c.SemTerms), thousands(c.SemFull))
 	for _, k := range sortedKeys(c.Out) {
 		fmt.Fprintf(&b, "\n  not judged, %s: %s", k, thousands(c.Out[k]))
@@ -110,11 +114,12 @@ const (
 	outNotStarted = "no instance registering it up when its clock reached it (started later, or clock ahead)"
 	outBehind     = "the instances up had clocks behind by more than θ"
 	outStep       = "the instance's clock stepped around it"
-	outDown       = "its instances killed or stopped within θ"
-	outFrozen     = "its instances frozen within θ"
+	outDown       = "its instances killed or stopped early in θ (more of it left than θ's share for faults)"
+	outFrozen     = "its instances frozen within θ, for longer than θ's share for faults or until θ"
 	outElection   = "an election longer than θ's share for faults within θ"
 	outLink       = "the instances' commands (and elections) faulted beyond θ's share for faults within θ"
 	outBusy       = "waiting in order for the job's earlier runs, which could not end within θ (OverlapWait)"
+	outHolder     = "the instance whose claim of its job held it in order had its commands faulted beyond θ's share for faults within θ"
 	outPaused     = "fell before its job's pause, which was on from when an instance could first start it until θ"
 )
 
@@ -133,6 +138,7 @@ type oracle struct {
 	runs     map[firingKey][]*JobRun
 	starts   map[firingKey][]Change
 	claims   map[string][]claimChange
+	pending  map[string][]pendingSpan
 	records  map[string][]notRunRecord
 	cov      Coverage
 }
@@ -143,6 +149,14 @@ type claimChange struct {
 	at      time.Duration
 	srv     time.Time
 	through time.Time
+}
+
+// pendingSpan is a span of true time in which a job's document held a
+// pending claim by one instance's Session (by): no other claim of the job
+// can be made until it settles, so its firings wait for that instance.
+type pendingSpan struct {
+	from, to time.Duration
+	by       string
 }
 
 // notRunRecord is a history record of firings not run, first through
@@ -165,7 +179,7 @@ func claimedThrough(doc bson.D) (time.Time, bool) {
 func newOracle(s *Sim, end time.Duration) *oracle {
 	h := s.hist
 	o := &oracle{s: s, w: s.world, h: h, horizon: s.world.Duration, end: end, theta: s.world.misfireThreshold(),
-		runs: map[firingKey][]*JobRun{}, starts: map[firingKey][]Change{}, claims: map[string][]claimChange{},
+		runs: map[firingKey][]*JobRun{}, starts: map[firingKey][]Change{}, claims: map[string][]claimChange{}, pending: map[string][]pendingSpan{},
 		records: map[string][]notRunRecord{}}
 	for _, l := range h.lives {
 		for _, off := range l.Offsets {
@@ -181,6 +195,7 @@ func newOracle(s *Sim, end time.Duration) *oracle {
 		switch c.Coll {
 		case scheduler.DefaultJobsCollection:
 			job, _ := lookupDoc(c.Doc, "_id").(string)
+			o.notePending(job, c)
 			if through, ok := claimedThrough(c.Doc); ok {
 				cs := o.claims[job]
 				if len(cs) == 0 || through.After(cs[len(cs)-1].through) {
@@ -202,6 +217,12 @@ func newOracle(s *Sim, end time.Duration) *oracle {
 			}
 		}
 	}
+	for job, ps := range o.pending {
+		if n := len(ps); n > 0 && ps[n-1].to == 0 {
+			ps[n-1].to = end
+		}
+		o.pending[job] = ps
+	}
 	for _, d := range s.srv.Docs(dbName, scheduler.DefaultRunsCollection) {
 		if out, _ := lookupDoc(d, "outcome").(string); out != string(scheduler.OutcomeSkipped) {
 			continue
@@ -218,6 +239,55 @@ func newOracle(s *Sim, end time.Duration) *oracle {
 			reason: reason, written: written[id], doc: d})
 	}
 	return o
+}
+
+// notePending follows the pending claims of job's document through c, a
+// write of it the server applied.
+func (o *oracle) notePending(job string, c Change) {
+	pend, _ := lookupDoc(c.Doc, "pend").(bool)
+	by, _ := lookupDoc(c.Doc, "by").(string)
+	ps := o.pending[job]
+	open := len(ps) > 0 && ps[len(ps)-1].to == 0
+	if open && (!pend || ps[len(ps)-1].by != by) {
+		ps[len(ps)-1].to = c.At
+		open = false
+	}
+	if pend && !open {
+		ps = append(ps, pendingSpan{from: c.At, by: by})
+	}
+	o.pending[job] = ps
+}
+
+// holderImpaired reports whether an instance whose pending claim of job
+// held its firings in order at some time in [t, b] had its commands
+// faulted beyond budget while it held it, alive and not frozen: the
+// firing waited for it (a dead or frozen holder's claim is taken over,
+// which θ allows for).
+func (o *oracle) holderImpaired(job string, t, b, budget time.Duration) bool {
+	for _, p := range o.pending[job] {
+		if p.to < t || p.from > b {
+			continue
+		}
+		keeper, _, _ := strings.Cut(p.by, "/")
+		for _, l := range o.h.lives {
+			if l.Keeper != keeper || l.Started > p.from || l.Down > 0 && l.Down < p.from {
+				continue
+			}
+			to := min(b, p.to)
+			if l.Down > 0 {
+				to = min(to, l.Down)
+			}
+			for _, fr := range l.Frozen {
+				if fr[0] >= p.from {
+					to = min(to, fr[0])
+				}
+			}
+			if from := max(t, p.from); to > from && o.impaired(l.Name, o.jobMask(job), from, to) > budget {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // srvOffset is how far the server's clock was from true time at true
@@ -258,13 +328,14 @@ func (o *oracle) electing(from, to time.Duration) bool {
 // naming it counts from its sending until the client had its answer or
 // gave up (the op timeout), a connection error until the driver's next
 // heartbeat; a run of faulty commands naming presence locks (renewals)
-// from the first's sending to the next clean one's; and an election until
-// the driver finds the new primary. A single faulty renewal or poll costs
+// from the first's sending to the next clean one's; an election until
+// the driver finds the new primary; a storm (World.Storms), whole, unless
+// mask selects nothing; and also, spans the caller adds. A single faulty renewal or poll costs
 // nothing beyond its own delay: the next one, a third of a TTL later,
 // makes up for it.
-func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time.Duration {
+func (o *oracle) impaired(link string, mask uint64, from, to time.Duration, also ...[2]time.Duration) time.Duration {
 	var sum time.Duration
-	for _, sp := range o.impairedSpans(link, mask, from, to) {
+	for _, sp := range o.impairedSpans(link, mask, from, to, also...) {
 		sum += sp[1] - sp[0]
 	}
 	return sum
@@ -272,13 +343,16 @@ func (o *oracle) impaired(link string, mask uint64, from, to time.Duration) time
 
 // impairedSpans are the spans of [from, to] that impaired sums, merged and
 // in order.
-func (o *oracle) impairedSpans(link string, mask uint64, from, to time.Duration) [][2]time.Duration {
+func (o *oracle) impairedSpans(link string, mask uint64, from, to time.Duration, also ...[2]time.Duration) [][2]time.Duration {
 	op := o.w.opTimeout()
 	var spans [][2]time.Duration
 	add := func(a, b time.Duration) {
 		if a < to && b > from {
 			spans = append(spans, [2]time.Duration{max(a, from), min(b, to)})
 		}
+	}
+	for _, sp := range also {
+		add(sp[0], sp[1])
 	}
 	outSince := time.Duration(-1) // the first of a run of faulty renewals
 	sends := o.h.sends[link]      // in the order sent
@@ -320,6 +394,13 @@ func (o *oracle) impairedSpans(link string, mask uint64, from, to time.Duration)
 			add(e.At, e.At+e.D+500*time.Millisecond)
 		}
 	}
+	if mask != 0 {
+		// In a storm most commands' chains of a few (the server's
+		// clock, a lease, a claim, a start) fail somewhere.
+		for _, st := range o.w.Storms {
+			add(st.At, st.At+st.D)
+		}
+	}
 	slices.SortFunc(spans, func(x, y [2]time.Duration) int { return int(x[0] - y[0]) })
 	var merged [][2]time.Duration
 	for _, sp := range spans {
@@ -330,6 +411,19 @@ func (o *oracle) impairedSpans(link string, mask uint64, from, to time.Duration)
 		merged = append(merged, sp)
 	}
 	return merged
+}
+
+// thawing are the spans l was frozen, each with the renew interval after
+// it in which its Session renews its lease (or finds it lost and takes a
+// new one): l sends nothing meanwhile, as if its link were cut.
+func (o *oracle) thawing(l *Life) [][2]time.Duration {
+	var spans [][2]time.Duration
+	for _, fr := range l.Frozen {
+		if fr[1] > 0 {
+			spans = append(spans, [2]time.Duration{fr[0], fr[1] + lock.DefaultTimings(o.w.TTL).RenewInterval})
+		}
+	}
+	return spans
 }
 
 // pausedOnceFree reports whether job, not paused or removed when its
@@ -343,7 +437,7 @@ func (o *oracle) pausedOnceFree(l *Life, job string, t, a, b time.Duration) bool
 		return false // fell while paused (by the server's clock, as firings fall due): its record says so
 	}
 	free := a
-	for _, sp := range o.impairedSpans(l.Name, o.jobMask(job), a, b) {
+	for _, sp := range o.impairedSpans(l.Name, o.jobMask(job), a, b, o.thawing(l)...) {
 		if sp[0] <= free {
 			free = max(free, sp[1])
 		}
@@ -354,7 +448,7 @@ func (o *oracle) pausedOnceFree(l *Life, job string, t, a, b time.Duration) bool
 
 // stage is how far an instance got in covering a firing: the checks in
 // order, and why it failed the first it failed.
-var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink, outPaused}
+var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink, outHolder, outPaused}
 
 // jobMask selects, in sentCmd.Mentions, the commands that concern job's
 // firings: its own and the presence locks'.
@@ -363,10 +457,11 @@ func (o *oracle) jobMask(job string) uint64 {
 }
 
 // covers reports whether some instance that registers job could run a
-// firing due at true time t by t+θ: it had started, was alive, not
-// stopping and not frozen throughout [when it reaches the firing
-// (reaches), t + θ], its clock did not step, no election went on, and its
-// commands' faults cost less than the op timeout (θ's share for them), and
+// firing due at true time t by t+θ: it had started when it reached the
+// firing (reaches), was not frozen at t + θ, its clock did not step, and
+// in [when it reached it, t + θ] its commands' faults, elections, its
+// freezes (each with the renew interval after it) and the time after its
+// death or stop cost less than the op timeout (θ's share for them), and
 // no pause of the job held it from when it could first start it until θ
 // (pausedOnceFree). In leader-only worlds, instances that never lead are
 // not counted. If none could, why names the stage the best of them failed
@@ -395,31 +490,42 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 					return 2
 				}
 			}
-			if l.Down > 0 && l.Down <= b {
-				return 3
-			}
 			for _, fr := range l.Frozen {
-				if fr[0] <= b && (fr[1] == 0 || fr[1] >= a) {
-					return 4
+				if fr[0] <= b && (fr[1] == 0 || fr[1] >= b) {
+					return 4 // frozen until θ
 				}
 			}
 			// θ's share for faults: the op timeout, and the TTL a
 			// takeover waits for when none is needed (no instance went
-			// down or froze since θ before the firing).
+			// down or froze since θ before the firing). Its freezes and
+			// its death count as faults of all its commands: a short
+			// freeze, or a death late in θ, leaves it time enough.
 			budget := o.w.opTimeout()
 			if !o.anyDownOrFrozen(a-o.theta, b) {
 				budget += o.w.TTL
 			}
-			if o.impaired(l.Name, o.jobMask(job), a, b) > budget {
-				if o.impaired(l.Name, 0, a, b) > budget {
+			gone := o.thawing(l)
+			if l.Down > 0 && l.Down <= b {
+				gone = append(gone, [2]time.Duration{l.Down, b})
+			}
+			if o.impaired(l.Name, o.jobMask(job), a, b, gone...) > budget {
+				switch {
+				case o.impaired(l.Name, 0, a, b) > budget:
 					return 5 // the election alone
+				case l.Down > 0 && b-max(l.Down, a) > budget:
+					return 3
+				case o.impaired(l.Name, 0, a, b, o.thawing(l)...) > budget:
+					return 4
 				}
 				return 6
 			}
-			if o.pausedOnceFree(l, job, t, a, b) {
+			if o.holderImpaired(job, t, b, budget) {
 				return 7
 			}
-			return 8
+			if o.pausedOnceFree(l, job, t, a, b) {
+				return 8
+			}
+			return 9
 		}()
 		if stage == len(stages) {
 			return l.Name, "", true
@@ -618,6 +724,17 @@ func (o *oracle) otherRunGoing(job string, f time.Time, from, to time.Duration) 
 	return false
 }
 
+// runGoingAt reports whether a run of job other than firing f's went on,
+// by true time, from before f fell (at t) until after it.
+func (o *oracle) runGoingAt(job string, f time.Time, t time.Duration) bool {
+	for _, sp := range o.spans(job) {
+		if (sp.key.at != f.UnixNano() || sp.key.triggered) && sp.began < t-slack && (sp.ended == 0 || sp.ended > t+slack) {
+			return true
+		}
+	}
+	return false
+}
+
 // lockHeldByLive reports whether lock id was held on the server, by the
 // lock documents' writes, at some time in [from, to], by an instance not
 // killed by then: a run still recording its end holds its job's lock.
@@ -683,15 +800,20 @@ func (o *oracle) confirmed(j JobSpec, f time.Time, t time.Duration, rec notRunRe
 	case strings.HasPrefix(r, scheduler.ReasonPaused), strings.HasPrefix(r, scheduler.ReasonRemoved):
 		return o.mightBeSuspended(j.Name, t-o.maxAhead-slack, max(rec.written, t)+slack)
 	case strings.HasPrefix(r, scheduler.ReasonRunGoing), strings.HasPrefix(r, scheduler.ReasonBusy), strings.HasPrefix(r, scheduler.ReasonLockHeld):
-		// Every overlap policy skips the firings that fall while a run goes
-		// on, but the one OverlapWait and OverlapCancel let wait; only
-		// OverlapSkip gives up waiting for a lock held elsewhere.
-		from, to := t-o.maxAhead-slack, t+o.maxBhind+j.Period/2+slack
-		lockHeld := strings.HasPrefix(r, scheduler.ReasonLockHeld)
-		return (j.Overlap == scheduler.OverlapSkip || !lockHeld) &&
-			(o.otherRunGoing(j.Name, f, from, to) || o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, from, to))
+		return o.overlapMaySkip(j, f, t, strings.HasPrefix(r, scheduler.ReasonLockHeld))
 	}
 	return false
+}
+
+// overlapMaySkip reports whether j's overlap policy may skip firing f, due
+// at true time t, because another run of j went on (or held its lock)
+// when it fell: every overlap policy skips the firings that fall while a
+// run goes on, but the one OverlapWait and OverlapCancel let wait; only
+// OverlapSkip gives up waiting for a lock held elsewhere (lockHeld).
+func (o *oracle) overlapMaySkip(j JobSpec, f time.Time, t time.Duration, lockHeld bool) bool {
+	from, to := t-o.maxAhead-slack, t+o.maxBhind+j.Period/2+slack
+	return (j.Overlap == scheduler.OverlapSkip || !lockHeld) &&
+		(o.otherRunGoing(j.Name, f, from, to) || o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, from, to))
 }
 
 func (o *oracle) recordsOf(job string, f time.Time) []notRunRecord {
@@ -744,6 +866,13 @@ func (o *oracle) checkLost() []string {
 			}
 			recs := o.recordsOf(j.Name, f)
 			if slices.ContainsFunc(recs, func(r notRunRecord) bool { return o.confirmed(j, f, t, r) }) {
+				continue
+			}
+			if len(recs) == 0 && j.Overlap != scheduler.OverlapWait && o.runGoingAt(j.Name, f, t) {
+				// Not run as the overlap policy says, a run of the job
+				// going on when it fell: its record is late (a backlog's
+				// next claim writes it), not a run lost.
+				o.cov.Unrecorded++
 				continue
 			}
 			what := "no record of it"

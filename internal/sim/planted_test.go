@@ -36,7 +36,7 @@ var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose name
 // catches it. The promise is the same: a default seed catches each bug.
 var catchHints = map[planted.Bug]uint64{
 	planted.RunMisfire:         11,
-	planted.NoTakeOver:         21,
+	planted.NoTakeOver:         11,
 	planted.StepDownAtOnce:     20,
 	planted.TrustExpired:       88,
 	planted.ReleaseUnderTask:   5,
