@@ -158,8 +158,11 @@
 //     (its instance killed, or paused or cut off past its lease), and the
 //     instance waits on until the lease lapses, at most a TTL; a lock
 //     taken too recently to tell and never renewed is read once more, when
-//     a live holder would have renewed it. Otherwise it records G as not
-//     run (ReasonLockHeld). If it got the lock only after waiting (more
+//     a live holder would have renewed it. Otherwise it reads the job's
+//     last run: if that run, still going, began after G (an earlier
+//     firing's, run late), G comes after it in order and waits for it until
+//     G's misfire threshold (then ReasonMisfired); else it records G as
+//     not run (ReasonLockHeld). If it got the lock only after waiting (more
 //     than one attempt, or one that took longer than the wait), it reads
 //     the job's last run (its end is recorded before its lock is released):
 //     if that run (or an earlier one it keeps, see Misfires) went

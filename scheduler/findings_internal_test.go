@@ -429,3 +429,58 @@ func TestLateFiringSkipsRunGoingPastItsWait(t *testing.T) {
 		}
 	})
 }
+
+// An OverlapSkip firing whose job's lock is held by the run of an earlier
+// firing that began after it fell (that firing late) waits for that run,
+// in order, and runs: no run was going when it fell. It was recorded
+// "lock held elsewhere" once its lock wait ran out (simulation seed 23).
+func TestFiringBehindALateEarlierRunWaitsForIt(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now() // the server's clock; firings every 2s from it
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		// a's commands sent around the firing at 10s take 2.5s to arrive:
+		// its claim, and so its run, of that firing begin at 12.5s.
+		late := func(bson.D) simdb.Fate {
+			f := simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond}
+			if at := time.Since(base); at >= 9990*time.Millisecond && at < 10200*time.Millisecond {
+				f.Send = 2500 * time.Millisecond
+			}
+			return f
+		}
+		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, late, WithOpTimeout(5*time.Second))
+		b := newSimInstance(t, srv, "b", 0, 3*time.Second, plan, WithOpTimeout(5*time.Second))
+		if err := a.s.AddJob("j", "*/2 * * * * *", func(ctx context.Context) error {
+			if r, _ := RunFromContext(ctx); r.Scheduled.Equal(base.Add(10 * time.Second)) {
+				time.Sleep(3 * time.Second) // until 15.5s
+			}
+			return a.record(ctx)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.AddJob("j", "*/2 * * * * *", b.record); err != nil {
+			t.Fatal(err)
+		}
+		rec := b.observe(t)
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(base.Add(12600 * time.Millisecond))) // once a's claim and start of 10s applied
+		if err := b.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := a.scheduledRuns(base); !slices.Contains(got, 10*time.Second) {
+			t.Fatalf("a ran %v, want 10s among them (the scenario)", got)
+		}
+		var skipped []string
+		for _, e := range rec.all(lock.FiringSkipped) {
+			skipped = append(skipped, e.Scheduled.Sub(base).String()+": "+e.Reason)
+		}
+		if got := b.scheduledRuns(base); !slices.Contains(got, 12*time.Second) {
+			t.Errorf("b ran %v, want 12s among them: no run went on when it fell, the run of 10s began at 12.5s; b skipped %q", got, skipped)
+		}
+	})
+}

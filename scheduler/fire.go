@@ -377,6 +377,16 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			giveUp = watch.look(s, fr, now, giveUp)
 			now = s.clock.Now()
 		}
+		if !giveUp.IsZero() && !now.Before(giveUp) && lastErr == nil && !watch.inOrder && s.ctx.Err() == nil {
+			// Before giving up: did the run that holds the lock go on when
+			// fr fell? One that began after (an earlier firing's, late)
+			// is one fr comes after, in order: it waits for it, until it
+			// would start past its misfire threshold.
+			watch.inOrder = true
+			if until := s.local(fr.at.Add(s.threshold)); until.After(giveUp) && s.behindLateRun(fr) {
+				giveUp, watch.behind = until, true
+			}
+		}
 		pause := b.Pause(now, attempt)
 		if !giveUp.IsZero() {
 			pause = min(pause, giveUp.Sub(now))
@@ -386,7 +396,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			break
 		}
 	}
-	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt), false
+	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt, watch.behind), false
 }
 
 // ranPastWait reads the job's last run, which held the lock fr waited for
@@ -408,11 +418,27 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 	return goingPast(docs[0].Run.spans(), fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
 }
 
+// behindLateRun reads the job's last run into fr.waitedOut, and reports
+// whether the lock fr waits for is held by that run, still going, which
+// began after fr's time (an earlier firing's, late) and is not one that
+// went on at fr's time past its lock wait (ranPastWait): fr comes after
+// it, in order. A lock held by anything else, or a read that fails, says
+// no: fr is skipped once its wait runs out, as before.
+func (s *Scheduler) behindLateRun(fr *firing) bool {
+	fr.waitedOut = runDoc{}
+	if s.ranPastWait(fr) {
+		return false
+	}
+	r := fr.waitedOut
+	return r.End.IsZero() && r.Start.After(fr.at)
+}
+
 // lockGivenUp emits, and returns the reason of, the FiringSkipped event of
 // fr, whose lock lockFor gave up taking after attempt attempts since
 // began, the last failing with lastErr (nil: held elsewhere); mayHold
-// says an attempt may have taken it.
-func (s *Scheduler) lockGivenUp(fr *firing, mayHold bool, lastErr error, began time.Time, attempt int) string {
+// says an attempt may have taken it, behind that fr waited in order for a
+// run that began after it, until its misfire threshold.
+func (s *Scheduler) lockGivenUp(fr *firing, mayHold bool, lastErr error, began time.Time, attempt int, behind bool) string {
 	if mayHold {
 		s.releaseMaybe(fr.job)
 	}
@@ -424,6 +450,9 @@ func (s *Scheduler) lockGivenUp(fr *firing, mayHold bool, lastErr error, began t
 		e = skip(ReasonStopping, lastErr)
 	case lastErr != nil:
 		e = skip(ReasonNoLock+mongoutil.Describe(lastErr), lastErr)
+	case behind:
+		e = skip(ReasonMisfired, nil)
+		e.Took, e.Attempt = s.clock.Since(began), attempt
 	default:
 		e = skip(ReasonLockHeld, nil)
 		e.Took, e.Attempt = s.clock.Since(began), attempt
@@ -450,9 +479,11 @@ func (s *Scheduler) lockGivenUp(fr *firing, mayHold bool, lastErr error, began t
 // runs: the lock decides that. A holder merely slow to renew costs a
 // longer wait, after which fr is skipped as before.
 type holderWatch struct {
-	looks int         // readings so far
-	first lock.Holder // the first
-	done  bool        // decided
+	looks   int         // readings so far
+	first   lock.Holder // the first
+	done    bool        // decided
+	inOrder bool        // the run holding the lock read (behindLateRun)
+	behind  bool        // and it began after the firing: waited for, in order
 }
 
 // look is called at each attempt while the lock is held elsewhere, and

@@ -38,7 +38,9 @@ type Overlap int
 const (
 	// OverlapSkip waits for the previous run for half the time to the
 	// next firing, at most a TTL, and then records the firing as not run
-	// (ReasonLockHeld). The default.
+	// (ReasonLockHeld), unless that run began after the firing (it was
+	// late): the firing then waits for it, in order, up to its misfire
+	// threshold. The default.
 	OverlapSkip Overlap = iota
 	// OverlapWait waits for the previous run to end, however long, and
 	// then runs. Other firings that fall meanwhile, which the instances
