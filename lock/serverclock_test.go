@@ -2,7 +2,10 @@ package lock
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/mongolock/mongolock/internal/simclock"
 )
 
 // The estimate must bracket the server's true clock whatever the local
@@ -67,4 +70,28 @@ func TestServerClockAgeFromNewestReading(t *testing.T) {
 	if age, _ := c.age(later.Add(50 * time.Millisecond)); age != 0 {
 		t.Fatalf("age %v, want 0 right after a reading", age)
 	}
+}
+
+// The lower bound follows the monotonic clock, not a wall clock stepped
+// back: it would put the estimate of the server's clock the step behind
+// until the next reading, and the firings that fall due by it with it.
+func TestServerClockLowerBoundIgnoresWallStepBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := simclock.New(0)
+		server := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		var c serverClock
+		sent := clk.Now()
+		time.Sleep(time.Millisecond)
+		c.observe(server, sent, clk.Now())
+		time.Sleep(time.Second)
+		clk.Step(-8 * time.Minute)
+		trueNow := server.Add(time.Second)
+		lo, hi, _ := c.bounds(clk.Now())
+		if lo.After(trueNow) || hi.Before(trueNow) {
+			t.Fatalf("bounds [%v, %v] do not bracket %v", lo, hi, trueNow)
+		}
+		if late := trueNow.Sub(lo); late > 10*time.Millisecond {
+			t.Errorf("lower bound %v behind the server's clock, after the wall clock stepped back 8m", late)
+		}
+	})
 }

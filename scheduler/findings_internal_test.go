@@ -484,3 +484,37 @@ func TestFiringBehindALateEarlierRunWaitsForIt(t *testing.T) {
 		}
 	})
 }
+
+// A wall clock stepped back does not stop the firings: the Locker's lower
+// bound of the server's clock, which firings fall due by, dropped with it
+// until its next reading of the server's clock, minutes later (simulation
+// seed 499: a leader stepped 7m55s back fired nothing more).
+func TestWallClockSteppedBackKeepsFiring(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan)
+		if err := a.s.AddJob("j", "@every 1s", a.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(base.Add(5500 * time.Millisecond)))
+		a.clock.Step(-8 * time.Minute)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		got := a.scheduledRuns(base)
+		var after []time.Duration
+		for _, d := range got {
+			if d > 9*time.Second {
+				after = append(after, d)
+			}
+		}
+		if len(after) < 5 {
+			t.Errorf("ran %v; want the firings from 10s to 15s among them: the wall clock stepped back 8 minutes at 5.5s", got)
+		}
+	})
+}

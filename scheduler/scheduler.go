@@ -535,6 +535,11 @@ func (s *Scheduler) loop(ctx context.Context) {
 	for {
 		var fired <-chan time.Time
 		wait, ok := s.dispatchDue()
+		// The wait is by the Locker's estimate of the server's clock, which
+		// a new reading may move forward (the server's clock stepped, a
+		// tighter sample): look again a renew interval on at the latest,
+		// rather than wait out a gap the estimate no longer has.
+		wait = min(wait, s.session.Timings().RenewInterval)
 		switch {
 		case ok && timer == nil:
 			timer = s.clock.NewTimer(wait)

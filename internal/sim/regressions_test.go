@@ -38,6 +38,8 @@ var regressions = []struct {
 	{35, "leader candidates: a term began on a lease lost while the candidacy's release, between the grant and the task, waited out an unreachable server (two leaders)", true},
 	{323, "OverlapSkip, a job slower than its period: the next claim knew only a backlog's last run, and ran late the firings that fell during the runs before it (8 over-runs, 8 lost; the job document's busy)", false},
 	{866, "leader-only, OverlapWait: the backlog's chain broke at each claim's first run (its lock waited out unread), and an older misfire ran (run the latest)", false},
+	{499, "leader-only: the leader's wall clock stepped back 7m55s, and it fired nothing more (the Locker's lower bound of the server's clock followed the wall clock back; TestWallClockSteppedBackKeepsFiring)", false},
+	{23, "OverlapSkip: a firing behind a late run of an earlier firing, begun after it fell, recorded 'lock held elsewhere' (TestFiringBehindALateEarlierRunWaitsForIt)", false},
 	{94, "the oracle's: a firing that fell during an election, the job paused once it ended until past θ, held lost (a pause makes it a misfire)", false},
 }
 
