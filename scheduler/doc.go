@@ -8,8 +8,8 @@
 //	one that cannot is a misfire, and the job's misfire policy decides.
 //
 // Lateness is judged by the server's clock. The default threshold
-// (MisfireThresholdFor) is a lease TTL plus three poll intervals plus an op
-// timeout, 70s with the default timings: the longest a claim whose
+// (MisfireThresholdFor) is a lease TTL plus three poll intervals plus two
+// op timeouts, 80s with the default timings: the longest a claim whose
 // claimant died can wait to be taken over, so that no firing misfires
 // while an instance is up and reaches the database. The misfire policy
 // (MisfirePolicy) skips misfires, runs the latest of each claim (the

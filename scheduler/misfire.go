@@ -80,10 +80,11 @@ func (p MisfirePolicy) check(opt string) error {
 // database. A claimant that dies right after its claim keeps its presence
 // lease for up to a TTL; another instance notices the pending claim within
 // two polls and takes it over at the first poll after the lease lapsed
-// (a third); one command lost on the way costs an op timeout. With the
-// default timings (TTL 30s, poll 10s, op timeout 10s) it is 70s.
+// (a third); each of the two writes a late firing needs, its claim (or the
+// takeover) and its start, may be lost once, an op timeout each. With the
+// default timings (TTL 30s, poll 10s, op timeout 10s) it is 80s.
 func MisfireThresholdFor(t lock.Timings, poll, op time.Duration) time.Duration {
-	return t.TTL + 3*poll + op
+	return t.TTL + 3*poll + 2*op
 }
 
 // minMisfireThreshold is the shortest threshold New accepts: the takeover
@@ -97,7 +98,7 @@ func minMisfireThreshold(t lock.Timings, poll time.Duration) time.Duration {
 // misfire policy decides. New refuses one shorter than a TTL and two poll
 // intervals, the time a dead claimant's claim takes to be taken over.
 // Default: MisfireThresholdFor the Session's timings, poll interval and op
-// timeout (70s with the defaults).
+// timeout (80s with the defaults).
 func WithMisfireThreshold(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -67,7 +67,7 @@ func TestDecide(t *testing.T) {
 // Session's timings, and New refuses one too short for a takeover.
 func TestMisfireThreshold(t *testing.T) {
 	d := lock.DefaultTimings(30 * time.Second)
-	if got, want := MisfireThresholdFor(d, d.RenewInterval, DefaultOpTimeout), 70*time.Second; got != want {
+	if got, want := MisfireThresholdFor(d, d.RenewInterval, DefaultOpTimeout), 80*time.Second; got != want {
 		t.Errorf("MisfireThresholdFor(the defaults) = %v, want %v", got, want)
 	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -76,7 +76,7 @@ func TestMisfireThreshold(t *testing.T) {
 
 func testMisfireThreshold(t *testing.T) {
 	r := newRig(t, time.Second)
-	if got, want := r.s.MisfireThreshold(), time.Second+3*r.s.pollInterval()+DefaultOpTimeout; got != want {
+	if got, want := r.s.MisfireThreshold(), time.Second+3*r.s.pollInterval()+2*DefaultOpTimeout; got != want {
 		t.Errorf("MisfireThreshold() = %v, want %v", got, want)
 	}
 	if _, err := newScheduler(r.store, r.session, mustConfig(t, WithMisfireThreshold(time.Second))); err == nil {

@@ -28,9 +28,10 @@ import (
 // The simulation's jobs keep the default policy, run the latest.
 
 // misfireThreshold is θ, the jobs' misfire threshold: the scheduler's
-// default, derived from the timings, TTL + 3 × poll interval + op timeout,
-// with the Session's TTL, the poll interval's default (the renew interval,
-// TTL/3) and the op timeout the instances set (opTimeout): 4·TTL.
+// default, derived from the timings, TTL + 3 × poll interval + 2 × op
+// timeout, with the Session's TTL, the poll interval's default (the renew
+// interval, TTL/3) and the op timeout the instances set (opTimeout): 6·TTL
+// and a second.
 func (w World) misfireThreshold() time.Duration {
 	t := lock.DefaultTimings(w.TTL)
 	return scheduler.MisfireThresholdFor(t, t.RenewInterval, w.opTimeout())
@@ -456,12 +457,18 @@ func (o *oracle) jobMask(job string) uint64 {
 	return mentionsPresence | 1<<slices.Index(o.h.jobs, job)
 }
 
+// faultShare is θ's share for faults of commands: what it has beyond a
+// TTL and three poll intervals (the takeover of a dead claimant).
+func (o *oracle) faultShare() time.Duration {
+	return o.theta - o.w.TTL - 3*lock.DefaultTimings(o.w.TTL).RenewInterval
+}
+
 // covers reports whether some instance that registers job could run a
 // firing due at true time t by t+θ: it had started when it reached the
 // firing (reaches), was not frozen at t + θ, its clock did not step, and
 // in [when it reached it, t + θ] its commands' faults, elections, its
 // freezes (each with the renew interval after it) and the time after its
-// death or stop cost less than the op timeout (θ's share for them), and
+// death or stop cost less than θ's share for them (faultShare), and
 // no pause of the job held it from when it could first start it until θ
 // (pausedOnceFree). In leader-only worlds, instances that never lead are
 // not counted. If none could, why names the stage the best of them failed
@@ -495,12 +502,12 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 					return 4 // frozen until θ
 				}
 			}
-			// θ's share for faults: the op timeout, and the TTL a
+			// θ's share for faults (faultShare), and the TTL a
 			// takeover waits for when none is needed (no instance went
 			// down or froze since θ before the firing). Its freezes and
 			// its death count as faults of all its commands: a short
 			// freeze, or a death late in θ, leaves it time enough.
-			budget := o.w.opTimeout()
+			budget := o.faultShare()
 			if !o.anyDownOrFrozen(a-o.theta, b) {
 				budget += o.w.TTL
 			}
@@ -683,7 +690,7 @@ func (o *oracle) waitsPastTheta(j JobSpec, f time.Time, t time.Duration) bool {
 		}
 		free = max(o.due(time.Unix(0, sp.key.at)), free) + held - sp.began
 	}
-	return free > t+o.theta-o.w.opTimeout()-o.w.TTL
+	return free > t+o.theta-o.faultShare()-o.w.TTL
 }
 
 // heldUntil is the true time sp's run stopped holding its job's lock: its
