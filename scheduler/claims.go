@@ -93,9 +93,6 @@ const maxWent = 16
 // one of them went on past their wait, not only the last (seeds 153 and
 // 323).
 func (r *runDoc) wentBefore(f time.Time, wait time.Duration) []spanDoc {
-	if r.Trigger {
-		return nil
-	}
 	var out []spanDoc
 	for _, sp := range r.spans() {
 		if sp.to.After(f) && sp.to.Sub(sp.from) > wait {
@@ -106,11 +103,9 @@ func (r *runDoc) wentBefore(f time.Time, wait time.Duration) []spanDoc {
 }
 
 // prevRunSpans is when the job's previous runs went on, as the claim found
-// them (spans), by the server's clock.
+// them (spans), by the server's clock: a triggered run's too, which
+// holds the job's lock as a firing's does.
 func (w *work) prevRunSpans() []span {
-	if w.prevRun.Trigger {
-		return nil
-	}
 	return w.prevRun.spans()
 }
 
@@ -893,9 +888,7 @@ func (s *Scheduler) work(fr *firing, w *work) {
 		}
 		run := s.stepFiring(fr, steps, i, prev)
 		res := s.runOne(run, w, skipped)
-		if !run.waitedOut.Trigger {
-			runs = append(runs, run.waitedOut.spans()...) // the run run's lock came free from, and those it kept
-		}
+		runs = append(runs, run.waitedOut.spans()...) // the run run's lock came free from, and those it kept
 		if res.started {
 			runs = append(runs, w.prevRun.spans()...) // runLocked's: this run's, and those it kept
 		}

@@ -311,7 +311,10 @@
 // recorded as not run if claimed before. A trigger is claimed, by one
 // instance, through the same claim, lock, fence and overlap rule as a
 // firing, within a poll interval; its run's Scheduled is the trigger's
-// server time, and Run.Triggered is set. A second trigger before the first
+// server time, and Run.Triggered is set; like a firing's, the run skips the
+// firings that fall while it goes on past their lock wait (OverlapSkip),
+// and keeps the job's earlier runs for the firings after it. A second
+// trigger before the first
 // is claimed is not another run. JobPauseAfter pauses a job after failed
 // firings in a row.
 //

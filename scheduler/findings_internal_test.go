@@ -518,3 +518,47 @@ func TestWallClockSteppedBackKeepsFiring(t *testing.T) {
 		}
 	})
 }
+
+// A triggered run between a long run and the firings that fell during it
+// does not make those firings run: the trigger's start kept the job's
+// earlier runs no more (it wrote no went, and a trigger's run was read as
+// no run), so the next claim ran, late, a firing OverlapSkip skips
+// (simulation seed 855, an over-run).
+func TestTriggerKeepsEarlierRunsForOverlap(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan)
+		if err := a.s.AddJob("j", "*/10 * * * * *", func(ctx context.Context) error {
+			if r, _ := RunFromContext(ctx); r.Scheduled.Equal(base.Add(10 * time.Second)) {
+				time.Sleep(14 * time.Second) // from 10s to 24s: past 20s and its lock wait (3s)
+			}
+			return a.record(ctx)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rec := a.observe(t)
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(base.Add(24500 * time.Millisecond)))
+		if ok, err := a.s.Trigger(context.Background(), "j"); !ok || err != nil {
+			t.Fatalf("trigger: %v, %v", ok, err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		var skipped []string
+		for _, e := range rec.all(lock.FiringSkipped) {
+			skipped = append(skipped, e.Scheduled.Sub(base).String()+": "+e.Reason)
+		}
+		got := a.scheduledRuns(base)
+		if slices.Contains(got, 20*time.Second) {
+			t.Errorf("ran %v, want not 20s: the run of 10s went on from 10s to 24s; skipped %q", got, skipped)
+		}
+		if !slices.Contains(got, 30*time.Second) {
+			t.Errorf("ran %v, want 30s among them", got)
+		}
+	})
+}

@@ -710,10 +710,14 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 	if !fr.waitedOut.Start.IsZero() && !fr.waitedOut.Start.Before(w.prevRun.Start) {
 		w.prevRun = fr.waitedOut // the run fr's lock came free from
 	}
-	w.went = nil
-	if !fr.trig {
-		w.went = w.prevRun.wentBefore(fr.at, s.lockWait(fr.job, fr.at))
+	// The runs that may still skip a firing not settled yet: after fr's
+	// (settled by this start), or, for a trigger, which settles none, after
+	// the work's done (TestTriggerKeepsEarlierRunsForOverlap).
+	cut := fr.at
+	if fr.trig && !w.done.IsZero() {
+		cut = w.done
 	}
+	w.went = w.prevRun.wentBefore(cut, s.lockWait(fr.job, fr.at))
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	start, ok, err := s.st.start(ctx, r, w)
 	cancel()
