@@ -277,8 +277,9 @@
 //     The job's document keeps its last run, and the spans of the earlier
 //     runs of a backlog run one after the other that can still skip a
 //     later firing (at most 16), so that the firings that fell during any
-//     one of them are skipped, not only those of the last; a misfire so
-//     skipped counts among the policy's newest;
+//     one of them are skipped, not only those of the last;
+//   - a misfire skipped so, or paused or removed, counts among the
+//     policy's newest: an older misfire does not run in its stead;
 //   - one at most the misfire threshold late runs, late, in order;
 //   - the others are misfires: the newest MisfirePolicy.Max of them at most
 //     MisfirePolicy.Window late run, oldest first, and the rest are

@@ -166,9 +166,9 @@ type fates struct {
 //     ReasonRemoved);
 //   - is not run if one of the job's previous runs was still going at it
 //     (ReasonRunGoing), unless it is the claimed firing: the overlap
-//     policy, whose lock wait decides that one. A misfire so skipped
-//     counts among the newest policy.Max: an older one does not run in
-//     its stead;
+//     policy, whose lock wait decides that one. A misfire skipped so, or
+//     by the pause or the removal, counts among the newest policy.Max: an
+//     older one does not run in its stead;
 //   - runs if it is at most the threshold late;
 //   - is a misfire otherwise: the newest policy.Max misfires at most
 //     policy.Window late run, the others do not (ReasonMisfired).
@@ -187,13 +187,20 @@ func decide(in fates) (reasons []string, held bool) {
 		if owed {
 			reason = ""
 		}
+		// A misfire the policy would run, but that the pause, the removal
+		// or the overlap rule skips, counts among the newest policy.Max:
+		// an older one does not run in its stead.
+		skippedMisfire := func() {
+			if late > in.threshold && runs < in.policy.Max && late <= in.policy.Window {
+				runs++
+			}
+		}
 		switch {
 		case reason != "":
+			skippedMisfire()
 		case i < len(in.firings)-1 && in.runGoing != nil && in.runGoing(f):
 			reason = ReasonRunGoing
-			if late > in.threshold && runs < in.policy.Max && late <= in.policy.Window {
-				runs++ // a misfire the policy would run: an older one does not run in its stead
-			}
+			skippedMisfire()
 		case late <= in.threshold:
 		case runs < in.policy.Max && late <= in.policy.Window:
 			runs++

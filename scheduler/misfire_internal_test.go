@@ -48,6 +48,11 @@ func TestDecide(t *testing.T) {
 		// an older one).
 		{"latest misfire skipped by the run going", MisfireRunLatest(time.Hour), controlDoc{},
 			func(f time.Time) bool { return f.Equal(at(30)) }, []string{mis, mis, ReasonRunGoing, "", ""}, false},
+		// So does one the job's pause skipped: the latest misfire was
+		// paused, and the older one does not run in its stead (simulation
+		// seed 108: run the latest ran a misfire from before a pause).
+		{"latest misfire paused", MisfireRunLatest(time.Hour), controlDoc{PausedAt: at(25), ResumedAt: at(35)},
+			nil, []string{mis, mis, ReasonPaused, "", ""}, false},
 		// A pause now holds the work while firings from before it would
 		// run; those after it are paused.
 		{"paused now", MisfireSkip(), controlDoc{Paused: true, PausedAt: at(45)}, nil,
