@@ -128,14 +128,15 @@ func TestSim(t *testing.T) {
 }
 
 // The share of firings the loss check must judge over a run of at least
-// minSeedsForShare seeds. Issue 27 asks for 90 %; the world's draw gives
-// about 91 % over the 1000 default seeds (kills, storms and faults of
-// commands beyond θ's share for them, and OverlapWait backlogs, keep the
-// rest out of reach of the promise): the floor guards against the check
-// going blind again.
+// minSeedsForShare seeds, as issue 27 asks. The world's draw gives about
+// 91 % over the 1000 default seeds, and over the 2000 after them (kills,
+// storms and faults of commands beyond θ's share for them, and OverlapWait
+// backlogs, keep the rest out of reach of the promise): the floor guards
+// against the check going blind again. Smaller runs vary more, and are not
+// held to it.
 const (
-	minJudgedShare   = 0.88
-	minSeedsForShare = 50
+	minJudgedShare   = 0.90
+	minSeedsForShare = 1000
 )
 
 // saveReport writes res's whole story to a file in the temporary
