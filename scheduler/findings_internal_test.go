@@ -61,6 +61,10 @@ func newSimInstance(t *testing.T, srv *simdb.Server, name string, offset, ttl ti
 	return in
 }
 
+// fastPlan is a link's plan with no faults: each command a millisecond
+// each way.
+func fastPlan(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+
 // record is a job that sends its run to in.runs.
 func (in *simInstance) record(ctx context.Context) error {
 	r, _ := RunFromContext(ctx)
@@ -157,7 +161,7 @@ func TestLateStartAfterItsUndo(t *testing.T) {
 				// before the claim would be resumed.
 				return simdb.Fate{Send: 1500 * time.Millisecond}
 			}
-			return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond}
+			return fastPlan(cmd)
 		}
 		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
 		if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
@@ -195,7 +199,7 @@ func TestClaimResumedWhateverTheClock(t *testing.T) {
 			if isStart(cmd) && failed.Add(1) <= 2 { // the write and the driver's retry
 				return simdb.Fate{Drop: true}
 			}
-			return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond}
+			return fastPlan(cmd)
 		}
 		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
 		if err := a.s.AddJob("j", "@every 10s", a.record); err != nil {
@@ -314,7 +318,7 @@ func TestFiringsFallDueByTheServersClock(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := time.Now() // the server's clock, at 0 offset
 				srv := simdb.NewServer(simdb.MongoDB, 0)
-				plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+				plan := fastPlan
 				a := newSimInstance(t, srv, "a", offset, 3*time.Second, plan, WithOpTimeout(time.Second))
 				rec := a.observe(t)
 				a.runJobFor(t, "@every 10s", a.record, 45*time.Second)
@@ -351,7 +355,7 @@ func TestLockWaitByTheServersClock(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
 		srv := simdb.NewServer(simdb.MongoDB, 0)
-		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		plan := fastPlan
 		a := newSimInstance(t, srv, "a", -10*time.Minute, 3*time.Second, plan, WithOpTimeout(time.Second))
 		b := newSimInstance(t, srv, "b", 0, 3*time.Second, plan)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -391,7 +395,7 @@ func TestLateFiringSkipsRunGoingPastItsWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Now() // the server's clock; firings every 10s from it
 		srv := simdb.NewServer(simdb.MongoDB, 0)
-		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		plan := fastPlan
 		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
 		b := newSimInstance(t, srv, "b", 0, 3*time.Second, plan, WithOpTimeout(time.Second))
 		long := true
@@ -442,13 +446,13 @@ func TestFiringBehindALateEarlierRunWaitsForIt(t *testing.T) {
 		// a's commands sent around the firing at 10s take 2.5s to arrive:
 		// its claim, and so its run, of that firing begin at 12.5s.
 		late := func(bson.D) simdb.Fate {
-			f := simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond}
+			f := fastPlan(nil)
 			if at := time.Since(base); at >= 9990*time.Millisecond && at < 10200*time.Millisecond {
 				f.Send = 2500 * time.Millisecond
 			}
 			return f
 		}
-		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		plan := fastPlan
 		a := newSimInstance(t, srv, "a", 0, 3*time.Second, late, WithOpTimeout(5*time.Second))
 		b := newSimInstance(t, srv, "b", 0, 3*time.Second, plan, WithOpTimeout(5*time.Second))
 		if err := a.s.AddJob("j", "*/2 * * * * *", func(ctx context.Context) error {
@@ -494,7 +498,7 @@ func TestWallClockSteppedBackKeepsFiring(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Now()
 		srv := simdb.NewServer(simdb.MongoDB, 0)
-		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		plan := fastPlan
 		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan)
 		if err := a.s.AddJob("j", "@every 1s", a.record); err != nil {
 			t.Fatal(err)
@@ -529,7 +533,7 @@ func TestTriggerKeepsEarlierRunsForOverlap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Now()
 		srv := simdb.NewServer(simdb.MongoDB, 0)
-		plan := func(bson.D) simdb.Fate { return simdb.Fate{Send: time.Millisecond, Reply: time.Millisecond} }
+		plan := fastPlan
 		a := newSimInstance(t, srv, "a", 0, 3*time.Second, plan)
 		if err := a.s.AddJob("j", "*/10 * * * * *", func(ctx context.Context) error {
 			if r, _ := RunFromContext(ctx); r.Scheduled.Equal(base.Add(10 * time.Second)) {
