@@ -670,7 +670,7 @@ func (o *oracle) spans(job string) []span {
 // long as its run truly went on (until its true end, or until its lease
 // lapsed: a TTL after its instance died or froze). f waits past θ if the
 // last of them ends after t + θ less what taking the lock and starting
-// costs (an op timeout and a TTL).
+// costs (θ's share for faults, faultShare, and a TTL).
 func (o *oracle) waitsPastTheta(j JobSpec, f time.Time, t time.Duration) bool {
 	if j.Overlap != scheduler.OverlapWait {
 		return false
