@@ -300,17 +300,7 @@ func (s *Scheduler) lockBackoff() lock.Backoff {
 // has emitted the firing's FiringSkipped event, whose reason it returns.
 func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 	j := fr.job
-	var giveUp time.Time // zero: wait as long as it takes
-	if j.cfg.overlap == OverlapSkip {
-		wait := s.lockWait(j, fr.at)
-		giveUp = s.local(fr.at.Add(wait))
-		if now := s.clock.Now(); now.After(giveUp) {
-			// A late firing (caught up, or taken over) waits a TTL: the
-			// lock of a claimant that died may outlive its presence lease
-			// by a renew interval.
-			giveUp = now.Add(s.ttl)
-		}
-	}
+	giveUp := s.lockGiveUp(fr)
 	b := s.lockBackoff()
 	mayHold := false // an attempt failed after its write may have happened
 	var watch holderWatch
@@ -373,19 +363,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 		now := s.clock.Now()
 		if !giveUp.IsZero() && lastErr == nil && s.ctx.Err() == nil {
-			// Before giving up: is the holder alive?
-			giveUp = watch.look(s, fr, now, giveUp)
-			now = s.clock.Now()
-		}
-		if !giveUp.IsZero() && !now.Before(giveUp) && lastErr == nil && !watch.inOrder && s.ctx.Err() == nil {
-			// Before giving up: did the run that holds the lock go on when
-			// fr fell? One that began after (an earlier firing's, late)
-			// is one fr comes after, in order: it waits for it, until it
-			// would start past its misfire threshold.
-			watch.inOrder = true
-			if until := s.local(fr.at.Add(s.threshold)); until.After(giveUp) && s.behindLateRun(fr) {
-				giveUp, watch.behind = until, true
-			}
+			giveUp, now = watch.giveUpAt(s, fr, now, giveUp)
 		}
 		pause := b.Pause(now, attempt)
 		if !giveUp.IsZero() {
@@ -397,6 +375,21 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 	}
 	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt, watch.behind), false
+}
+
+// lockGiveUp returns when fr gives up waiting for its job's lock: zero
+// (never) unless OverlapSkip, else the firing plus lockWait, or, for a
+// late firing (caught up, or taken over), a TTL from now: the lock of a
+// claimant that died may outlive its presence lease by a renew interval.
+func (s *Scheduler) lockGiveUp(fr *firing) time.Time {
+	if fr.job.cfg.overlap != OverlapSkip {
+		return time.Time{}
+	}
+	giveUp := s.local(fr.at.Add(s.lockWait(fr.job, fr.at)))
+	if now := s.clock.Now(); now.After(giveUp) {
+		return now.Add(s.ttl)
+	}
+	return giveUp
 }
 
 // ranPastWait reads the job's last run, which held the lock fr waited for
@@ -484,6 +477,26 @@ type holderWatch struct {
 	done    bool        // decided
 	inOrder bool        // the run holding the lock read (behindLateRun)
 	behind  bool        // and it began after the firing: waited for, in order
+}
+
+// giveUpAt is called at each attempt of fr while its lock is held
+// elsewhere (at now, giving up at giveUp) and returns when to give up,
+// and the time after its readings. Before giving up: is the holder alive
+// (look)? And, once, did the run that holds the lock go on when fr fell?
+// One that began after (an earlier firing's, late) is one fr comes after,
+// in order: fr waits for it, until it would start past its misfire
+// threshold.
+func (h *holderWatch) giveUpAt(s *Scheduler, fr *firing, now, giveUp time.Time) (time.Time, time.Time) {
+	giveUp = h.look(s, fr, now, giveUp)
+	now = s.clock.Now()
+	if now.Before(giveUp) || h.inOrder || s.ctx.Err() != nil {
+		return giveUp, now
+	}
+	h.inOrder = true
+	if until := s.local(fr.at.Add(s.threshold)); until.After(giveUp) && s.behindLateRun(fr) {
+		giveUp, h.behind = until, true
+	}
+	return giveUp, now
 }
 
 // look is called at each attempt while the lock is held elsewhere, and
@@ -670,15 +683,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		return u
 	}
 	out.end = s.attempts(fr, lease, jobCtx, cancelJob, &r)
-	fr.ended = s.clock.Now()
-	if now, ok := s.now(); ok {
-		fr.endedAt = now
-	} else if !w.stamped.IsZero() && !w.got.IsZero() { // else the write's own time ($currentDate)
-		fr.endedAt = w.serverNow(fr.ended)
-	}
-	if !fr.endedAt.IsZero() && fr.endedAt.Before(r.Start) {
-		fr.endedAt = r.Start // a lower bound, behind the start the server wrote
-	}
+	s.noteEnded(fr, w, r)
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
@@ -693,6 +698,21 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	s.pauseAfterFailure(fr, r, &out.end)
 	out.hist = append(out.hist, s.endOf(fr, r))
 	return out
+}
+
+// noteEnded notes when fr's run r, of w, ended: now, and by the server's
+// clock, if this instance can tell (else the end write's own time, its
+// $currentDate, stands), never before the start the server wrote.
+func (s *Scheduler) noteEnded(fr *firing, w *work, r Run) {
+	fr.ended = s.clock.Now()
+	if now, ok := s.now(); ok {
+		fr.endedAt = now
+	} else if !w.stamped.IsZero() && !w.got.IsZero() {
+		fr.endedAt = w.serverNow(fr.ended)
+	}
+	if !fr.endedAt.IsZero() && fr.endedAt.Before(r.Start) {
+		fr.endedAt = r.Start // a lower bound
+	}
 }
 
 // writeStart records fr's start (step 4), under lease: ok if it started,
