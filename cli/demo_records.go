@@ -71,6 +71,8 @@ func loadDemoHistory(ctx context.Context, db *mongo.Database, jobs []demoJob) (d
 				continue
 			case strings.HasPrefix(r.Error, notRunPrefix):
 				h.notRun[k] = startRecord{keeper: r.Keeper, err: r.Error}
+			case r.Outcome == scheduler.OutcomeSpent: // by the job's next run
+				h.notRun[k] = startRecord{keeper: r.Keeper, err: "spent: " + r.Error}
 			default:
 				h.runs++
 			}

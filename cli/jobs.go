@@ -254,7 +254,7 @@ func (a *app) printHistory(w io.Writer, job string, runs []scheduler.Run, limit 
 	fmt.Fprintln(tw, "  FIRING\tKEEPER\tSTART\tOUTCOME\tTOOK\tERROR OR REASON")
 	for _, h := range runs {
 		took := "-"
-		if !h.End.IsZero() && !h.Start.IsZero() {
+		if !h.End.IsZero() && !h.Start.IsZero() && h.Outcome != scheduler.OutcomeSpent { // a spent run's end is when it was found
 			took = fmtDur(h.End.Sub(h.Start))
 		}
 		detail := h.Error

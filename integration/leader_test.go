@@ -302,15 +302,17 @@ func (c *leaderCluster) awaitRunsEnded(dead string) {
 	}
 }
 
-// noteSpent reads, once the stopped leaders were resumed, the firings
-// whose start was recorded and whose job was then not called, by the
-// history: "not run: ..." (the lease was lost meanwhile).
+// noteSpent reads the firings whose start was recorded and whose job was
+// then not called, or not seen to end, by the history: "not run: ..." (a
+// stopped leader, resumed, found its lease lost meanwhile), or spent (the
+// job's next run found the run still running, its instance gone).
 func (c *leaderCluster) noteSpent() {
 	c.tb.Helper()
 	for _, job := range c.base.Jobs {
 		for _, r := range c.history(job) {
 			k := cluster.NewFiring(job, r.Scheduled)
-			if r.Outcome == scheduler.OutcomeFailed && !r.Triggered && strings.HasPrefix(r.Error, "not run:") && c.spent[k] == "" {
+			notRun := r.Outcome == scheduler.OutcomeFailed && strings.HasPrefix(r.Error, "not run:") || r.Outcome == scheduler.OutcomeSpent
+			if notRun && !r.Triggered && c.spent[k] == "" {
 				c.tb.Logf("spent: %s", runText(r))
 				c.spent[k] = r.Keeper
 			}

@@ -1097,6 +1097,7 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 		return tried{reason: reason}
 	}
 	fr.fence = lease.Fence()
+	spent, displaces := s.displaced(fr, w)
 	released := false
 	defer func() {
 		if !released {
@@ -1126,6 +1127,13 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 	for _, h := range out.hist {
 		if err := s.addHistory(fr, h); err != nil {
 			out.end.Reason = note(out.end.Reason, "run not recorded in the history: "+err.Error())
+		}
+	}
+	if displaces {
+		// Only where its instance recorded nothing of it: a record it
+		// writes, late, replaces this one.
+		if err := s.addHistoryOnce(fr, spent); err != nil {
+			out.end.Reason = note(out.end.Reason, "spent run not recorded in the history: "+err.Error())
 		}
 	}
 	if out.end.Reason == ReasonTakenOver {

@@ -376,8 +376,8 @@
 // 0.1 %, as for the locks. A firing whose run had started (its start
 // recorded) on an instance that then died, or that lost its lease before
 // calling the job while another claim came, is spent: it is not run
-// again, and its record says so ("running" until the job's next run, or
-// failed "not run: ..."). Every firing not run is recorded, with its
+// again, and its record says so (failed "not run: ..."; or "running" until
+// the job's next run, which records it as spent: OutcomeSpent). Every firing not run is recorded, with its
 // reason, by the instance whose claim covered it, once that claim is
 // settled. An instance that falls behind its own schedule (suspended,
 // overloaded) tries only the latest due firing; the claim of it covers the
@@ -409,8 +409,11 @@
 //
 // Every instance must register a job name with the same spec and options;
 // claims are compared by firing time only. Records written by an instance
-// that died mid-run stay "running" until the job's next run; the run is
-// not retried elsewhere (it started, so it may have done its work).
+// that died mid-run stay "running" until the job's next run, which finds
+// the run still running once it holds the job's lock and records it in the
+// history as spent (OutcomeSpent; a record its instance writes after all
+// replaces it); the run is not retried elsewhere (it started, so it may
+// have done its work).
 //
 // Instances of versions before the claim's pending work existed do not
 // respect it: upgrade every instance together.
@@ -532,7 +535,7 @@
 // Scheduler stops or its Session closes, or when the server refuses the
 // write itself; then the RunEnded event's Reason says "end not recorded"
 // (or "not recorded in the history"), and the job document says
-// "running" until the job's next claim replaces it. The records of the
+// "running" until the job's next run records it as spent. The records of the
 // firings a claim covers that do not run are written once the start of
 // the firing it runs settled them, before its job is called: an instance
 // killed between that start and those writes (about a round trip) leaves

@@ -566,3 +566,71 @@ func TestTriggerKeepsEarlierRunsForOverlap(t *testing.T) {
 		}
 	})
 }
+
+// A firing whose start applied on the server and whose instance then
+// never recorded anything more (here: the start's reply is lost and every
+// command after it dropped, as if the instance died or froze right after
+// sending it) was in no history record once the job's next run, on
+// another instance, replaced the job document's record of it: the
+// firing looked never run, and the dashboard said nothing of it
+// (integration TestLeaderOnlyLeaderKilled, "2 missed": a leader stopped
+// right after its start batch applied). The run that replaces a record
+// still running by another claim records that run as spent.
+func TestDisplacedRunRecordedSpent(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		var cut atomic.Bool
+		dies := func(cmd bson.D) simdb.Fate {
+			f := fastPlan(cmd)
+			switch {
+			case cut.Load():
+				f.Drop = true
+			case isStart(cmd):
+				cut.Store(true)
+				f.LoseReply = true
+			}
+			return f
+		}
+		a := newSimInstance(t, srv, "a", 0, 3*time.Second, dies, WithOpTimeout(time.Second))
+		b := newSimInstance(t, srv, "b", 0, 3*time.Second, fastPlan, WithOpTimeout(time.Second))
+		if err := a.s.AddJob("j", "*/5 * * * * *", a.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.AddJob("j", "*/5 * * * * *", b.record); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(base.Add(6 * time.Second))) // a's start of 5s applied, and a cut off
+		if err := b.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !cut.Load() || len(a.scheduledRuns(base)) != 0 {
+			t.Fatalf("a's start applied %v, a ran %v: not the scenario", cut.Load(), a.scheduledRuns(base))
+		}
+		if got := b.scheduledRuns(base); !slices.Contains(got, 10*time.Second) {
+			t.Fatalf("b ran %v, want 10s among them", got)
+		}
+		runs, err := b.s.History(context.Background(), "j", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var spent *Run
+		for i, r := range runs {
+			if r.Scheduled.Equal(base.Add(5 * time.Second)) {
+				spent = &runs[i]
+			}
+		}
+		switch {
+		case spent == nil:
+			t.Errorf("no record of the firing at 5s, which a started and b's run of 10s displaced; history: %+v", runs)
+		case spent.Outcome != OutcomeSpent || spent.Keeper != "a" || spent.End.IsZero():
+			t.Errorf("record of 5s %+v, want outcome spent, keeper a, an end", *spent)
+		}
+	})
+}

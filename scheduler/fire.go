@@ -411,6 +411,46 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 	return goingPast(docs[0].Run.spans(), fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
 }
 
+// displaced returns, as spent, the run of fr's job that the job's
+// document holds once fr has the job's lock, if it is still running by
+// another claim: its instance lost the lock without recording an end (it
+// died, froze or lost the database past its lease once its start
+// applied), fr's start is about to replace it, and nobody else knows of
+// it. Its firing started, so it does not run again (at most once), and
+// whether its job ran is not known. The document is read again only when
+// the run last read of it, by fr's claim or after fr's wait for the lock
+// (ranPastWait), is such a run: it may have ended since, and recorded
+// itself.
+func (s *Scheduler) displaced(fr *firing, w *work) (Run, bool) {
+	if !runningElsewhere(w.prevRun, w) && !runningElsewhere(fr.waitedOut, w) {
+		return Run{}, false
+	}
+	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+	defer cancel()
+	docs, err := s.st.poll(ctx, []claimReq{fr.job.req})
+	if err != nil || len(docs) != 1 || !runningElsewhere(docs[0].Run, w) {
+		return Run{}, false
+	}
+	r := *docs[0].Run.run(fr.job.name)
+	r.Outcome, r.Error = OutcomeSpent, spentError
+	if planted.On(planted.SpentUnstarted) {
+		r.Scheduled = r.Scheduled.Add(time.Second) // planted: a firing that never started recorded as spent
+	}
+	if now, ok := s.now(); ok {
+		r.End = maxTime(now, r.Start)
+	}
+	return r, true
+}
+
+// spentError is the error of a run recorded as spent (OutcomeSpent).
+const spentError = "its instance lost the job's lock without recording an end; whether the job ran is not known, and the firing does not run again"
+
+// runningElsewhere reports whether d is a run started, and not recorded
+// as ended, by a claim other than w's.
+func runningElsewhere(d runDoc, w *work) bool {
+	return d.Outcome == string(OutcomeRunning) && !d.Start.IsZero() && d.ClaimID != w.cid
+}
+
 // behindLateRun reads the job's last run into fr.waitedOut, and reports
 // whether the lock fr waits for is held by that run, still going, which
 // began after fr's time (an earlier firing's, late) and is not one that

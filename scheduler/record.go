@@ -10,7 +10,8 @@ type Outcome string
 // Outcomes of a run.
 const (
 	// OutcomeRunning: the run started and has not been recorded as ended.
-	// A run whose instance died stays so until the job's next run.
+	// A run whose instance died stays so until the job's next run, which
+	// records it as spent (OutcomeSpent).
 	OutcomeRunning Outcome = "running"
 	// OutcomeSucceeded: the job returned nil.
 	OutcomeSucceeded Outcome = "succeeded"
@@ -20,6 +21,14 @@ const (
 	// OutcomeSkipped: a record of firings that were not run, from
 	// Scheduled through Through (Count of them); Reason says why.
 	OutcomeSkipped Outcome = "skipped"
+	// OutcomeSpent: the run's start was recorded, but its instance lost
+	// the job's lock without recording an end (it died, froze, or lost
+	// the database past its lease); the job's next run, which replaced
+	// the job's record of it, recorded it so. Whether the job ran, and
+	// how far, is not known; its firing does not run again (at most
+	// once). Should its instance record the run after all, its record
+	// replaces this one.
+	OutcomeSpent Outcome = "spent"
 )
 
 // Run is one run of a job, as persisted in MongoDB. Start and End are the

@@ -471,7 +471,7 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 	return get(ctx, h.rd, "problems", func(ctx context.Context) ([]problem, error) {
 		cur, err := mongoutil.Primary(h.db.Collection(h.cfg.runs)).Find(ctx,
 			bson.D{{Key: "end", Value: bson.D{{Key: "$gte", Value: since}}},
-				{Key: "outcome", Value: bson.D{{Key: "$in", Value: bson.A{string(scheduler.OutcomeFailed), string(scheduler.OutcomeSkipped)}}}}},
+				{Key: "outcome", Value: bson.D{{Key: "$in", Value: bson.A{string(scheduler.OutcomeFailed), string(scheduler.OutcomeSkipped), string(scheduler.OutcomeSpent)}}}}},
 			options.Find().SetSort(bson.D{{Key: "end", Value: -1}}).SetLimit(recentProblems).
 				SetProjection(bson.D{{Key: "job", Value: 1}, {Key: "outcome", Value: 1}, {Key: "reason", Value: 1}, {Key: "scheduled", Value: 1}, {Key: "count", Value: 1}}))
 		if err != nil {
@@ -488,6 +488,9 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 			if strings.HasPrefix(d.Reason, scheduler.ReasonPaused) || strings.HasPrefix(d.Reason, scheduler.ReasonRemoved) {
 				continue // on purpose
 			}
+			if d.Outcome == string(scheduler.OutcomeSpent) {
+				d.Reason = spentLabel
+			}
 			d.Job, d.Reason = h.cfg.redact(d.Job), h.cfg.redact(d.Reason)
 			p := byJob[d.Job]
 			if p == nil {
@@ -497,7 +500,7 @@ func (h *Handler) problems(ctx context.Context, since time.Time) ([]problem, err
 			}
 			n := max(d.Count, 1)
 			switch {
-			case d.Outcome == string(scheduler.OutcomeFailed):
+			case d.Outcome == string(scheduler.OutcomeFailed), d.Outcome == string(scheduler.OutcomeSpent):
 				p.Failed++
 			case isMisfire(d.Reason):
 				p.Missed += n

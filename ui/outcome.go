@@ -97,6 +97,8 @@ func (h *Handler) viewRun(r scheduler.Run, present map[string]bool, retried map[
 		if present != nil && !present[r.Keeper] {
 			v.Class, v.Label = classSpent, "spent: its instance stopped before recording the end"
 		}
+	case scheduler.OutcomeSpent:
+		v.Class, v.Label, v.Took = classSpent, spentLabel, 0
 	default:
 		v.Class, v.Label = classSkipped, string(r.Outcome)
 	}
@@ -126,3 +128,7 @@ func cmpOr(s, def string) string {
 	}
 	return s
 }
+
+// spentLabel is what the dashboard says of a run recorded as spent
+// (scheduler.OutcomeSpent).
+const spentLabel = "spent: its instance lost the job's lock before recording the end; whether it ran is not known"

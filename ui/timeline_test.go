@@ -76,6 +76,12 @@ func TestTimeline(t *testing.T) {
 	if v := h.viewRun(run, map[string]bool{"up": true}, nil); v.Class != classRunning {
 		t.Errorf("a run of a keeper up: %s", v.Class)
 	}
+	// A run the job's next run recorded as spent: no duration (its end is
+	// when it was found), whoever is up.
+	run.Outcome, run.End = scheduler.OutcomeSpent, at(12)
+	if v := h.viewRun(run, map[string]bool{"up": true}, nil); v.Class != classSpent || v.Took != 0 || !strings.HasPrefix(v.Label, "spent") {
+		t.Errorf("a run recorded as spent: %s %v %q", v.Class, v.Took, v.Label)
+	}
 }
 
 // TestAxisTicks: the axis is labelled at round times, at most 6, as

@@ -22,6 +22,10 @@ const (
 	// RecordNotRun: a run is recorded in the history as not run
 	// (scheduler, fire.go addHistory).
 	RecordNotRun Bug = "record a run as not run"
+	// SpentUnstarted: a run recorded as spent is of a firing one second
+	// after the displaced run's, which never started (scheduler, fire.go
+	// displaced).
+	SpentUnstarted Bug = "record a firing that never started as spent"
 	// RunMisfire: every misfire a claim covers runs, not the latest only
 	// (scheduler, claims.go plan).
 	RunMisfire Bug = "run a misfire the policy drops"
@@ -63,7 +67,7 @@ const (
 )
 
 // All are the planted bugs, in the order the test plants them.
-var All = []Bug{DropFiring, RunTwice, RecordNotRun, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice,
+var All = []Bug{DropFiring, RunTwice, RecordNotRun, SpentUnstarted, RunMisfire, NoTakeOver, TrustExpired, ReleaseOther, SmallerFence, MigrateTwice,
 	SlotBeyondN, ReleaseUnderTask, NeverLeadCampaigns, StepDownAtOnce}
 
 // ValueBugs are the bugs of leases' values, planted by the simulation's

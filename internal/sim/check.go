@@ -294,6 +294,7 @@ func (o *oracle) upLong(d time.Duration) bool {
 }
 
 // checkRecords: every run the history records as having ended ran; every
+// run it records as spent had its start applied; every
 // run that ended (its instance alive) is recorded; no record stays
 // "running" for a run that ended. A record not written is excused only by
 // ground truth: its instance died, or stopped, or froze, soon after the
@@ -317,7 +318,17 @@ func (o *oracle) checkRecords() []string {
 		trig, _ := lookupDoc(d, "triggered").(bool)
 		outcome, _ := lookupDoc(d, "outcome").(string)
 		k := firingKey{job: job, at: sched.Time().UnixNano(), triggered: trig}
-		if outcome == string(scheduler.OutcomeSkipped) {
+		switch outcome {
+		case string(scheduler.OutcomeSkipped):
+			continue
+		case string(scheduler.OutcomeSpent):
+			// True only of a firing whose start the server applied; and
+			// no record of the run's end: an ended run still needs one.
+			if len(o.starts[k]) == 0 {
+				out = append(out, fmt.Sprintf("records: history says %s of %s is spent, but no start of it applied: %s",
+					sched.Time().UTC().Format(time.RFC3339Nano), job, docString(d)))
+			}
+			o.cov.SpentRecords++
 			continue
 		}
 		recorded[k] = d

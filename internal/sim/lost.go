@@ -56,6 +56,9 @@ type Coverage struct {
 	// (a run of the job went on when it fell), with no record of it by
 	// the end.
 	Fell, Judged, Spent, Unrecorded int
+	// SpentRecords: history records of runs as spent (OutcomeSpent),
+	// each checked against the starts the server applied (checkRecords).
+	SpentRecords int
 	// Out are the firings not judged, by why.
 	Out map[string]int
 	// Triggers: operator triggers applied; TriggersJudged, those some
@@ -71,6 +74,7 @@ func (c *Coverage) add(o Coverage) {
 	c.Judged += o.Judged
 	c.Spent += o.Spent
 	c.Unrecorded += o.Unrecorded
+	c.SpentRecords += o.SpentRecords
 	c.Triggers += o.Triggers
 	c.TriggersJudged += o.TriggersJudged
 	c.SemTerms += o.SemTerms
@@ -93,8 +97,8 @@ func (c Coverage) share() float64 {
 // String is the coverage in a line, and why the others were not judged.
 func (c Coverage) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "firings judged: %s of %s (%.1f %%), %s spent, %s skipped by the overlap policy with no record by the end; triggers judged: %d of %d",
-		thousands(c.Judged), thousands(c.Fell), 100*c.share(), thousands(c.Spent), thousands(c.Unrecorded), c.TriggersJudged, c.Triggers)
+	fmt.Fprintf(&b, "firings judged: %s of %s (%.1f %%), %s spent, %s skipped by the overlap policy with no record by the end; spent records checked: %s; triggers judged: %d of %d",
+		thousands(c.Judged), thousands(c.Fell), 100*c.share(), thousands(c.Spent), thousands(c.Unrecorded), thousands(c.SpentRecords), c.TriggersJudged, c.Triggers)
 	fmt.Fprintf(&b, "; semaphore terms judged: %s, %s of them with every slot taken", thousands(c.SemTerms), thousands(c.SemFull))
 	for _, k := range sortedKeys(c.Out) {
 		fmt.Fprintf(&b, "\n  not judged, %s: %s", k, thousands(c.Out[k]))

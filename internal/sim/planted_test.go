@@ -11,16 +11,17 @@ import (
 
 // caughtBy is the invariant whose violation names each planted bug.
 var caughtBy = map[planted.Bug]string{
-	planted.DropFiring:   "lost:",
-	planted.RunTwice:     "once:",
-	planted.RecordNotRun: "records:",
-	planted.RunMisfire:   "over-run:",
-	planted.NoTakeOver:   "lost:",
-	planted.TrustExpired: "exclusion:",
-	planted.ReleaseOther: "exclusion:",
-	planted.SmallerFence: "fences:",
-	planted.MigrateTwice: "migrations:",
-	planted.SlotBeyondN:  "semaphore:",
+	planted.DropFiring:     "lost:",
+	planted.RunTwice:       "once:",
+	planted.RecordNotRun:   "records:",
+	planted.SpentUnstarted: "records:",
+	planted.RunMisfire:     "over-run:",
+	planted.NoTakeOver:     "lost:",
+	planted.TrustExpired:   "exclusion:",
+	planted.ReleaseOther:   "exclusion:",
+	planted.SmallerFence:   "fences:",
+	planted.MigrateTwice:   "migrations:",
+	planted.SlotBeyondN:    "semaphore:",
 	// leadership.go
 	planted.ReleaseUnderTask:   "stepdown:",
 	planted.NeverLeadCampaigns: "leadership:",
@@ -36,6 +37,7 @@ var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose name
 // catches it. The promise is the same: a default seed catches each bug.
 var catchHints = map[planted.Bug]uint64{
 	planted.RunMisfire:         15,
+	planted.SpentUnstarted:     11,
 	planted.NoTakeOver:         11,
 	planted.StepDownAtOnce:     20,
 	planted.TrustExpired:       2,
