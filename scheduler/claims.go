@@ -541,6 +541,7 @@ func (s *Scheduler) registrantLive(ctx context.Context, reg regDoc) bool {
 //   - notes which jobs are removed, so as not to claim their firings.
 func (s *Scheduler) pollOnce(ctx context.Context) {
 	s.mu.Lock()
+	unclocked := s.unclocked()
 	names := make([]claimReq, 0, len(s.order))
 	var unregistered []claimReq
 	for _, j := range s.order {
@@ -555,11 +556,14 @@ func (s *Scheduler) pollOnce(ctx context.Context) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
-	if len(unregistered) > 0 {
+	if len(unregistered) > 0 || unclocked {
 		// Live from its registration on, whether it claims or not: the
 		// other instances judge by it whether the spec it registers is a
-		// live one (takeBack).
+		// live one (takeBack). Its reply reads the server's clock, which
+		// nothing falls due before (unclocked).
 		s.holdPresence(qctx)
+	}
+	if len(unregistered) > 0 {
 		s.registerJobs(qctx, unregistered)
 	}
 	s.mu.Lock()
@@ -594,7 +598,7 @@ func (s *Scheduler) catchUpAtStart() {
 		// the server's.
 		s.timeBase()
 	}
-	if s.catchUpDue && s.state == stateStarted {
+	if s.catchUpDue && s.state == stateStarted && !s.unclocked() {
 		s.catchUpDue = false
 		for _, j := range s.order {
 			if f, ok := s.missedAtStart(j, s.startedAt); ok {

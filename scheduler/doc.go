@@ -330,9 +330,13 @@
 // (a round trip, plus drift) after. An instance's own clock may be wrong by
 // any amount: it neither starts firings early or late nor does the others'
 // work by being ahead. Before the Locker's first reading (its Session's
-// first lock command, normally within a round trip of Start) an instance
-// goes by its own clock; at that reading, and whenever the server's clock
-// is found stepped back, it queues its jobs again by the server's time.
+// first lock command, normally the presence lease at the first poll,
+// within a round trip of Start) nothing falls due: an instance fires and
+// claims nothing, and the start's catch-up waits for it too (a clock
+// minutes ahead would otherwise claim a firing minutes away, and no
+// instance could claim the job's firings before it). At that reading, and
+// whenever the server's clock is found stepped back, it queues its jobs
+// again by the server's time, from Start's.
 // Lateness (against the misfire threshold, and RunStarted.Lateness)
 // is judged by the server's clock. A firing claimed past one that no claim
 // reached yet covers it: it runs late, or is a misfire, as its lateness

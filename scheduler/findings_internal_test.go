@@ -634,3 +634,42 @@ func TestDisplacedRunRecordedSpent(t *testing.T) {
 		}
 	})
 }
+
+// An instance whose clock is ahead of the server's fires by the server's
+// clock from its first reading of it on; before that reading it fired by
+// its own. Its presence lease's write (whose reply is its first reading)
+// was slow at its first poll, and its loop fired the first firing by its
+// own clock, six minutes ahead, and claimed it once the presence lease was
+// held: the job's last claim jumped six minutes into the future, and no
+// instance could claim any firing of it until then (simulation seed 935:
+// every firing of job2 lost). Nothing is fired before the server's clock
+// is read.
+func TestClockAheadClaimsNothingBeforeItReadsTheServersClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now()
+		srv := simdb.NewServer(simdb.MongoDB, 0)
+		var dropped atomic.Int32
+		plan := func(cmd bson.D) simdb.Fate {
+			f := fastPlan(cmd)
+			if len(cmd) > 0 && cmd[0].Value == lock.DefaultCollection && dropped.Add(1) == 1 {
+				// The presence lease's write, the first poll's: its reply,
+				// the first reading of the server's clock, comes after the
+				// first firing by a's clock (2s).
+				f.Send = 2500 * time.Millisecond
+			}
+			return f
+		}
+		a := newSimInstance(t, srv, "a", 6*time.Minute, 3*time.Second, plan, WithOpTimeout(5*time.Second))
+		a.runJobFor(t, "@every 2s", a.record, 12*time.Second)
+		got := a.scheduledRuns(base)
+		for _, f := range got {
+			if f > 13*time.Second {
+				t.Fatalf("a ran the firing %v after the start, by the server's clock, 12s after: by its own clock (runs %v)", f, got)
+			}
+		}
+		if len(got) < 4 {
+			t.Errorf("a ran the firings %v, want those from 4s to 12s", got)
+		}
+	})
+}

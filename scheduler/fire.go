@@ -93,7 +93,9 @@ type firing struct {
 	// waitedOut is the job's last run as read once fr got its lock after
 	// waiting for it (ranPastWait): the run that held it, whose span (and
 	// those of the earlier runs it keeps) the work's next steps go by.
-	waitedOut runDoc
+	// readLocked: it was read so, after fr got the lock.
+	waitedOut  runDoc
+	readLocked bool
 	// began and ended are when its run's start was recorded and when its
 	// job last returned, by this instance's clock (zero if it did not
 	// run): the firings after it in its work that fell while it went on
@@ -325,6 +327,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 			// longer than the wait (a slow command, applied once the lock
 			// was free).
 			waited := attempt > 1 || s.clock.Since(began) > s.lockWait(j, fr.at)
+			fr.readLocked = false // set by a read from now on (ranPastWait)
 			if waited && s.ranPastWait(fr) && j.cfg.overlap == OverlapSkip {
 				// The lock came free after the wait OverlapSkip allows (a
 				// late firing waits a TTL, for a holder that may have
@@ -407,7 +410,7 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 	if err != nil || len(docs) != 1 {
 		return false
 	}
-	fr.waitedOut = docs[0].Run
+	fr.waitedOut, fr.readLocked = docs[0].Run, true
 	return goingPast(docs[0].Run.spans(), fr.at, s.lockWait(fr.job, fr.at)) // a firing's run or a trigger's: either held the lock
 }
 
@@ -417,21 +420,32 @@ func (s *Scheduler) ranPastWait(fr *firing) bool {
 // died, froze or lost the database past its lease once its start
 // applied), fr's start is about to replace it, and nobody else knows of
 // it. Its firing started, so it does not run again (at most once), and
-// whether its job ran is not known. The document is read again only when
-// the run last read of it, by fr's claim or after fr's wait for the lock
-// (ranPastWait), is such a run: it may have ended since, and recorded
-// itself.
+// whether its job ran is not known. A run whose start this instance
+// recorded last is not one: this instance records it. The document read
+// after fr's wait for the lock (ranPastWait) tells; without one, it is
+// read again only when the run fr's claim found is such a run: it may
+// have ended since, and recorded itself.
 func (s *Scheduler) displaced(fr *firing, w *work) (Run, bool) {
-	if !runningElsewhere(w.prevRun, w) && !runningElsewhere(fr.waitedOut, w) {
+	s.mu.Lock()
+	own := fr.job.started
+	s.mu.Unlock()
+	d := fr.waitedOut
+	if !fr.readLocked {
+		if !runningElsewhere(w.prevRun, w, own) {
+			return Run{}, false
+		}
+		ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
+		defer cancel()
+		docs, err := s.st.poll(ctx, []claimReq{fr.job.req})
+		if err != nil || len(docs) != 1 {
+			return Run{}, false
+		}
+		d = docs[0].Run
+	}
+	if !runningElsewhere(d, w, own) {
 		return Run{}, false
 	}
-	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	defer cancel()
-	docs, err := s.st.poll(ctx, []claimReq{fr.job.req})
-	if err != nil || len(docs) != 1 || !runningElsewhere(docs[0].Run, w) {
-		return Run{}, false
-	}
-	r := *docs[0].Run.run(fr.job.name)
+	r := *d.run(fr.job.name)
 	r.Outcome, r.Error = OutcomeSpent, spentError
 	if planted.On(planted.SpentUnstarted) {
 		r.Scheduled = r.Scheduled.Add(time.Second) // planted: a firing that never started recorded as spent
@@ -446,9 +460,11 @@ func (s *Scheduler) displaced(fr *firing, w *work) (Run, bool) {
 const spentError = "its instance lost the job's lock without recording an end; whether the job ran is not known, and the firing does not run again"
 
 // runningElsewhere reports whether d is a run started, and not recorded
-// as ended, by a claim other than w's.
-func runningElsewhere(d runDoc, w *work) bool {
-	return d.Outcome == string(OutcomeRunning) && !d.Start.IsZero() && d.ClaimID != w.cid
+// as ended, by a claim other than w's, and not own, the run this instance
+// started last.
+func runningElsewhere(d runDoc, w *work, own startKey) bool {
+	return d.Outcome == string(OutcomeRunning) && !d.Start.IsZero() && d.ClaimID != w.cid &&
+		(startKey{d.Scheduled.UnixNano(), uint64(d.Fence.T)<<32 | uint64(d.Fence.I)}) != own
 }
 
 // behindLateRun reads the job's last run into fr.waitedOut, and reports
@@ -790,6 +806,9 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 		return r, ran{takenOver: true, end: skip(ReasonTakenOver, nil)}, false
 	}
 	r.Start = start
+	s.mu.Lock()
+	fr.job.started = startKey{r.Scheduled.UnixNano(), r.Fence}
+	s.mu.Unlock()
 	fr.began = s.clock.Now()
 	s.setupDone(fr)
 	out := ran{started: true, notRunLeft: skippedBefore}

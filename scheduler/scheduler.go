@@ -97,6 +97,12 @@ const (
 	stateStopped
 )
 
+// startKey identifies a run: its firing and the fence of its lease.
+type startKey struct {
+	at    int64
+	fence uint64
+}
+
 type job struct {
 	name, spec, lockID string
 	req                claimReq // name and canonical spec: what it claims (specs.go)
@@ -105,17 +111,20 @@ type job struct {
 	cfg                jobConfig
 
 	// Guarded by Scheduler.mu.
-	next       time.Time
-	fired      time.Time               // the last firing dispatched here
-	index      int                     // in the queue; -1 when not queued
-	inflight   int                     // firings in progress on this instance
-	setups     int                     // of which in their setup (admission.go): claim, lock, start
-	catchUps   int                     // of which catch-up claims (fire's catchUp)
-	cancel     context.CancelCauseFunc // the running job's, nil if none
-	runWork    *work                   // the work of the running job, nil if none
-	removed    bool                    // removed, as the last poll read
-	registered bool                    // its document is known to exist
-	refused    bool                    // admission refused its last firing here
+	next     time.Time
+	fired    time.Time               // the last firing dispatched here
+	index    int                     // in the queue; -1 when not queued
+	inflight int                     // firings in progress on this instance
+	setups   int                     // of which in their setup (admission.go): claim, lock, start
+	catchUps int                     // of which catch-up claims (fire's catchUp)
+	cancel   context.CancelCauseFunc // the running job's, nil if none
+	runWork  *work                   // the work of the running job, nil if none
+	// started is the firing and fence of the last run whose start this
+	// instance recorded: a run it records itself (displaced).
+	started    startKey
+	removed    bool // removed, as the last poll read
+	registered bool // its document is known to exist
+	refused    bool // admission refused its last firing here
 	// superseded: another instance registered the job with another spec
 	// since this one (specs.go), as the last poll read: active. It is not
 	// fired here.
@@ -347,14 +356,29 @@ func (s *Scheduler) pollSoon() {
 // this instance's clock before the Locker's first reading, or on a Store
 // that does not read the server's clock.
 func (s *Scheduler) now() (now time.Time, server bool) {
-	if st, ok := s.session.Store().(interface {
-		ServerTime() (lo, hi time.Time, ok bool)
-	}); ok {
+	if st, ok := s.session.Store().(serverClock); ok {
 		if lo, _, ok := st.ServerTime(); ok {
 			return lo, true
 		}
 	}
 	return s.clock.Now(), false
+}
+
+// serverClock is a Session's store that reads the server's clock (the
+// Locker's: lock.Store).
+type serverClock interface {
+	ServerTime() (lo, hi time.Time, ok bool)
+}
+
+// unclocked reports whether firings cannot fall due yet: the Session's
+// store reads the server's clock, and has not yet. Until it has, this
+// instance's own clock, which may be ahead by any amount, would fire and
+// claim firings the server has not reached (simulation seed 935: a claim
+// six minutes ahead kept every instance from claiming the job's firings
+// until then). Called with s.mu held.
+func (s *Scheduler) unclocked() bool {
+	_, reads := s.session.Store().(serverClock)
+	return reads && !s.serverBased
 }
 
 // local is t, an instant of the time firings fall due by (now), on this
@@ -578,6 +602,11 @@ func (s *Scheduler) dispatchDue() (time.Duration, bool) {
 		return 0, false
 	}
 	now := s.timeBase()
+	if s.unclocked() {
+		// The first poll's presence lease reads the server's clock, and
+		// timeBase queues the jobs again by it.
+		return s.session.Timings().RenewInterval, true
+	}
 	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
 		j := s.queue[0]
 		// Only the latest due firing is tried: firings missed while this
