@@ -101,39 +101,28 @@
 // server's clock reaches F (see Clocks). Each job has one document in the
 // jobs collection, {_id: name, last: F', pend, done, cid, ...}, F' being the
 // last firing anyone claimed. An instance claims F with one conditional
-// upsert, filter {_id: name, sh: H, last: {$not: {$gte: F}}, pend: {$ne: true}} (H
-// the hash of its spec: see One spec per job; last < F for every date the
-// library writes, and a last that is not a date is claimed over), update
-// {$set: {last: F, by: K, pend: true, cid: C}}, K being the claimant (the
-// Scheduler's ClaimantID: its Session's keeper id and a suffix of its own,
-// so that two Schedulers on one Session have claims, and presence locks,
-// of their own) and C the claim's token, new for each claim. If some
-// firing at or after F was claimed before, or the last claim's work is
-// still pending, the filter matches nothing and the upsert's insert
-// collides with the existing _id (duplicate key): the claim is lost. When
-// several jobs fire at F together, their claims share one update, {_id:
-// {$in: names}, ...}, and a read of which documents now carry the batch's
-// token. "last" only grows and each write is atomic on its document, so F
-// is claimed at most once, ever, whatever the instances' clocks say.
+// upsert, filter {_id: name, sh: H, last: {$not: {$gte: F}}, pend: {$ne:
+// true}} (H the hash of its spec: see One spec per job), update {$set:
+// {last: F, by: K, pend: true, cid: C}}, K being the claimant (the
+// Scheduler's ClaimantID) and C the claim's token, new for each claim. If
+// some firing at or after F was claimed before, or the last claim's work
+// is still pending, the filter matches nothing and the upsert's insert
+// collides with the existing _id (duplicate key): the claim is lost. Jobs
+// firing at F together share one update ({_id: {$in: names}}). "last"
+// only grows and each write is atomic on its document, so F is claimed at
+// most once, ever, whatever the instances' clocks say.
 //
 // Every later write of the claim's work (its starts, its settling, its
 // undoing, a takeover, a resume) matches its token, and a takeover and a
 // resume give it a new one: a write of a claim's former holder, however
 // late it reaches the server, matches nothing.
 //
-// A claim is work: the firings after "done" (the last firing settled)
-// up to F. Normally that is F alone; it also covers the firings nobody
+// A claim is work: the firings after "done" (the last firing settled) up
+// to F. Normally that is F alone; it also covers the firings nobody
 // claimed in between, and the claimant decides, oldest first, what each
-// does (see Misfires). The work stays pending, and no
-// later firing of the job can be claimed, until its last firing starts or
-// is recorded as not run: the claims of a job are settled one at a time,
-// in order.
-//
-// That is what makes the fast job harmless: instance A claims F, runs a job
-// that takes a millisecond and releases the lock; instance B, whose loop
-// woke later (a busy process, an older reading of the server's clock),
-// tries F, finds the lock free, but cannot claim F. Waiting before
-// releasing (ShedLock's lockAtLeastFor) is not needed.
+// does (see Misfires). The work stays pending, and no later firing of the
+// job can be claimed, until its last firing starts or is recorded as not
+// run: the claims of a job are settled one at a time, in order.
 //
 // # Order of operations
 //
@@ -144,123 +133,88 @@
 //     (with OverlapWait and OverlapCancel, if one also waits for it);
 //  2. claims F as above, and gives up if it lost. It claims only while it
 //     holds its presence lease (see Taking over);
-//  3. for each firing G of the claim's work that runs (the misfire threshold and policy,
-//     pause and window decide), oldest first, acquires J's lock through the
-//     Session. If another keeper holds it, the previous run is still going
-//     there, or still recording its end; with OverlapSkip (the default) the
-//     instance tries again, at pauses doubling from 20ms up to the Session's
-//     retry period (lock.Backoff, as a waiting lock.Mutex), until G plus
-//     half the time to J's next firing or plus a lease TTL, whichever comes
-//     first (from now, for a late firing). It reads the lock's holder a
-//     renew interval and a half before then (or when it begins to wait)
-//     and again then: if its lease was neither renewed between the two nor
-//     for over one and a half renew intervals, the run holding it is gone
-//     (its instance killed, or paused or cut off past its lease), and the
-//     instance waits on until the lease lapses, at most a TTL; a lock
-//     taken too recently to tell and never renewed is read once more, when
-//     a live holder would have renewed it. Otherwise it reads the job's
-//     last run: if that run, still going, began after G (an earlier
-//     firing's, run late), G comes after it in order and waits for it until
-//     G's misfire threshold (then ReasonMisfired); else it records G as
-//     not run (ReasonLockHeld). If it got the lock only after waiting (more
-//     than one attempt, or one that took longer than the wait), it reads
-//     the job's last run (its end is recorded before its lock is released):
-//     if that run (or an earlier one it keeps, see Misfires) went
-//     on at G past G plus the wait above, G is recorded as not run
-//     (ReasonRunGoing), as it would have been had it been claimed on time.
-//     OverlapWait waits as long as it takes; OverlapCancel also has the
-//     previous run cancelled; both read the last run too, once they got
-//     the lock by waiting, for the firings after G (see Misfires). A lease
-//     granted so late that the Session cannot trust it is released by the
-//     Session, and G recorded as not run;
+//  3. for each firing G of the claim's work that runs (the misfire
+//     threshold and policy, pause and window decide), oldest first,
+//     acquires J's lock through the Session. If another keeper holds it,
+//     the previous run is still going there, or recording its end. With
+//     OverlapSkip (the default) the instance tries again, at pauses
+//     doubling from 20ms up to the Session's retry period, until G plus
+//     half the time to J's next firing or plus a lease TTL, whichever
+//     comes first (from now, for a late firing); it waits on for a holder
+//     found gone (until its lease lapses) and for an earlier firing's late
+//     run, which G comes after in order (until G's misfire threshold, then
+//     ReasonMisfired), and otherwise records G as not run (ReasonLockHeld).
+//     A lock got only after waiting, from a run that went on at G past
+//     that wait, records G as not run too (ReasonRunGoing). OverlapWait
+//     waits as long as it takes; OverlapCancel also has the previous run
+//     cancelled. A lease granted too late for the Session to trust is
+//     released, and G recorded as not run. A run that the job's document
+//     still says is running, by another claim, once G holds the lock is
+//     recorded in the history as spent (OutcomeSpent): its instance lost
+//     the lock without recording an end;
 //  4. records the start of the run, on condition that the claim is still
 //     this instance's and no firing at or after G was settled; the write
 //     settles G (done = G), and the claim's work if G is its last. The
 //     write is idempotent, so a retried write does not mistake itself for
 //     a later run. If the condition fails, the claim was taken over: the
 //     instance stops, and the one that took it over does what is left;
-//  5. runs the job, if its lease can still be trusted (lock.Lease.Err, which
-//     reads the clock: checked just before the call, since the keep-alive
-//     that ends a lease runs alongside). The same check before step 4
-//     catches a lease lost between the lock's grant and the start (the
-//     instance was paused past its lease): no start is written, and the
-//     claim stays pending, for the instance's next poll to resume, or for
-//     another instance to take over once its presence lapsed, so the firing
-//     runs late rather than never. A lease lost while the start write was in
-//     flight: the start is undone, and the claim is pending again, as
-//     above; if it cannot be undone (a later claim came meanwhile, or the
-//     write failed), the firing is spent: recorded as failed "not run: ...",
-//     and not run again. The job runs again after a pause while it
-//     fails, up to its retries (JobRetries). From step 3 on the Session's
-//     keep-alive renews the lease with every other lease the Session holds,
-//     one command per renew interval. The job's context is bound to the
-//     lease (lock.Lease.Bind): if the lease cannot be renewed before its
-//     renew deadline, or a renewal finds it taken over, the context is
-//     cancelled with cause lock.ErrLeaseLost, a safety margin before anyone
-//     else could take the lock over. One place, the Session, decides when a
-//     lease is lost, for the scheduler as for every other user of the
-//     Session; its timings (lock.Timings) are the scheduler's;
+//  5. runs the job, if its lease can still be trusted (lock.Lease.Err,
+//     checked just before the call). A lease lost before the start is
+//     written leaves the claim pending, for the next poll to resume or
+//     another instance to take over, so the firing runs late rather than
+//     never; one lost while the start was written has the start undone,
+//     or, if it cannot be (a later claim came meanwhile, or the write
+//     failed), the firing is spent: recorded as failed "not run: ...", and
+//     not run again. The job runs again after a pause while it fails, up
+//     to its retries (JobRetries). Its context is bound to the lease
+//     (lock.Lease.Bind), cancelled with cause lock.ErrLeaseLost a safety
+//     margin before anyone else could take the lock over; the Session
+//     alone decides when a lease is lost, and its timings (lock.Timings)
+//     are the scheduler's;
 //  6. records the end of the run in the job document (outcome, error
 //     text, attempt, failures in a row; its end is the server's time the
-//     job returned, as the claim read the server's clock, however late
-//     the write applies), releases the lock (the Session
-//     tries again, within its release timeout, if that fails), and then
-//     adds the run, and the records of the firings before it that did not
-//     run, to the history.
+//     job returned, however late the write applies), releases the lock
+//     (retried within the Session's release timeout), and then adds the
+//     run, and the records of the firings before it that did not run, to
+//     the history.
 //
 // If the work's last firing does not start, the instance settles the work
 // (pend: false, done: F) on condition that it is still its own, and only
 // then records its firings as not run.
 //
 // Step 2 alone makes a second claim of F impossible; step 4 makes a second
-// start of any firing impossible, whoever claimed or took over what.
-// Step 3 makes runs of J never overlap while leases hold: a run only
-// starts under J's lock, and a lock is only taken over after its lease
-// expired by the server's clock, which is after the holder's deadline.
-// Step 6 records the end in the job document before releasing, so the
-// next run never overwrites a record that is still being written; the
-// history, which the next run does not touch, is written after, so as not
-// to hold the lock for it. Claiming before locking lets a losing instance
-// spend one round trip per firing, and makes the first instance to reach F
-// decide F's fate, rather than whichever instance happens to find the lock
-// free.
-//
-// A run is recorded (job document and history) only if its start was
-// written. One whose job was then not called, because its lease lapsed or
-// Stop began while the start was being written, is recorded as failed with
-// an error beginning "not run:".
+// start of any firing impossible, whoever claimed or took over what. Step
+// 3 makes runs of J never overlap while leases hold: a run only starts
+// under J's lock, and a lock is only taken over after its lease expired by
+// the server's clock, which is after the holder's deadline. A run is
+// recorded (job document and history) only if its start was written. Why
+// the steps are so, and how a wait for the lock reads its holder:
+// docs/design.md, "The scheduler's claim protocol".
 //
 // # Taking over
 //
-// Every Scheduler holds a presence lease through its Session, on the lock
-// prefix + "@instance/" + its jobs collection + "/" + its keeper id + "/" +
-// a suffix of its own (Schedulers sharing a Session each hold one), as
-// `mongolock locks` shows it, renewed with its other leases in
-// the same command. Its lapsing, on the server's clock, is how the other
-// instances know that a claim it left pending will never start: every
-// poll interval (WithPollInterval; the Session's renew interval by
-// default) each instance reads, in one query, the documents of its jobs
-// with pending work, and for a claim older than a poll interval tries to
-// acquire its claimant's presence lock. It gets it only once the
-// claimant's lease has lapsed (the claimant died, was cut off or paused
-// past its lease) or was released (it stopped), and while it holds it the
-// claimant cannot take it back. It then makes the pending work its own in
-// one conditional write ({pend: true, by: claimant}), releases the
-// presence lock and does the work as if it had claimed it (a
-// FiringTakenOver event first). The claimant, if it wakes up, cannot start
-// any of it: its start write is conditional on the claim being its own.
+// Every Scheduler holds a presence lease through its Session (as
+// `mongolock locks` shows it), renewed with its other leases. Its lapsing, on the server's clock, is how the other instances know that
+// a claim it left pending will never start: every poll interval
+// (WithPollInterval; the Session's renew interval by default) each
+// instance reads, in one query, the documents of its jobs with pending
+// work, and for a claim older than a poll interval tries to acquire its
+// claimant's presence lock. It gets it only once the claimant's lease has
+// lapsed (the claimant died, was cut off or paused past its lease) or was
+// released (it stopped), and while it holds it the claimant cannot take it
+// back. It then makes the pending work its own in one conditional write
+// ({pend: true, by: claimant}), releases the presence lock and does the
+// work as if it had claimed it (a FiringTakenOver event first).
 //
 // So a firing whose claimant dies between claiming and starting it runs
 // anyway, late: at most a lease TTL after the claimant's last renewal,
 // plus a poll interval, plus the lock package's safety margins, plus the
 // wait for the job's lock; within a poll interval or two after a clean
 // Stop, which releases the presence lease once every firing of the
-// Scheduler is gone (so a job that ignores its cancelled context delays
-// it, until the Session closes). In leader-only mode the election's lease
-// stands for presence: claims of a leader that stopped scheduling but
-// still leads wait for the next leader. Firings that fall meanwhile, while
-// a claim waits to be taken over, run late (see Misfires): all of it fits
-// in the default misfire threshold.
+// Scheduler is gone. In leader-only mode the election's lease stands for
+// presence: claims of a leader that stopped scheduling but still leads
+// wait for the next leader. All of it fits in the default misfire
+// threshold.
 //
 // # Misfires
 //
@@ -273,11 +227,9 @@
 //     is paused: a firing that fell before the pause and would run waits
 //     for its end (the claim stays pending), then runs late;
 //   - one that fell while one of the job's previous runs was still going,
-//     past its lock wait, is skipped (ReasonRunGoing: the overlap policy).
-//     The job's document keeps its last run, and the spans of the earlier
-//     runs of a backlog run one after the other that can still skip a
-//     later firing (at most 16), so that the firings that fell during any
-//     one of them are skipped, not only those of the last;
+//     past its lock wait, is skipped (ReasonRunGoing: the overlap policy;
+//     the job's document keeps the spans of the runs of a backlog that can
+//     still skip a later firing, at most 16);
 //   - a misfire skipped so, or paused or removed, counts among the
 //     policy's newest: an older misfire does not run in its stead;
 //   - one at most the misfire threshold late runs, late, in order;
@@ -288,17 +240,10 @@
 // Each firing not run has a record of its own, written only where the
 // firing has none (a run's record replaces it); of a very long outage, the
 // newest MaxRecorded per claim, the oldest of them saying how many older
-// ones were not recorded. A job's registration records its time (the
-// server's, or the registering instance's if earlier) as the last firing
-// settled, so that its first claim covers every firing since, and none
-// before.
-//
-// Start claims the latest firing before it (and, in leader-only mode, a
-// new leader when it starts to lead): the firings since the last claim
-// are then run or recorded at once, not at the job's next firing. A claim
-// that fails (the server unreachable, or its reply lost) is sent again
-// until half the misfire threshold, or half the time to the job's next
-// firing, has passed.
+// ones were not recorded. A job's registration is its first firing
+// settled, so its first claim covers every firing since. Start claims the
+// latest firing before it (a new leader too, when it starts to lead), so
+// the firings since the last claim are run or recorded at once.
 //
 // # Control
 //
