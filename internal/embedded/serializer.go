@@ -31,6 +31,9 @@ import (
 // mongoutil.SerializedCommand itself, so that a Locker knows it is there and
 // does not warn that FerretDB 1.x is not atomic.
 //
+// It evaluates the deadlines of writes (mongoutil.Deadline), which FerretDB
+// 1.24 cannot, as MongoDB would (deadline.go).
+//
 // It also cuts update commands of more than maxUpdateStatements statements
 // into several, sent back to back under one hold of cmd, and adds up their
 // replies: FerretDB 1.24 holds a SQLite connection per statement until the
@@ -173,6 +176,9 @@ func (s *serializer) forward(client, backend net.Conn, req []byte) error {
 		lock, unlock = func() {}, func() {}
 	}
 	lock()
+	if r := resolveDeadlines(req, time.Now()); r != nil {
+		req = r
+	}
 	if sp := splitUpdate(req, maxUpdateStatements); sp != nil {
 		reply, err := s.roundTripSplit(backend, req, sp)
 		unlock()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongolock/mongolock/internal/mongoutil"
 )
 
 // Flavor is which server the simulation plays.
@@ -205,7 +207,7 @@ func (s *Server) dispatch(cmd bson.D, now time.Time) (reply bson.D) {
 			res = bson.D{{Key: "version", Value: "7.0.42"}, {Key: "ferretdbVersion", Value: "v1.24.0"}}
 		}
 	case "find":
-		res, err = s.find(db, cmd)
+		res, err = s.find(db, cmd, now)
 	case "insert":
 		write = true
 		res, err = s.insert(db, cmd)
@@ -292,9 +294,10 @@ func (s *Server) coll(db, name string, make bool) *collection {
 	return c
 }
 
-func (s *Server) find(db string, cmd bson.D) (bson.D, *cmdError) {
+func (s *Server) find(db string, cmd bson.D, now time.Time) (bson.D, *cmdError) {
 	name, _ := cmd[0].Value.(string)
 	filter, _ := lookup(cmd, "filter").(bson.D)
+	filter, _ = mongoutil.ResolveDeadlines(filter, now)
 	var docs []bson.D
 	if c := s.coll(db, name, false); c != nil {
 		pos, err := c.find(filter)
@@ -429,6 +432,7 @@ func (s *Server) insert(db string, cmd bson.D) (bson.D, *cmdError) {
 // updateOne applies one update statement to c at now and returns how many
 // documents it matched and changed, and the _id it upserted, if any.
 func (s *Server) updateOne(c *collection, filter bson.D, update any, multi, upsert bool, now time.Time) (matched, modified int, upserted any, err *cmdError) {
+	filter, _ = mongoutil.ResolveDeadlines(filter, now)
 	pos, ferr := c.find(filter)
 	if ferr != nil {
 		return 0, 0, nil, asCmdError(ferr)
@@ -527,6 +531,7 @@ func (s *Server) delete(db string, cmd bson.D) (bson.D, *cmdError) {
 func (s *Server) findAndModify(db string, cmd bson.D, now time.Time) (bson.D, *cmdError) {
 	name, _ := cmd[0].Value.(string)
 	filter, _ := lookup(cmd, "query").(bson.D)
+	filter, _ = mongoutil.ResolveDeadlines(filter, now)
 	c := s.coll(db, name, true)
 	pos, ferr := c.find(filter)
 	if ferr != nil {
