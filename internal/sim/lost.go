@@ -935,7 +935,8 @@ func (o *oracle) checkOverRun() []string {
 				for _, prev := range spans {
 					if prev.key != sp.key && prev.ended > 0 && prev.began < t-o.maxAhead-slack &&
 						prev.ended > t+o.maxBhind+j.Period/2+slack && prev.ended <= sp.began &&
-						!o.frozenDuring(prev.instance, prev.began, t+o.maxBhind+j.Period/2+slack) {
+						!o.frozenDuring(prev.instance, prev.began, t+o.maxBhind+j.Period/2+slack) &&
+						!o.leaseCut(prev.instance, prev.began, prev.ended) {
 						out = append(out, fmt.Sprintf("over-run: %s, though the run of %s went on from %.3fs to %.3fs (OverlapSkip)",
 							name, time.Unix(0, prev.key.at).UTC().Format("15:04:05.000"), prev.began.Seconds(), prev.ended.Seconds()))
 						break
@@ -983,6 +984,21 @@ func (o *oracle) frozenDuring(instance string, from, to time.Duration) bool {
 			if long && fr[0] <= to && (fr[1] == 0 || fr[1] >= from) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// leaseCut reports whether instance's renewals were cut off from the
+// server (faulty renewals, an election, a storm: impairedSpans) at some
+// time in [from, to] for long enough to lose its leases, as frozenDuring
+// for a freeze: a run it went on with may have lost its lock meanwhile,
+// which the promise counts gone.
+func (o *oracle) leaseCut(instance string, from, to time.Duration) bool {
+	t := lock.DefaultTimings(o.w.TTL)
+	for _, sp := range o.impairedSpans(instance, mentionsPresence, from, to+t.RenewDeadline) {
+		if sp[0] <= to && sp[1]-sp[0] >= t.RenewDeadline-t.RenewInterval {
+			return true
 		}
 	}
 	return false
