@@ -271,7 +271,7 @@ func TestBadClaimFieldsSettled(t *testing.T) {
 	if len(reported) != 1 || reported[0].Field != "last" || reported[0].ID != "j" || !strings.HasSuffix(reported[0].Problem, "repaired") {
 		t.Errorf("reported %v, want j's last, repaired", reported)
 	}
-	if _, ok, err := s.start(ctx, Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1}, w); err != nil || ok {
+	if _, ok, err := s.start(ctx, Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1}, w, time.Time{}); err != nil || ok {
 		t.Errorf("start of the spoiled claim: %v %v, want refused", ok, err)
 	}
 	w3 := mustClaim(t, ctx, s, "j", "@every 1s", f.Add(2*time.Second), "L")

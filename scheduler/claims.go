@@ -1123,7 +1123,7 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 	// need: the lock is held no longer than the run's own record needs.
 	s.release(fr, lease)
 	released = true
-	if out.started || out.movedOn {
+	if out.started {
 		if failed := s.recordNotRun(fr, out.notRunLeft); failed != "" {
 			out.end.Reason = note(out.end.Reason, failed)
 		}

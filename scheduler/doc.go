@@ -112,8 +112,8 @@
 // only grows and each write is atomic on its document, so F is claimed at
 // most once, ever, whatever the instances' clocks say.
 //
-// Every later write of the claim's work (its starts, its settling, its
-// undoing, a takeover, a resume) matches its token, and a takeover and a
+// Every later write of the claim's work (its starts, its settling, a
+// takeover, a resume) matches its token, and a takeover and a
 // resume give it a new one: a write of a claim's former holder, however
 // late it reaches the server, matches nothing.
 //
@@ -154,23 +154,23 @@
 //     the lock without recording an end;
 //  4. records the start of the run, on condition that the claim is still
 //     this instance's and no firing at or after G was settled; the write
-//     settles G (done = G), and the claim's work if G is its last. The
-//     write is idempotent, so a retried write does not mistake itself for
-//     a later run. If the condition fails, the claim was taken over: the
-//     instance stops, and the one that took it over does what is left;
+//     settles G (done = G), and the claim's work if G is its last. It is
+//     idempotent and final (nothing undoes it), and carries a deadline by
+//     the server's clock, the end of the lease's trust, so it cannot apply
+//     later (docs/design.md, "final starts"). If the condition fails, the
+//     claim was taken over, and the taker does the rest; a start too late
+//     for its deadline leaves the claim pending;
 //  5. runs the job, if its lease can still be trusted (lock.Lease.Err,
 //     checked just before the call). A lease lost before the start is
 //     written leaves the claim pending, for the next poll to resume or
-//     another instance to take over, so the firing runs late rather than
-//     never; one lost while the start was written has the start undone,
-//     or, if it cannot be (a later claim came meanwhile, or the write
-//     failed), the firing is spent: recorded as failed "not run: ...", and
-//     not run again. The job runs again after a pause while it fails, up
-//     to its retries (JobRetries). Its context is bound to the lease
-//     (lock.Lease.Bind), cancelled with cause lock.ErrLeaseLost a safety
-//     margin before anyone else could take the lock over; the Session
-//     alone decides when a lease is lost, and its timings (lock.Timings)
-//     are the scheduler's;
+//     another instance to take over; one lost once the start applied
+//     spends the firing: recorded as failed "not run: ...", and not run
+//     again. The job runs again after a pause while it fails, up to its
+//     retries (JobRetries). Its context
+//     is bound to the lease (lock.Lease.Bind), cancelled with cause
+//     lock.ErrLeaseLost a safety margin before anyone else could take the
+//     lock over; the Session alone decides when a lease is lost, and its
+//     timings (lock.Timings) are the scheduler's;
 //  6. records the end of the run in the job document (outcome, error
 //     text, attempt, failures in a row; its end is the server's time the
 //     job returned, however late the write applies), releases the lock
@@ -401,18 +401,15 @@
 //     attempts); "lock not acquired: <error>" (step 3; also a grant too
 //     late to trust, Err lock.ErrNotTrusted: not final, the claim stays
 //     pending and the next poll resumes it);
-//     "lease could not be trusted" (step 5, lost while the start was
-//     recorded and not undone: spent, Err its cause); "claim taken over by
-//     another instance" (step 4, or settling); "start not recorded" (step
-//     4, Err the write's error, or lock.ErrLeaseLost when the lease was
-//     lost before the start or while it was written; also when settling
-//     failed: not final, the next poll resumes the work, and the firing
-//     may still run; where Reason adds "claim moved on meanwhile: spent,
-//     unless its taker runs it", the claim moved on before the start could
-//     be undone: if the write applied, the firing is spent, recorded as
-//     failed "not run: start not recorded" (where it has no record yet);
-//     if not, the claim was taken over while pending, and the taker runs
-//     it); "stopping"
+//     "lease could not be trusted" (step 5, lost once the start applied:
+//     spent, Err its cause); "claim taken over by another instance" (step
+//     4, or settling); "start not recorded" (step 4, Err the write's
+//     error, or lock.ErrLeaseLost when the lease was lost before the
+//     start, or the start came too late for its deadline; also when
+//     settling failed: not final, the next poll resumes the work, and the
+//     firing may still run; where Reason adds "the start applied: spent",
+//     the write's fate was learnt as applied, and the firing is recorded
+//     as failed "not run: start not recorded"); "stopping"
 //     (Stop began, or the Session closed, before the job was called: the
 //     claim is left to be taken over); "presence lease not held" (step 2);
 //     "misfired", "paused", "removed", "previous run still going"

@@ -159,27 +159,21 @@ func (s *fakeStore) poll(_ context.Context, jobs []claimReq) ([]jobDoc, error) {
 	return out, nil
 }
 
-// mayStart is startFilter. Called with s.mu held.
-func (s *fakeStore) mayStart(d *jobDoc, r Run, w *work) bool {
-	if !d.Pending || d.By != w.keeper || d.ClaimID != w.cid {
-		return false
-	}
-	if w.triggered() {
-		return d.PTrig.Equal(w.trig)
-	}
-	return d.Last.Equal(w.last) && (d.Done.IsZero() || d.Done.Before(r.Scheduled))
-}
-
-func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
+func (s *fakeStore) start(ctx context.Context, r Run, w *work, deadline time.Time) (time.Time, bool, error) {
 	s.mu.Lock()
 	hook := s.onStart
 	s.mu.Unlock()
+	late := false
 	apply := func() (time.Time, bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		d := s.docs[r.Job]
-		if d == nil || !s.mayStart(d, r, w) {
+		if !d.startable(r, w) {
 			return d.startOf(r, w) // refused, or a retried write
+		}
+		if !deadline.IsZero() && !s.clock.Now().Before(deadline) {
+			late = true
+			return time.Time{}, false
 		}
 		switch {
 		case w.triggered():
@@ -198,6 +192,9 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 	}
 	if hook == nil {
 		start, ok := apply()
+		if late {
+			return start, ok, errStartLate
+		}
 		return start, ok, nil
 	}
 	var start time.Time
@@ -208,6 +205,9 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work) (time.Time, bool,
 	}
 	if err != nil {
 		return time.Time{}, false, err
+	}
+	if late {
+		return start, ok, errStartLate
 	}
 	return start, ok, nil
 }
@@ -223,26 +223,6 @@ func (s *fakeStore) settle(_ context.Context, w *work) (bool, error) {
 	d.Pending, d.PTrig = false, time.Time{}
 	if !w.triggered() {
 		d.Done = w.last
-	}
-	return true, nil
-}
-
-func (s *fakeStore) abandon(_ context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.docs[r.Job]
-	if d == nil || d.By != w.keeper || d.ClaimID != w.cid {
-		return false, errClaimGone
-	}
-	d.ClaimID = bson.NewObjectID() // a start still on its way cannot apply
-	if !d.Run.holds(r) || d.Run.Outcome != string(OutcomeRunning) {
-		return false, nil
-	}
-	d.Pending, d.Run.Outcome, d.Run.Error = true, string(OutcomeFailed), unstartError(why)
-	if w.triggered() {
-		d.PTrig = w.trig
-	} else {
-		d.Done = prev
 	}
 	return true, nil
 }

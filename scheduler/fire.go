@@ -78,7 +78,7 @@ type firing struct {
 	dispatched time.Time
 	counted    bool // in Scheduler.setups until its setup ends (admission.go)
 	// prev is the last firing of its work settled before it (the work's
-	// done, at first): what undoing its start restores.
+	// done, at first).
 	prev  time.Time
 	fence uint64 // once the job's lock is taken
 	tries int    // attempts to take the job's lock
@@ -323,21 +323,7 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 		switch {
 		case err == nil && res.lease != nil:
-			// Waited: attempts until the lock came free, or one that took
-			// longer than the wait (a slow command, applied once the lock
-			// was free).
-			waited := attempt > 1 || s.clock.Since(began) > s.lockWait(j, fr.at)
-			fr.readLocked = false // set by a read from now on (ranPastWait)
-			if waited && s.ranPastWait(fr) && j.cfg.overlap == OverlapSkip {
-				// The lock came free after the wait OverlapSkip allows (a
-				// late firing waits a TTL, for a holder that may have
-				// died): the run that held it went on past it, and skips fr.
-				s.release(fr, res.lease)
-				e := skip(ReasonRunGoing, nil)
-				s.emit(fr, e)
-				return nil, e.Reason, false
-			}
-			return res.lease, "", true
+			return s.lockGranted(fr, res.lease, attempt, began)
 		case err == nil && res.untrusted:
 			// Granted too late to trust even for the start record; the
 			// Session released it again. The setup took a renew deadline
@@ -378,6 +364,28 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 		}
 	}
 	return nil, s.lockGivenUp(fr, mayHold, lastErr, began, attempt, watch.behind), false
+}
+
+// lockGranted decides what fr does with the lock lockFor took on its
+// attempt-th try, begun at began: run, or under OverlapSkip release it
+// and skip fr if the run that held it went on past the wait.
+func (s *Scheduler) lockGranted(fr *firing, lease *lock.Lease, attempt int, began time.Time) (*lock.Lease, string, bool) {
+	j := fr.job
+	// Waited: attempts until the lock came free, or one that took longer
+	// than the wait (a slow command, applied once the lock was free).
+	wait := s.lockWait(j, fr.at)
+	waited := attempt > 1 || s.clock.Since(began) > wait
+	fr.readLocked = false // set by a read from now on (ranPastWait)
+	if waited && s.ranPastWait(fr) && j.cfg.overlap == OverlapSkip {
+		// The lock came free after the wait OverlapSkip allows (a late
+		// firing waits a TTL, for a holder that may have died): the run
+		// that held it went on past it, and skips fr.
+		s.release(fr, lease)
+		e := skip(ReasonRunGoing, nil)
+		s.emit(fr, e)
+		return nil, e.Reason, false
+	}
+	return lease, "", true
 }
 
 // lockGiveUp returns when fr gives up waiting for its job's lock: zero
@@ -663,14 +671,10 @@ func (s *Scheduler) acquireBatch(ctx context.Context, _ struct{}, ids []string) 
 
 // ran is what runLocked did.
 type ran struct {
-	started   bool // fr's start was recorded
-	takenOver bool // it was not: fr's work is another instance's now
-	// movedOn: fr's start may have applied, settling the firings before
-	// it, and its claim moved on since: their records are written as if
-	// it started (only where there are none: a taker's replace them).
-	movedOn bool
-	hist    []Run      // to add to the history
-	end     lock.Event // fr's last event, once the lock is released and the history written
+	started   bool       // fr's start was recorded
+	takenOver bool       // it was not: fr's work is another instance's now
+	hist      []Run      // to add to the history
+	end       lock.Event // fr's last event, once the lock is released and the history written
 	// notRunLeft are the records of the firings before fr that do not
 	// run, which its start settled, that are still to be written (if it
 	// started).
@@ -725,16 +729,14 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	// the clock, and this check is what keeps a job from starting after
 	// that. Before it, the records of the firings before fr that do not
 	// run, which the start settled, are written: not after a run this
-	// instance may not live through. (Should the start be undone after
-	// all, its lease lost meanwhile, the claim's next plan decides those
-	// firings again; a run it records replaces this record, by its id,
-	// while a record of them as not run keeps the first.)
+	// instance may not live through. (The start is final: nothing
+	// decides those firings again; a run recorded later replaces a
+	// record, by its id, while a record of a firing as not run keeps the
+	// first.)
 	out.notRunLeft = s.recordNotRunNow(fr, skippedBefore)
-	if err := lease.Err(); err != nil && jobCtx.Err() == nil {
+	if err := lease.Err(); err != nil {
 		cancelJob(err)
-	}
-	if jobCtx.Err() != nil {
-		u := s.startUntrusted(fr, r, w, context.Cause(jobCtx))
+		u := s.startUntrusted(fr, r, err)
 		u.notRunLeft = out.notRunLeft
 		return u
 	}
@@ -781,8 +783,8 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 	// was taken over, does not start it too.
 	r := Run{Job: fr.job.name, Keeper: s.keeper, Scheduled: fr.at, Fence: lease.Fence(), Outcome: OutcomeRunning,
 		Attempt: 1, Triggered: fr.trig}
-	// Not ended by Stop: a start that landed must be known, to be undone
-	// or run (StopWait).
+	// Not ended by Stop: a start that landed must be known, to be run
+	// (StopWait).
 	if !fr.waitedOut.Start.IsZero() && !fr.waitedOut.Start.Before(w.prevRun.Start) {
 		w.prevRun = fr.waitedOut // the run fr's lock came free from
 	}
@@ -794,9 +796,16 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 		cut = w.done
 	}
 	w.went = w.prevRun.wentBefore(cut, s.lockWait(fr.job, fr.at))
+	// The start is final once applied (nothing undoes it), and applies only
+	// while this instance trusts lease: before its deadline by the
+	// server's clock.
+	deadline := s.startDeadline(lease)
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	start, ok, err := s.st.start(ctx, r, w)
+	start, ok, err := s.st.start(ctx, r, w, deadline)
 	cancel()
+	if err != nil && !errors.Is(err, errStartLate) {
+		start, ok, err = s.startFate(fr, r, w, deadline, err)
+	}
 	switch {
 	case err != nil:
 		u := s.startFailed(fr, r, w, err)
@@ -875,27 +884,60 @@ func (s *Scheduler) pauseAfterFailure(fr *firing, r Run, end *lock.Event) {
 	}
 }
 
-// startFailed is what runLocked does when the start write of r, a
-// firing of w, failed: err.
+// startDeadline is the server's time from which a start under lease
+// cannot apply: before this instance stops trusting the lease (the
+// server's clock estimate's lower bound, so that it is not later by the
+// server's clock), and within the op timeout, so that a write given up on
+// is decided soon after. Zero if this instance cannot read the server's
+// clock.
+func (s *Scheduler) startDeadline(lease *lock.Lease) time.Time {
+	now, ok := s.now()
+	if !ok {
+		return time.Time{}
+	}
+	return now.Add(min(lease.Remaining(), s.cfg.opTimeout))
+}
+
+// startFate learns the fate of r's start, whose write failed (cause):
+// once the server's clock passed its deadline it cannot apply any more,
+// and the same write, sent again, says for good whether it started r, or
+// found the claim taken over, or still pending (errStartLate). cause if
+// that fails too.
+func (s *Scheduler) startFate(fr *firing, r Run, w *work, deadline time.Time, cause error) (time.Time, bool, error) {
+	ctx, cancel := context.WithTimeout(fr.detached(), 2*s.cfg.opTimeout)
+	defer cancel()
+	for {
+		now, ok := s.now()
+		if !ok || !now.Before(deadline) {
+			break
+		}
+		if lock.Sleep(ctx, s.clock, deadline.Sub(now)) != nil {
+			return time.Time{}, false, cause
+		}
+	}
+	start, ok, err := s.st.start(ctx, r, w, deadline)
+	if err != nil && !errors.Is(err, errStartLate) {
+		return time.Time{}, false, cause
+	}
+	if errors.Is(err, errStartLate) {
+		err = fmt.Errorf("%w (%w)", cause, errStartLate)
+	}
+	return start, ok, err
+}
+
+// startFailed is what runLocked does when r's start, a firing of w, was
+// not recorded (err): refused for its deadline, its claim pending (for the
+// next poll to resume, or another instance to take over), or its fate
+// unknown (startFate failed too). Then r's record, if the start applied,
+// is ended as not run, so that it does not stay "running": the firing is
+// spent.
 func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 	e := skip(ReasonNoStart, err)
 	if s.ctx.Err() != nil {
 		e.Reason = ReasonStopping
 	}
-	// The write may have happened, or may still happen (it may be on
-	// its way): undo it if it did, and give the claim a new token so
-	// that it cannot happen later, so that the claim is pending again,
-	// for the next poll to resume (or another instance to take over)
-	// rather than spent. If that fails too, end the record if it is
-	// there, so that it does not stay "running", and only then keep
-	// it in the history. If the claim was taken over meanwhile (this
-	// instance's presence lapsed), a start that applied first was seen
-	// by the taker: the firing is spent, and its record is ended here.
-	uctx, ucancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	_, uerr := s.st.abandon(uctx, r, w, fr.prev, "start not recorded")
-	ucancel()
-	if uerr == nil {
-		return ran{end: e} // pending: undone, or never applied
+	if errors.Is(err, errStartLate) {
+		return ran{end: e}
 	}
 	r.Outcome, r.Error = OutcomeFailed, notRunError+"start not recorded: "+err.Error()
 	held, ferr := s.finish(fr, r, false)
@@ -903,54 +945,17 @@ func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())
 	}
 	if held {
-		if errors.Is(uerr, errClaimGone) {
-			e.Reason = note(e.Reason, "claim taken over meanwhile: spent")
-		}
+		e.Reason = note(e.Reason, "the start applied: spent")
 		return ran{started: true, hist: []Run{r}, end: e}
-	}
-	if errors.Is(uerr, errClaimGone) && ferr == nil {
-		// Neither the claim nor the job's record is this start's: the
-		// claim moved on. Either the start applied first, settling the
-		// firing, and a later claim's run replaced its record (seed
-		// 733): the firing is spent, and only this instance can say
-		// so. Or the claim was taken over while still pending, and the
-		// taker runs the firing: its record, there already or to come,
-		// replaces this one, which is written only where there is none.
-		e.Reason = note(e.Reason, "claim moved on meanwhile: spent, unless its taker runs it")
-		if err := s.addHistoryOnce(fr, r); err != nil {
-			e.Reason = note(e.Reason, "not recorded in the history: "+err.Error())
-		}
-		return ran{movedOn: true, end: e}
 	}
 	return ran{end: e}
 }
 
 // startUntrusted is what runLocked does when r's start was recorded but
-// its lease was lost meanwhile, or the Scheduler is stopping (cause).
-func (s *Scheduler) startUntrusted(fr *firing, r Run, w *work, cause error) ran {
-	// Stopping, or the lease lost, while the start was written: undo
-	// it, so that the claim is pending again, for another instance to
-	// take over once this one's presence is released, or for the next
-	// poll here to resume (the firing runs late, as when the lease is
-	// lost before the start), rather than spent.
-	e := skip(note(ReasonNoStart, "lease lost while the start was recorded; claim pending again"), cause)
-	why := "lease lost"
-	if stopping(cause) {
-		e, why = skip(ReasonStopping, cause), "stopped"
-	}
-	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
-	undone, err := s.st.abandon(ctx, r, w, fr.prev, why)
-	cancel()
-	switch {
-	case err == nil && undone && stopping(cause):
-		return ran{takenOver: true, end: e}
-	case err == nil && undone:
-		return ran{end: e}
-	}
-	// Not undone: a later claim came meanwhile (the lease was lost:
-	// another instance may have moved on), or the write failed. The
-	// firing is recorded as started but not run: spent.
-	e.Reason = ReasonUntrusted
+// its lease was lost meanwhile (cause): the start is final, the job is not
+// called, and the firing is spent, recorded as not run.
+func (s *Scheduler) startUntrusted(fr *firing, r Run, cause error) ran {
+	e := skip(ReasonUntrusted, cause)
 	r.Outcome, r.Error = OutcomeFailed, notRunError+cause.Error()
 	if _, ferr := s.finish(fr, r, false); ferr != nil {
 		e.Reason = note(e.Reason, "end not recorded: "+ferr.Error())

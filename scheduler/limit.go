@@ -8,7 +8,7 @@ import (
 )
 
 // MaxConcurrentWrites bounds the commands of one Scheduler that are not
-// batched (the writes that take over, resume, settle or undo one job's
+// batched (the writes that take over, resume, settle one job's
 // claim, and the reads that look at one job's lock holder) in flight at
 // once. The batched ones (claims, lock acquisitions and releases, starts,
 // ends, history) are one command at a time per batch already. A burst of
@@ -64,11 +64,6 @@ func (s limitedStore) claimTrigger(ctx context.Context, job string, t time.Time,
 
 func (s limitedStore) settle(ctx context.Context, w *work) (ok bool, err error) {
 	err = limited(ctx, s.slots, func() error { ok, err = s.store.settle(ctx, w); return err })
-	return ok, err
-}
-
-func (s limitedStore) abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (ok bool, err error) {
-	err = limited(ctx, s.slots, func() error { ok, err = s.store.abandon(ctx, r, w, prev, why); return err })
 	return ok, err
 }
 

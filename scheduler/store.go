@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -51,21 +52,15 @@ type store interface {
 	// run if w is still r.Keeper's and no firing at or after r's was
 	// settled, and returns the server's start time. It is idempotent: a
 	// retried write finds its own record and succeeds, and changes
-	// nothing, whatever was claimed since.
-	start(ctx context.Context, r Run, w *work) (time.Time, bool, error)
+	// nothing, whatever was claimed since. The write applies only before
+	// deadline by the server's clock, if not zero and the server can tell
+	// (mongoutil.Deadline); errStartLate if it was refused for that alone:
+	// w's claim is still pending, and r not started.
+	start(ctx context.Context, r Run, w *work, deadline time.Time) (time.Time, bool, error)
 	// settle records that w's work is done without starting its last
 	// firing (or its triggered run), if w is still its keeper's under its
 	// token.
 	settle(ctx context.Context, w *work) (bool, error)
-	// abandon gives w's claim a new token, so that a start of r whose
-	// reply never came cannot apply later, and undoes that start if it
-	// applied (r's job was not called): w is pending again, from prev (the
-	// last firing settled before r's) on, for the next poll to resume. It
-	// reports whether it undid a start, and errClaimGone if w's claim is
-	// no longer this token's (taken over, or resumed elsewhere): then r's
-	// start, if it applied first, was seen by the new claimant, and the
-	// firing is spent. why says why, in the record's error.
-	abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error)
 	// finish records how r ended in the job document, and reports whether
 	// the document still held r's record (no later run overwrote it, and
 	// r's start was written). ran: the job was called, and its outcome
@@ -291,6 +286,10 @@ type mongoStore struct {
 	jobs, runs  *mongo.Collection
 	keepHistory bool
 	bad         func(lock.BadDocument) // reports the documents its reads skip (baddoc.go)
+	// deadlines: whether the server evaluates a start's deadline
+	// (mongoutil.ProbeDeadlines), once a start asked: 0 not known yet,
+	// 1 it does, 2 it does not.
+	deadlines atomic.Int32
 
 	// Writes of jobs that fire together go in shared commands.
 	claims   *batcher[firingKey, claimReq, claimResult]
@@ -317,6 +316,7 @@ func (r claimReq) hash() string { return specHash(r.job, r.spec) }
 type startResult struct {
 	start time.Time
 	ok    bool
+	late  bool // refused for its deadline alone (startable)
 }
 
 func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
@@ -668,32 +668,81 @@ func (s *mongoStore) readOne(ctx context.Context, res *mongo.SingleResult) (jobD
 	return s.readJobDoc(ctx, raw)
 }
 
-func (s *mongoStore) start(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
-	res, err := s.starts.submit(ctx, keyOf(r.Scheduled, r.Keeper), startReq{r, w})
+func (s *mongoStore) start(ctx context.Context, r Run, w *work, deadline time.Time) (time.Time, bool, error) {
+	if !deadline.IsZero() && !s.evaluatesDeadlines(ctx, r.Job) {
+		deadline = time.Time{}
+	}
+	res, err := s.starts.submit(ctx, keyOf(r.Scheduled, r.Keeper), startReq{r, w, deadline})
+	if err == nil && res.late {
+		err = fmt.Errorf("record start of %q: %w", r.Job, errStartLate)
+	}
 	return res.start, res.ok, err
 }
 
+// errStartLate: a start refused because the server's clock had passed its
+// deadline.
+var errStartLate = errors.New("start refused: its deadline had passed by the server's clock")
+
+// evaluatesDeadlines reports whether the server evaluates a start's
+// deadline, probing it the first time (and again after a probe failed) on
+// job's document (there, as its claim is).
+func (s *mongoStore) evaluatesDeadlines(ctx context.Context, job string) bool {
+	switch s.deadlines.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok, err := mongoutil.ProbeDeadlines(ctx, s.jobs, job)
+	switch {
+	case err != nil:
+		return false
+	case ok:
+		s.deadlines.Store(1)
+	default:
+		s.deadlines.Store(2)
+	}
+	return ok
+}
+
 type startReq struct {
-	r Run
-	w *work
+	r        Run
+	w        *work
+	deadline time.Time
 }
 
 // startFilter matches the document of r's job if r may start: w is still
 // its claimant's, under w's token, and (for a firing) no firing at or
 // after r's was settled, so
-// that the firings of a claim start in order and none twice. A write
+// that the firings of a claim start in order and none twice; and, if
+// deadline is not zero, the server's clock has not reached it. A write
 // retried after it was applied (the driver retries on network errors, and
 // FerretDB does not recognise the retry) matches nothing: applied again,
 // it would settle whatever claim came since. The read after it finds r's
-// record (startOf).
-func startFilter(r Run, w *work) bson.D {
+// record (startOf), or the claim as it was (startable): refused for the
+// deadline alone.
+func startFilter(r Run, w *work, deadline time.Time) bson.D {
 	filter := bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid},
 		{Key: fieldPending, Value: true}}
+	if !deadline.IsZero() {
+		filter = append(filter, mongoutil.Deadline(deadline))
+	}
 	if w.triggered() {
 		return append(filter, bson.E{Key: fieldPTrig, Value: w.trig})
 	}
 	return append(filter, bson.E{Key: fieldLast, Value: w.last},
 		bson.E{Key: fieldDone, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: r.Scheduled}}}}})
+}
+
+// startable reports whether startFilter, but for its deadline, matches d.
+func (d *jobDoc) startable(r Run, w *work) bool {
+	if d == nil || !d.Pending || d.By != w.keeper || d.ClaimID != w.cid {
+		return false
+	}
+	if w.triggered() {
+		return d.PTrig.Equal(w.trig)
+	}
+	return d.Last.Equal(w.last) && (d.Done.IsZero() || d.Done.Before(r.Scheduled))
 }
 
 // startOf returns r's start if d holds r's record, written for w: r
@@ -749,14 +798,14 @@ func startUpdate(r Run, w *work) bson.D {
 // then a read of which documents hold their run).
 func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, reqs []startReq) ([]startResult, error) {
 	if len(reqs) == 1 {
-		start, ok, err := s.startOne(ctx, reqs[0].r, reqs[0].w)
-		return []startResult{{start, ok}}, err
+		res, err := s.startOne(ctx, reqs[0])
+		return []startResult{res}, err
 	}
 	models := make([]mongo.WriteModel, len(reqs))
 	ids := make([]string, len(reqs))
 	runs := make([]Run, len(reqs))
 	for i, q := range reqs {
-		models[i] = mongo.NewUpdateOneModel().SetFilter(startFilter(q.r, q.w)).SetUpdate(startUpdate(q.r, q.w))
+		models[i] = mongo.NewUpdateOneModel().SetFilter(startFilter(q.r, q.w, q.deadline)).SetUpdate(startUpdate(q.r, q.w))
 		ids[i], runs[i] = q.r.Job, q.r
 	}
 	// Ordered: FerretDB 1.24 stops an unordered bulk write at its first
@@ -770,31 +819,39 @@ func (s *mongoStore) startBatch(ctx context.Context, _ firingKey, reqs []startRe
 		return nil, err
 	}
 	out := make([]startResult, len(reqs))
-	for i, r := range runs {
-		out[i].start, out[i].ok = docs[r.Job].startOf(r, reqs[i].w)
+	for i, q := range reqs {
+		out[i] = docs[q.r.Job].startResult(q)
 	}
 	return out, nil
 }
 
-func (s *mongoStore) startOne(ctx context.Context, r Run, w *work) (time.Time, bool, error) {
+// startResult is what d, read after q's write, says of it.
+func (d *jobDoc) startResult(q startReq) startResult {
+	if start, ok := d.startOf(q.r, q.w); ok {
+		return startResult{start: start, ok: true}
+	}
+	return startResult{late: !q.deadline.IsZero() && d.startable(q.r, q.w)}
+}
+
+func (s *mongoStore) startOne(ctx context.Context, q startReq) (startResult, error) {
+	r, w := q.r, q.w
 	// No projection: FerretDB does not implement it in findAndModify.
 	opts := options.FindOneAndUpdate().SetReturnDocument(options.After)
-	doc, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx, startFilter(r, w), startUpdate(r, w), opts))
+	doc, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx, startFilter(r, w, q.deadline), startUpdate(r, w), opts))
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		// Refused, or retried after it was applied: r's record tells.
 		docs, err := s.jobDocs(ctx, []string{r.Job})
 		if err != nil {
-			return time.Time{}, false, err
+			return startResult{}, err
 		}
-		start, ok := docs[r.Job].startOf(r, w)
-		return start, ok, nil
+		return docs[r.Job].startResult(q), nil
 	case err != nil:
-		return time.Time{}, false, wrapErr(ctx, "record start of", r.Job, err)
+		return startResult{}, wrapErr(ctx, "record start of", r.Job, err)
 	case doc.Run.Start.IsZero():
-		return time.Time{}, false, fmt.Errorf("record start of %q: server returned no start time", r.Job)
+		return startResult{}, fmt.Errorf("record start of %q: server returned no start time", r.Job)
 	}
-	return doc.Run.Start, true, nil
+	return startResult{start: doc.Run.Start, ok: true}, nil
 }
 
 // settle marks w's work done, if it is still w's keeper's: nothing of it
@@ -829,62 +886,10 @@ func (s *mongoStore) settle(ctx context.Context, w *work) (bool, error) {
 	return d != nil && d.ClaimID == w.cid && d.By == w.keeper && !d.Pending && (w.triggered() || d.Done.Equal(w.last)), nil
 }
 
-// unstartError is the error recorded for a start undone for why.
-func unstartError(why string) string { return notRunError + why + "; claim pending again" }
-
 // notRunError begins the error of a run whose start was written but whose
 // job was not called (the lease lost, or Stop, as it was written): it did
 // not go on, and skips no firing (runDoc.spans).
 const notRunError = "not run: "
-
-func (s *mongoStore) abandon(ctx context.Context, r Run, w *work, prev time.Time, why string) (bool, error) {
-	cid := bson.NewObjectID()
-	// Undo r's start if it applied: the claim as r's start left it, under
-	// w's token, and r's record.
-	filter := bson.D{
-		{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid},
-		{Key: fieldScheduled, Value: r.Scheduled}, {Key: fieldKeeper, Value: r.Keeper},
-		{Key: fieldFence, Value: fenceTS(r.Fence)}, {Key: fieldOutcome, Value: string(OutcomeRunning)},
-	}
-	set := bson.D{{Key: fieldPending, Value: true}, {Key: fieldClaimID, Value: cid}, {Key: fieldOutcome, Value: string(OutcomeFailed)},
-		{Key: fieldError, Value: unstartError(why)}}
-	var unset bson.D
-	switch {
-	case w.triggered():
-		set = append(set, bson.E{Key: fieldPTrig, Value: w.trig})
-	case prev.IsZero():
-		unset = bson.D{{Key: fieldDone, Value: ""}}
-	default:
-		set = append(set, bson.E{Key: fieldDone, Value: prev})
-	}
-	update := bson.D{{Key: "$set", Value: set}}
-	if len(unset) > 0 {
-		update = append(update, bson.E{Key: "$unset", Value: unset})
-	}
-	res, err := s.jobs.UpdateOne(ctx, filter, update)
-	if err != nil {
-		return false, wrapErr(ctx, "undo start of", r.Job, err)
-	}
-	if res.MatchedCount == 1 {
-		return true, nil
-	}
-	// Not applied (or applied and settled by now, which this write
-	// cannot tell from not applied yet): a new token, so that the start,
-	// if it is still on its way, matches nothing when it lands.
-	res, err = s.jobs.UpdateOne(ctx,
-		bson.D{{Key: fieldID, Value: r.Job}, {Key: fieldBy, Value: w.keeper}, {Key: fieldClaimID, Value: w.cid}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fieldClaimID, Value: cid}}}})
-	if err != nil {
-		return false, wrapErr(ctx, "fence off the start of", r.Job, err)
-	}
-	if res.MatchedCount == 0 {
-		return false, errClaimGone
-	}
-	return false, nil
-}
-
-// errClaimGone: abandon found its claim under another token.
-var errClaimGone = errors.New("claim taken over meanwhile")
 
 func (s *mongoStore) claimTrigger(ctx context.Context, job string, t time.Time, keeper string) (*work, error) {
 	d, err := s.readOne(ctx, s.jobs.FindOneAndUpdate(ctx,

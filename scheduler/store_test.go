@@ -60,7 +60,7 @@ func testClaimOncePerFiring(t *testing.T, be backend) {
 	// the claim of an earlier one is pending; its start settles it.
 	start := func(s *mongoStore, f time.Time, keeper string, fence uint64) bool {
 		t.Helper()
-		_, ok, err := s.start(ctx, Run{Job: "j", Keeper: keeper, Scheduled: f, Fence: fence}, works[keeper])
+		_, ok, err := s.start(ctx, Run{Job: "j", Keeper: keeper, Scheduled: f, Fence: fence}, works[keeper], time.Time{})
 		if err != nil {
 			t.Fatalf("start %v by %s: %v", f, keeper, err)
 		}
@@ -115,7 +115,7 @@ func testClaimOncePerFiring(t *testing.T, be backend) {
 				mu.Lock()
 				wins[k] = append(wins[k], keeper)
 				mu.Unlock()
-				if _, ok, err := s.start(ctx, Run{Job: "race", Keeper: keeper, Scheduled: f, Fence: uint64(k + 1)}, w); err != nil || !ok {
+				if _, ok, err := s.start(ctx, Run{Job: "race", Keeper: keeper, Scheduled: f, Fence: uint64(k + 1)}, w, time.Time{}); err != nil || !ok {
 					t.Errorf("start of a firing won: %v %v", ok, err)
 					return
 				}
@@ -155,7 +155,7 @@ func testStartIdempotent(t *testing.T, b backend) {
 	w := mustClaim(t, ctx, s, "j", "@daily", f, "A")
 	r := Run{Job: "j", Keeper: "A", Scheduled: f, Fence: 1<<32 | 7}
 	for i := range 2 {
-		if _, ok, err := s.start(ctx, r, w); err != nil || !ok {
+		if _, ok, err := s.start(ctx, r, w, time.Time{}); err != nil || !ok {
 			t.Fatalf("start, attempt %d: %v %v", i+1, ok, err)
 		}
 	}
@@ -164,7 +164,7 @@ func testStartIdempotent(t *testing.T, b backend) {
 		{Job: "j", Keeper: "A", Scheduled: f, Fence: 1<<32 | 9},
 		{Job: "j", Keeper: "A", Scheduled: f.Add(-time.Hour), Fence: 1<<32 | 7},
 	} {
-		if _, ok, err := s.start(ctx, other, w); err != nil || ok {
+		if _, ok, err := s.start(ctx, other, w, time.Time{}); err != nil || ok {
 			t.Fatalf("start %+v over %+v: %v %v", other, r, ok, err)
 		}
 	}
@@ -186,7 +186,7 @@ func testRecordsRoundTrip(t *testing.T, b backend) {
 	f := testFiring
 	w := mustClaim(t, ctx, s, "j", "@daily", f, "K")
 	r := Run{Job: "j", Keeper: "K", Scheduled: f, Fence: 1<<32 | 5}
-	start, ok, err := s.start(ctx, r, w)
+	start, ok, err := s.start(ctx, r, w, time.Time{})
 	if err != nil || !ok || start.IsZero() {
 		t.Fatalf("start: %v %v %v", start, ok, err)
 	}
@@ -344,7 +344,7 @@ func TestBatchedWrites(t *testing.T) {
 			if err != nil || len(ws) != 1 {
 				t.Fatalf("take over: %+v %v", ws, err)
 			}
-			if _, ok, err := stores[0].start(ctx, Run{Job: name(refused), Keeper: "Z", Scheduled: f, Fence: 99}, ws[0]); err != nil || !ok {
+			if _, ok, err := stores[0].start(ctx, Run{Job: name(refused), Keeper: "Z", Scheduled: f, Fence: 99}, ws[0], time.Time{}); err != nil || !ok {
 				t.Fatalf("start by the taker: %v %v", ok, err)
 			}
 		}
@@ -354,7 +354,7 @@ func TestBatchedWrites(t *testing.T) {
 				return
 			}
 			r := Run{Job: name(j), Keeper: keeper(i), Scheduled: f, Fence: uint64(1000*k + j)}
-			start, ok, err := stores[i].start(ctx, r, works[j])
+			start, ok, err := stores[i].start(ctx, r, works[j], time.Time{})
 			mu.Lock()
 			requests++
 			mu.Unlock()
@@ -427,14 +427,14 @@ func testStartAndFinishBatchesPerRun(t *testing.T, b backend) {
 		if err != nil || w == nil {
 			t.Fatalf("claim %s: %v %v", j, w, err)
 		}
-		reqs[i] = startReq{Run{Job: j, Keeper: "A", Scheduled: f, Fence: uint64(i + 1)}, w}
+		reqs[i] = startReq{r: Run{Job: j, Keeper: "A", Scheduled: f, Fence: uint64(i + 1)}, w: w}
 	}
 	ws, err := s.takeOver(ctx, []string{"late"}, "A", "Z")
 	if err != nil || len(ws) != 1 {
 		t.Fatalf("take over: %+v %v", ws, err)
 	}
-	if _, ok, err := s.startOne(ctx, Run{Job: "late", Keeper: "Z", Scheduled: f, Fence: 99}, ws[0]); err != nil || !ok {
-		t.Fatalf("start by the taker: %v %v", ok, err)
+	if res, err := s.startOne(ctx, startReq{r: Run{Job: "late", Keeper: "Z", Scheduled: f, Fence: 99}, w: ws[0]}); err != nil || !res.ok {
+		t.Fatalf("start by the taker: %v %v", res, err)
 	}
 	started, err := s.startBatch(ctx, keyOf(f, "A"), reqs)
 	if err != nil {
@@ -574,28 +574,22 @@ func testRetriedStartSparesNewerClaim(t *testing.T, b backend) {
 	for i, job := range jobs {
 		w := mustClaim(t, ctx, s, job, "@daily", f, "A")
 		r := Run{Job: job, Keeper: "A", Scheduled: f, Fence: uint64(i + 1)}
-		if _, ok, err := s.start(ctx, r, w); err != nil || !ok {
+		if _, ok, err := s.start(ctx, r, w, time.Time{}); err != nil || !ok {
 			t.Fatalf("start of %s: %v %v", job, ok, err)
 		}
 		newer[job] = mustClaim(t, ctx, s, job, "@daily", next, "B")
-		reqs[job] = startReq{r, w}
+		reqs[job] = startReq{r: r, w: w}
 	}
 	first, _, _ := LoadRecords(ctx, s.jobs, "alone")
 
 	// The retries.
-	start, ok, err := s.startOne(ctx, reqs["alone"].r, reqs["alone"].w)
-	if err != nil || !ok || !start.Equal(first[0].LastRun.Start) {
-		t.Errorf("retried start: %v %v %v, want the first write's start %v", start, ok, err, first[0].LastRun.Start)
+	one, err := s.startOne(ctx, reqs["alone"])
+	if err != nil || !one.ok || !one.start.Equal(first[0].LastRun.Start) {
+		t.Errorf("retried start: %+v %v, want the first write's start %v", one, err, first[0].LastRun.Start)
 	}
 	res, err := s.startBatch(ctx, keyOf(f, "A"), []startReq{reqs["batch-1"], reqs["batch-2"]})
 	if err != nil || len(res) != 2 || !res[0].ok || !res[1].ok {
 		t.Errorf("retried batch of starts: %+v %v, want both reported started", res, err)
-	}
-	// The failure path's undoing.
-	for _, job := range jobs {
-		if undone, err := s.abandon(ctx, reqs[job].r, reqs[job].w, time.Time{}, "test"); !errors.Is(err, errClaimGone) || undone {
-			t.Errorf("undo start of %s: %v %v, want nothing undone, the claim gone", job, undone, err)
-		}
 	}
 
 	recs, _, err := LoadRecords(ctx, s.jobs, jobs...)
@@ -608,7 +602,7 @@ func testRetriedStartSparesNewerClaim(t *testing.T, b backend) {
 				rec.Pending, rec.ClaimedBy, rec.LastClaimed, next)
 		}
 	}
-	if _, ok, err := s.start(ctx, Run{Job: "alone", Keeper: "B", Scheduled: next, Fence: 9}, newer["alone"]); err != nil || !ok {
+	if _, ok, err := s.start(ctx, Run{Job: "alone", Keeper: "B", Scheduled: next, Fence: 9}, newer["alone"], time.Time{}); err != nil || !ok {
 		t.Errorf("start of the newer claim: %v %v", ok, err)
 	}
 }
@@ -641,13 +635,10 @@ func testUndoneStartSparesNewerClaimOfSameKeeper(t *testing.T, b backend) {
 		t.Fatalf("claim trigger: %v %v", wt, err)
 	}
 	rt := Run{Job: "j", Keeper: "A", Scheduled: wt.trig, Fence: 1, Triggered: true}
-	if _, ok, err := s.start(ctx, rt, wt); err != nil || !ok {
+	if _, ok, err := s.start(ctx, rt, wt, time.Time{}); err != nil || !ok {
 		t.Fatalf("start of the triggered run: %v %v", ok, err)
 	}
 	mustClaim(t, ctx, s, "j", "@daily", next, "A")
-	if undone, err := s.abandon(ctx, rt, wt, time.Time{}, "test"); !errors.Is(err, errClaimGone) || undone {
-		t.Errorf("undo start of the triggered run: %v %v, want nothing undone, the claim gone", undone, err)
-	}
 	docs, err = s.jobDocs(ctx, []string{"j"})
 	if err != nil {
 		t.Fatal(err)
