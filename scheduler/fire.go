@@ -372,9 +372,12 @@ func (s *Scheduler) lockFor(fr *firing) (*lock.Lease, string, bool) {
 func (s *Scheduler) lockGranted(fr *firing, lease *lock.Lease, attempt int, began time.Time) (*lock.Lease, string, bool) {
 	j := fr.job
 	// Waited: attempts until the lock came free, or one that took longer
-	// than the wait (a slow command, applied once the lock was free).
+	// than the wait (a slow command, applied once the lock was free), or a
+	// first one only after the wait had passed (a claim whose reply was
+	// slow: the run before may have held the lock until just before, seed
+	// 926).
 	wait := s.lockWait(j, fr.at)
-	waited := attempt > 1 || s.clock.Since(began) > wait
+	waited := attempt > 1 || s.clock.Since(began) > wait || began.After(s.local(fr.at.Add(wait)))
 	fr.readLocked = false // set by a read from now on (ranPastWait)
 	if waited && s.ranPastWait(fr) && j.cfg.overlap == OverlapSkip {
 		// The lock came free after the wait OverlapSkip allows (a late
@@ -741,7 +744,7 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 		return u
 	}
 	out.end = s.attempts(fr, lease, jobCtx, cancelJob, &r)
-	s.noteEnded(fr, w, r)
+	s.noteEnded(fr, w, r, lease)
 	// 6. Record the end, then release the lock (in runOne): the next run
 	// cannot start before this one is recorded.
 	if _, ferr := s.finish(fr, r, true); ferr != nil {
@@ -758,13 +761,21 @@ func (s *Scheduler) runLocked(fr *firing, lease *lock.Lease, w *work, skippedBef
 	return out
 }
 
-// noteEnded notes when fr's run r, of w, ended: now, and by the server's
-// clock, if this instance can tell (else the end write's own time, its
-// $currentDate, stands), never before the start the server wrote.
-func (s *Scheduler) noteEnded(fr *firing, w *work, r Run) {
-	fr.ended = s.clock.Now()
-	if now, ok := s.now(); ok {
-		fr.endedAt = now
+// noteEnded notes when fr's run r, of w, ended: now, or when this
+// instance stopped trusting lease if it lost it before (the run held its
+// job's lock no longer: what it did after, such as recording a failed
+// attempt while the database could not be reached, does not make it go on
+// for the overlap policy, seed 88). By the server's clock if this instance
+// can tell (else the end write's own time, its $currentDate, stands),
+// never before the start the server wrote.
+func (s *Scheduler) noteEnded(fr *firing, w *work, r Run, lease *lock.Lease) {
+	now := s.clock.Now()
+	fr.ended = now
+	if lease.Err() != nil && lease.Deadline().Before(now) {
+		fr.ended = lease.Deadline()
+	}
+	if srv, ok := s.now(); ok {
+		fr.endedAt = srv.Add(fr.ended.Sub(now))
 	} else if !w.stamped.IsZero() && !w.got.IsZero() {
 		fr.endedAt = w.serverNow(fr.ended)
 	}
