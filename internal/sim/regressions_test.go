@@ -31,7 +31,7 @@ var regressions = []struct {
 	{939, "a start whose reply was lost, its claim taken over before the undo: record left running, no history (TestStartNotRecordedTakenOver)", true, nil},
 	{76, "two holders of a lock after a suspend that a wall clock step back hid from the wall-versus-monotonic check (TestSuspendHiddenByStepBack)", true, nil},
 	{670, "an end write failed for twice the op timeout while the database was unreachable: record left running (TestEndRecordedAfterOutage)", true, nil},
-	{733, "a start applied late, after its claim moved on to a later firing: the firing spent with no record of it (TestStartNotRecordedClaimMovedOn)", false, nil},
+	{733, "a start applied late, after its claim moved on to a later firing: the firing spent with no record of it (since replaced: TestStartNotRecordedTakerRanIt)", false, nil},
 	{1510, "a record of a firing not run, written late (its write retried through an outage) after the taker of its claim ran the firing, replaced the run's record (TestNotRunRecordKeepsRun)", true, nil},
 	{266, "leader-only: firings that fell in the leader's own earlier term, recorded as missed after a lease blip", true, nil},
 	{263, "an OverlapCancel job slower than its period ran the backlog of one claim one run after the other, each to its end, falling further behind with each claim: firings lost within the threshold (TestOverlapCancelSparesItsOwnClaim)", false, nil},
