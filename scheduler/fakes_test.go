@@ -193,7 +193,7 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work, deadline time.Tim
 	if hook == nil {
 		start, ok := apply()
 		if late {
-			return start, ok, errStartLate
+			return start, ok, errNotStarted
 		}
 		return start, ok, nil
 	}
@@ -207,7 +207,7 @@ func (s *fakeStore) start(ctx context.Context, r Run, w *work, deadline time.Tim
 		return time.Time{}, false, err
 	}
 	if late {
-		return start, ok, errStartLate
+		return start, ok, errNotStarted
 	}
 	return start, ok, nil
 }

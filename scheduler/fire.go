@@ -814,7 +814,7 @@ func (s *Scheduler) writeStart(fr *firing, lease *lock.Lease, w *work, skippedBe
 	ctx, cancel := context.WithTimeout(fr.detached(), s.cfg.opTimeout)
 	start, ok, err := s.st.start(ctx, r, w, deadline)
 	cancel()
-	if err != nil && !errors.Is(err, errStartLate) {
+	if err != nil && !errors.Is(err, errNotStarted) {
 		start, ok, err = s.startFate(fr, r, w, deadline, err)
 	}
 	switch {
@@ -912,7 +912,7 @@ func (s *Scheduler) startDeadline(lease *lock.Lease) time.Time {
 // startFate learns the fate of r's start, whose write failed (cause):
 // once the server's clock passed its deadline it cannot apply any more,
 // and the same write, sent again, says for good whether it started r, or
-// found the claim taken over, or still pending (errStartLate). cause if
+// found the claim taken over, or still pending (errNotStarted). cause if
 // that fails too.
 func (s *Scheduler) startFate(fr *firing, r Run, w *work, deadline time.Time, cause error) (time.Time, bool, error) {
 	ctx, cancel := context.WithTimeout(fr.detached(), 2*s.cfg.opTimeout)
@@ -927,11 +927,11 @@ func (s *Scheduler) startFate(fr *firing, r Run, w *work, deadline time.Time, ca
 		}
 	}
 	start, ok, err := s.st.start(ctx, r, w, deadline)
-	if err != nil && !errors.Is(err, errStartLate) {
+	if err != nil && !errors.Is(err, errNotStarted) {
 		return time.Time{}, false, cause
 	}
-	if errors.Is(err, errStartLate) {
-		err = fmt.Errorf("%w (%w)", cause, errStartLate)
+	if errors.Is(err, errNotStarted) {
+		err = fmt.Errorf("%w (%w)", cause, errNotStarted)
 	}
 	return start, ok, err
 }
@@ -947,7 +947,7 @@ func (s *Scheduler) startFailed(fr *firing, r Run, w *work, err error) ran {
 	if s.ctx.Err() != nil {
 		e.Reason = ReasonStopping
 	}
-	if errors.Is(err, errStartLate) {
+	if errors.Is(err, errNotStarted) {
 		return ran{end: e}
 	}
 	r.Outcome, r.Error = OutcomeFailed, notRunError+"start not recorded: "+err.Error()

@@ -344,7 +344,7 @@ func TestLeaseLapsesWhileRecordingStart(t *testing.T) {
 			_ = r.s.AddJob("j", "@every 1m", func(context.Context) error { ran <- struct{}{}; return nil })
 			_ = r.s.Start()
 			e := r.end()
-			if e.Kind != lock.FiringSkipped || !errors.Is(e.Err, lock.ErrLeaseLost) && !errors.Is(e.Err, errStartLate) || e.Fence == 0 {
+			if e.Kind != lock.FiringSkipped || !errors.Is(e.Err, lock.ErrLeaseLost) && !errors.Is(e.Err, errNotStarted) || e.Fence == 0 {
 				t.Fatalf("try %d: firing ended with %+v, want skipped", i, e)
 			}
 			select {
@@ -449,7 +449,7 @@ func TestStartNotRecorded(t *testing.T) {
 				f := epoch.Add(time.Minute)
 				e := r.end()
 				switch {
-				case !tc.applied && e.Kind != lock.RunEnded && (e.Reason != ReasonNoStart || !errors.Is(e.Err, errBoom) || !errors.Is(e.Err, errStartLate)):
+				case !tc.applied && e.Kind != lock.RunEnded && (e.Reason != ReasonNoStart || !errors.Is(e.Err, errBoom) || !errors.Is(e.Err, errNotStarted)):
 					// Run now if the write sent again applied (no deadline: the
 					// fake Session reads no server clock), else pending.
 					t.Fatalf("firing ended with %+v, want run, or skipped: %s, too late", e, ReasonNoStart)

@@ -54,8 +54,9 @@ type store interface {
 	// retried write finds its own record and succeeds, and changes
 	// nothing, whatever was claimed since. The write applies only before
 	// deadline by the server's clock, if not zero and the server can tell
-	// (mongoutil.Deadline); errStartLate if it was refused for that alone:
-	// w's claim is still pending, and r not started.
+	// (mongoutil.Deadline); errNotStarted if it certainly did not apply
+	// (refused for that alone, or not sent, whether the server evaluates
+	// deadlines unknown): w's claim is still pending, and r not started.
 	start(ctx context.Context, r Run, w *work, deadline time.Time) (time.Time, bool, error)
 	// settle records that w's work is done without starting its last
 	// firing (or its triggered run), if w is still its keeper's under its
@@ -669,40 +670,48 @@ func (s *mongoStore) readOne(ctx context.Context, res *mongo.SingleResult) (jobD
 }
 
 func (s *mongoStore) start(ctx context.Context, r Run, w *work, deadline time.Time) (time.Time, bool, error) {
-	if !deadline.IsZero() && !s.evaluatesDeadlines(ctx, r.Job) {
-		deadline = time.Time{}
+	if !deadline.IsZero() {
+		switch ok, err := s.evaluatesDeadlines(ctx, r.Job); {
+		case err != nil:
+			// Not sent without its deadline, which it may need (seed 498:
+			// a slow probe, the lease lost meanwhile, a start sent
+			// without one applied and spent the firing).
+			return time.Time{}, false, fmt.Errorf("record start of %q: not sent: %w (%w)", r.Job, err, errNotStarted)
+		case !ok:
+			deadline = time.Time{}
+		}
 	}
 	res, err := s.starts.submit(ctx, keyOf(r.Scheduled, r.Keeper), startReq{r, w, deadline})
 	if err == nil && res.late {
-		err = fmt.Errorf("record start of %q: %w", r.Job, errStartLate)
+		err = fmt.Errorf("record start of %q: refused, its deadline had passed by the server's clock (%w)", r.Job, errNotStarted)
 	}
 	return res.start, res.ok, err
 }
 
-// errStartLate: a start refused because the server's clock had passed its
-// deadline.
-var errStartLate = errors.New("start refused: its deadline had passed by the server's clock")
+// errNotStarted: a start that certainly did not apply: refused because
+// the server's clock had passed its deadline, or never sent.
+var errNotStarted = errors.New("start not applied")
 
 // evaluatesDeadlines reports whether the server evaluates a start's
-// deadline, probing it the first time (and again after a probe failed) on
-// job's document (there, as its claim is).
-func (s *mongoStore) evaluatesDeadlines(ctx context.Context, job string) bool {
+// deadline, probing it the first time (and again after a probe failed,
+// whose error it returns) on job's document (there, as its claim is).
+func (s *mongoStore) evaluatesDeadlines(ctx context.Context, job string) (bool, error) {
 	switch s.deadlines.Load() {
 	case 1:
-		return true
+		return true, nil
 	case 2:
-		return false
+		return false, nil
 	}
 	ok, err := mongoutil.ProbeDeadlines(ctx, s.jobs, job)
 	switch {
 	case err != nil:
-		return false
+		return false, fmt.Errorf("probe whether the server evaluates deadlines: %w", err)
 	case ok:
 		s.deadlines.Store(1)
 	default:
 		s.deadlines.Store(2)
 	}
-	return ok
+	return ok, nil
 }
 
 type startReq struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mongolock/mongolock/internal/mongotest"
 	"github.com/mongolock/mongolock/internal/mongoutil"
+	"github.com/mongolock/mongolock/internal/wirefault"
 )
 
 // TestDeadlines: a write under a deadline applies before it and not
@@ -24,6 +25,16 @@ func TestDeadlines(t *testing.T) {
 	c := db.Collection("deadlines")
 	if _, err := c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "x"}}, bson.D{{Key: "_id", Value: "y"}}}); err != nil {
 		t.Fatal(err)
+	}
+	// A probe the server could not answer in time (MaxTimeMSExpired, a
+	// server error the driver calls a timeout) says nothing of what it
+	// evaluates: an error, not false (seed 498).
+	timedOut := mongotest.NewRewrittenClient(t, []wirefault.Rule{wirefault.Fail("find", nil, bson.D{
+		{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "operation exceeded time limit"},
+		{Key: "code", Value: int32(50)}, {Key: "codeName", Value: "MaxTimeMSExpired"},
+	})})
+	if ok, err := mongoutil.ProbeDeadlines(ctx, mongotest.Database(t, timedOut, db.Name()).Collection("deadlines"), "x"); err == nil {
+		t.Fatalf("probe timed out on the server: %v, no error; want the error, not an answer", ok)
 	}
 	if ok, err := mongoutil.ProbeDeadlines(ctx, c, "x"); err != nil || !ok {
 		t.Fatalf("probe: %v %v, want deadlines evaluated", ok, err)
