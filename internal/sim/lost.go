@@ -780,10 +780,12 @@ func (o *oracle) lockHeldByLive(id string, from, to time.Duration) bool {
 
 // spent reports whether firing k's start was applied and then lost to
 // at-most-once: its writer was killed or frozen before it could call the
-// job, or the start's reply was lost or late (by the command's fate).
+// job, or the start's reply was lost or late (by the command's fate, or
+// an election while it was acknowledged: a majority write's reply waits
+// for the new primary, seed 29).
 func (o *oracle) spent(k firingKey) bool {
 	for _, c := range o.starts[k] {
-		if c.Sent.faulty() {
+		if c.Sent.faulty() || o.electing(c.Sent.At, c.At+o.w.opTimeout()) {
 			return true
 		}
 		for _, l := range o.h.lives {
