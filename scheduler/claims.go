@@ -197,9 +197,6 @@ func (s *Scheduler) plan(j *job, w *work, now time.Time) []step {
 	}
 	firings, beyond := s.firingsOf(j, w)
 	policy := s.misfirePolicy(j)
-	if planted.On(planted.RunMisfire) {
-		policy.Max = MaxMisfireRuns // planted: every misfire runs, not the latest only
-	}
 	reasons, held := decide(fates{firings: firings, now: w.serverNow(now), threshold: s.threshold,
 		policy: policy, control: w.control, runGoing: func(f time.Time) bool { return w.runGoing(f, s.lockWait(j, f)) }})
 	if held {
@@ -883,8 +880,12 @@ func (s *Scheduler) work(fr *firing, w *work) {
 	// firing so.)
 	runs := w.prevRunSpans()
 	for i, st := range steps {
-		if st.reason == "" && !w.triggered() && s.overlapped(j, runs, st.at) {
+		switch {
+		case st.reason != "" || w.triggered():
+		case s.overlapped(j, runs, st.at):
 			st.reason = ReasonRunGoing
+		case i > 0 && s.misfiredSince(j, steps[i:], w.serverNow(s.clock.Now())):
+			st.reason = ReasonMisfired
 		}
 		if st.reason != "" {
 			skipped = append(skipped, notRun{Run: s.notRun(j, st)})
@@ -923,8 +924,8 @@ func (s *Scheduler) work(fr *firing, w *work) {
 			return // stopping: what is left is taken over
 		}
 	}
-	if !lastStarted {
-		s.settleWork(fr, w, skipped, lastEnded)
+	if !lastStarted && s.settleWork(fr, w, skipped, lastEnded) && fr.busy != nil {
+		fr.busy.settled = true
 	}
 }
 
@@ -951,8 +952,8 @@ func (s *Scheduler) stepFiring(fr *firing, steps []step, i int, prev time.Time) 
 
 // settleWork settles w, whose last firing did not start, and records the
 // firings it did not run (skipped); lastEnded says the last one's event
-// is out already.
-func (s *Scheduler) settleWork(fr *firing, w *work, skipped []notRun, lastEnded bool) {
+// is out already. It reports whether w settled here.
+func (s *Scheduler) settleWork(fr *firing, w *work, skipped []notRun, lastEnded bool) bool {
 	// Tried again when its outcome is unknown: the records of the firings
 	// not run are written only once it is certain the work settled (a
 	// taker may run them meanwhile, and its run records must not be
@@ -974,16 +975,17 @@ func (s *Scheduler) settleWork(fr *firing, w *work, skipped []notRun, lastEnded 
 	case lastEnded && (err != nil || !ok):
 		// fr's firing ended here already; the next poll resumes the work,
 		// or the taker does it.
-		return
+		return false
 	case err != nil:
 		// Still pending and this keeper's: the next poll resumes it.
 		s.emit(fr, skip(ReasonNoStart, fmt.Errorf("settle: %w", err)))
-		return
+		return false
 	case !ok:
 		s.emit(fr, skip(ReasonTakenOver, nil))
-		return
+		return false
 	}
 	s.recordNotRun(fr, skipped)
+	return true
 }
 
 // nextToRun is the first firing of steps that runs, or the zero time.
@@ -1110,6 +1112,7 @@ func (s *Scheduler) runOne(fr *firing, w *work, skippedBefore []notRun) tried {
 	}()
 	out := s.runLocked(fr, lease, w, skippedBefore)
 	if fr.last && out.started && fr.busy != nil {
+		fr.busy.settled = true // by its start
 		// The work's last run ended, and its end is recorded: this
 		// instance is no longer busy with the job, whatever its release
 		// and its records take (a slow history write, or a release

@@ -130,11 +130,16 @@
 // instance's estimate (see Clocks):
 //
 //  1. skips F if a firing of J is still in progress on this instance
-//     (with OverlapWait and OverlapCancel, if one also waits for it);
+//     (with OverlapWait and OverlapCancel, if one also waits for it). Once
+//     J is idle here again, the latest firing so skipped is claimed at
+//     once, not at J's next firing (unless two were in progress, one
+//     waiting for the other: those that fell meanwhile are not run);
 //  2. claims F as above, and gives up if it lost. It claims only while it
 //     holds its presence lease (see Taking over);
 //  3. for each firing G of the claim's work that runs (the misfire
-//     threshold and policy, pause and window decide), oldest first,
+//     threshold and policy, pause and window decide; lateness is judged
+//     again when G's turn comes, so that a backlog that fell behind runs
+//     the policy's misfires only, not every firing late), oldest first,
 //     acquires J's lock through the Session. If another keeper holds it,
 //     the previous run is still going there, or recording its end. With
 //     OverlapSkip (the default) the instance tries again, at pauses

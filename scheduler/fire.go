@@ -29,15 +29,34 @@ func RunFromContext(ctx context.Context) (Run, bool) {
 // busy is a dispatch's place in its job's inflight count, given back once
 // (idle): when the dispatch ends, or earlier, once its last run released
 // the job's lock (runOne), since only its records remain to write.
-type busy struct{ done bool }
+type busy struct {
+	done bool
+	// settled: the work it did settled its claim (the last firing's start
+	// did, or settleWork); a claim left pending is resumed by a poll.
+	settled bool
+}
 
+// idle gives b back. The job idle here now and b's work settled, the
+// latest firing skipped while it was busy (owed) is claimed at once, its claim covering those
+// before it: a backlog worked in order, or a claim, lock or start that
+// waited long for the database, would otherwise leave the firings that
+// fell meanwhile until the next firing, a period later (sim seed 70: a
+// claim made a second late, in a storm, pushed eighteen past the misfire
+// threshold).
 func (s *Scheduler) idle(j *job, b *busy) {
 	s.mu.Lock()
-	if !b.done {
-		b.done = true
-		j.inflight--
+	defer s.mu.Unlock()
+	if b.done {
+		return
 	}
-	s.mu.Unlock()
+	b.done = true
+	j.inflight--
+	if f := j.owed; !f.IsZero() && b.settled && j.inflight == 0 && s.state == stateStarted {
+		j.owed = time.Time{}
+		// Refused (overloaded, removed, a follower now), its skip was
+		// told already, when it fell.
+		_, _ = s.dispatch(j, f, false)
+	}
 }
 
 // Reasons of FiringSkipped events; see the package documentation. An

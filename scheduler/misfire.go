@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mongolock/mongolock/internal/planted"
 	"github.com/mongolock/mongolock/lock"
 )
 
@@ -14,7 +15,8 @@ import (
 //	one that cannot is a misfire, and the job's misfire policy decides.
 //
 // Lateness is judged by the server's clock, when a claim of the firing is
-// made, resumed or taken over (plan). This file holds the policy's types
+// made, resumed or taken over (plan), and again when its turn to run comes
+// in the claim's work (misfiredSince). This file holds the policy's types
 // and the one function that decides each firing's fate (decide).
 
 const (
@@ -140,10 +142,38 @@ func (s *Scheduler) MisfireThreshold() time.Duration { return s.threshold }
 
 // misfirePolicy is j's misfire policy.
 func (s *Scheduler) misfirePolicy(j *job) MisfirePolicy {
+	p := s.cfg.misfire
 	if j.cfg.misfire != nil {
-		return *j.cfg.misfire
+		p = *j.cfg.misfire
 	}
-	return s.cfg.misfire
+	if planted.On(planted.RunMisfire) {
+		p.Max = MaxMisfireRuns // planted: every misfire runs, not the latest only
+	}
+	return p
+}
+
+// misfiredSince reports whether the first of steps, a firing a claim's
+// plan ran, is a misfire now, at the server's time now: a backlog worked
+// in order fell past the threshold behind the runs before it. It then runs
+// only as the policy runs the claim's misfires: if fewer than policy.Max
+// of the steps after it, which would run, are misfires too, and it is at
+// most policy.Window late. So a backlog that falls behind (commands slow
+// or lost, runs longer than the period) drops what it cannot start in
+// time, as a claim would have had it come then, rather than run every
+// firing late and push the later ones past the threshold too.
+func (s *Scheduler) misfiredSince(j *job, steps []step, now time.Time) bool {
+	late := now.Sub(steps[0].at)
+	if late <= s.threshold {
+		return false
+	}
+	p := s.misfirePolicy(j)
+	newer := 0
+	for _, st := range steps[1:] {
+		if st.reason == "" && now.Sub(st.at) > s.threshold {
+			newer++
+		}
+	}
+	return newer >= p.Max || late > p.Window
 }
 
 // fates is what decide is given: the firings of one claim's work, oldest

@@ -247,3 +247,98 @@ func TestBacklogKeepsItsRuns(t *testing.T) {
 		t.Errorf("a long backlog keeps %d spans, the newest from %v; want %d, the newest the run before the last", len(prev.Went), prev.Went[len(prev.Went)-1].From, maxWent)
 	}
 }
+
+// historyOf returns the history's outcome (and reason, if not run) of each
+// firing of job, by its time since epoch.
+func historyOf(s *fakeStore, job string) map[time.Duration]string {
+	out := map[time.Duration]string{}
+	for _, r := range s.runs() {
+		if r.Job != job || r.Triggered {
+			continue
+		}
+		what := string(r.Outcome)
+		if r.Outcome == OutcomeSkipped {
+			what += ": " + r.Reason
+		}
+		out[r.Scheduled.Sub(epoch)] = what
+	}
+	return out
+}
+
+// TestOwedFiringClaimedOnceIdle: a firing skipped because this instance's
+// previous firing of the job still waited for the database is claimed as
+// soon as that firing is done, not at the next firing: a job whose period
+// is longer than the misfire threshold would otherwise misfire it (sim
+// seed 70: a claim made a period late, in a storm). The claim of the
+// 10s firing waits 11s; the 20s firing, skipped meanwhile, must run
+// within the 5s threshold, not be recorded misfired at 30s.
+func TestOwedFiringClaimedOnceIdle(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second, WithMisfireThreshold(5*time.Second), WithOpTimeout(30*time.Second))
+		r.store.onClaim = func(_ string, f time.Time) {
+			if f.Equal(epoch.Add(10 * time.Second)) {
+				time.Sleep(11 * time.Second)
+			}
+		}
+		if err := r.s.AddJob("j", "@every 10s", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Second)
+		r.idle()
+		got := historyOf(r.store, "j")
+		if got[10*time.Second] != string(OutcomeSucceeded) || got[20*time.Second] != string(OutcomeSucceeded) {
+			t.Errorf("history %v: want the 10s and 20s firings run (20s skipped while the 10s one's claim waited, then claimed at once)", got)
+		}
+		r.stop()
+	})
+}
+
+// TestBacklogMisfiresAtItsTurn: lateness is judged again when a backlog's
+// firing comes to run, not only when its claim was made. A claim covers
+// the firings 2s to 5s, all within the 5s threshold; the start of the 2s
+// one waits until 12s. Then 3s and 4s are misfires, and so is 5s: the
+// policy (run the latest) runs only 5s, and records 3s and 4s misfired,
+// rather than run all three late, each pushing the next further past the
+// threshold.
+func TestBacklogMisfiresAtItsTurn(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, time.Second, WithMisfireThreshold(5*time.Second), WithOpTimeout(30*time.Second))
+		r.store.onClaim = func(_ string, f time.Time) {
+			if f.Equal(epoch.Add(time.Second)) {
+				time.Sleep(4500 * time.Millisecond) // until 5.5s: 2s to 5s skipped meanwhile
+			}
+		}
+		r.store.onStart = func(_ context.Context, run Run) (bool, error) {
+			if run.Scheduled.Equal(epoch.Add(2 * time.Second)) {
+				time.Sleep(12*time.Second - time.Since(epoch))
+			}
+			return true, nil
+		}
+		if err := r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(14500 * time.Millisecond)
+		r.idle()
+		got := historyOf(r.store, "j")
+		want := map[time.Duration]string{
+			2 * time.Second: string(OutcomeSucceeded),
+			3 * time.Second: "skipped: " + ReasonMisfired,
+			4 * time.Second: "skipped: " + ReasonMisfired,
+			5 * time.Second: string(OutcomeSucceeded),
+		}
+		for f, w := range want {
+			if got[f] != w {
+				t.Errorf("firing %v: %q, want %q (history %v)", f, got[f], w, got)
+			}
+		}
+		r.stop()
+	})
+}

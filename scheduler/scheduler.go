@@ -112,13 +112,18 @@ type job struct {
 
 	// Guarded by Scheduler.mu.
 	next     time.Time
-	fired    time.Time               // the last firing dispatched here
-	index    int                     // in the queue; -1 when not queued
-	inflight int                     // firings in progress on this instance
-	setups   int                     // of which in their setup (admission.go): claim, lock, start
-	catchUps int                     // of which catch-up claims (fire's catchUp)
-	cancel   context.CancelCauseFunc // the running job's, nil if none
-	runWork  *work                   // the work of the running job, nil if none
+	fired    time.Time // the last firing dispatched here
+	index    int       // in the queue; -1 when not queued
+	inflight int       // firings in progress on this instance
+	setups   int       // of which in their setup (admission.go): claim, lock, start
+	catchUps int       // of which catch-up claims (fire's catchUp)
+	// owed is the latest firing dispatch skipped while the job was busy
+	// here (ReasonBusy under OverlapSkip, ReasonSetupPending), zero if
+	// none since: claimed as soon as the job is idle here (idle), not at
+	// the next firing.
+	owed    time.Time
+	cancel  context.CancelCauseFunc // the running job's, nil if none
+	runWork *work                   // the work of the running job, nil if none
 	// started is the firing and fence of the last run whose start this
 	// instance recorded: a run it records itself (displaced).
 	started    startKey
@@ -666,6 +671,12 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 		if j.setups >= j.inflight {
 			reason = ReasonSetupPending // nothing runs: the database is slow
 		}
+		if !catchUp && (reason == ReasonSetupPending || j.cfg.overlap == OverlapSkip) {
+			// Owed, unless two firings are here, one running and one
+			// waiting for it (OverlapWait, OverlapCancel): those that
+			// fall meanwhile are not run.
+			j.owed = f
+		}
 		return lock.Event{Kind: lock.FiringSkipped, Job: j.name, LockID: j.lockID, Scheduled: f, Reason: reason}, false
 	case !s.admit() && !j.refused:
 		// A job refused once goes ahead the next time, however loaded:
@@ -677,6 +688,9 @@ func (s *Scheduler) dispatch(j *job, f time.Time, catchUp bool) (lock.Event, boo
 	}
 	j.refused = false
 	j.inflight++
+	if !f.Before(j.owed) {
+		j.owed = time.Time{} // its claim covers it
+	}
 	if catchUp {
 		j.catchUps++
 	}
