@@ -113,9 +113,8 @@
 // most once, ever, whatever the instances' clocks say.
 //
 // Every later write of the claim's work (its starts, its settling, a
-// takeover, a resume) matches its token, and a takeover and a
-// resume give it a new one: a write of a claim's former holder, however
-// late it reaches the server, matches nothing.
+// takeover, a resume) matches its token, and a takeover and a resume give
+// it a new one: a former holder's write, however late, matches nothing.
 //
 // A claim is work: the firings after "done" (the last firing settled) up
 // to F. Normally that is F alone; it also covers the firings nobody
@@ -130,17 +129,15 @@
 // instance's estimate (see Clocks):
 //
 //  1. skips F if a firing of J is still in progress on this instance
-//     (with OverlapWait and OverlapCancel, if one also waits for it). Once
-//     J is idle here again, the latest firing so skipped is claimed at
-//     once, not at J's next firing (unless two were in progress, one
-//     waiting for the other: those that fell meanwhile are not run);
+//     (with OverlapWait and OverlapCancel, if one also waits for it); the
+//     latest firing so skipped is claimed once J is idle here (unless one
+//     waited for the other: those that fell meanwhile are not run);
 //  2. claims F as above, and gives up if it lost. It claims only while it
 //     holds its presence lease (see Taking over);
-//  3. for each firing G of the claim's work that runs (the misfire
-//     threshold and policy, pause and window decide; lateness is judged
-//     again when G's turn comes, so that a backlog that fell behind runs
-//     the policy's misfires only, not every firing late), oldest first,
-//     acquires J's lock through the Session. If another keeper holds it,
+//  3. for each firing G of the claim's work that runs (see Misfires;
+//     lateness is judged again at G's turn: a backlog that fell behind
+//     runs the policy's misfires only), oldest first, acquires J's lock
+//     through the Session. If another keeper holds it,
 //     the previous run is still going there, or recording its end. With
 //     OverlapSkip (the default) the instance tries again, at pauses
 //     doubling from 20ms up to the Session's retry period, until G plus
@@ -170,12 +167,11 @@
 //     written leaves the claim pending, for the next poll to resume or
 //     another instance to take over; one lost once the start applied
 //     spends the firing: recorded as failed "not run: ...", and not run
-//     again. The job runs again after a pause while it fails, up to its
-//     retries (JobRetries). Its context
-//     is bound to the lease (lock.Lease.Bind), cancelled with cause
-//     lock.ErrLeaseLost a safety margin before anyone else could take the
-//     lock over; the Session alone decides when a lease is lost, and its
-//     timings (lock.Timings) are the scheduler's;
+//     again. A failing job runs again after a pause, up to its retries
+//     (JobRetries). Its context is bound to the lease (lock.Lease.Bind),
+//     cancelled with cause lock.ErrLeaseLost a safety margin before anyone
+//     else could take the lock over; the Session alone decides when a
+//     lease is lost, and its timings (lock.Timings) are the scheduler's;
 //  6. records the end of the run in the job document (outcome, error
 //     text, attempt, failures in a row; its end is the server's time the
 //     job returned, however late the write applies), releases the lock
@@ -184,12 +180,11 @@
 //     the history.
 //
 // If the work's last firing does not start, the instance settles the work
-// (pend: false, done: F) on condition that it is still its own, and only
-// then records its firings as not run.
+// (pend: false, done: F) if it is still its own, then records the rest.
 //
-// Step 2 alone makes a second claim of F impossible; step 4 makes a second
-// start of any firing impossible, whoever claimed or took over what. Step
-// 3 makes runs of J never overlap while leases hold: a run only starts
+// Step 2 alone makes a second claim of F impossible; step 4 a second
+// start of any firing, whoever claimed or took over what. Step 3 makes
+// runs of J never overlap while leases hold: a run only starts
 // under J's lock, and a lock is only taken over after its lease expired by
 // the server's clock, which is after the holder's deadline. A run is
 // recorded (job document and history) only if its start was written. Why
@@ -199,8 +194,9 @@
 // # Taking over
 //
 // Every Scheduler holds a presence lease through its Session (as
-// `mongolock locks` shows it), renewed with its other leases. Its lapsing, on the server's clock, is how the other instances know that
-// a claim it left pending will never start: every poll interval
+// `mongolock locks` shows it), renewed with its other leases. Its lapsing,
+// on the server's clock, is how the others know that a claim it left
+// pending will never start: every poll interval
 // (WithPollInterval; the Session's renew interval by default) each
 // instance reads, in one query, the documents of its jobs with pending
 // work, and for a claim older than a poll interval tries to acquire its
@@ -233,8 +229,7 @@
 //     for its end (the claim stays pending), then runs late;
 //   - one that fell while one of the job's previous runs was still going,
 //     past its lock wait, is skipped (ReasonRunGoing: the overlap policy;
-//     the job's document keeps the spans of the runs of a backlog that can
-//     still skip a later firing, at most 16);
+//     the job's document keeps up to 16 spans of a backlog's runs);
 //   - a misfire skipped so, or paused or removed, counts among the
 //     policy's newest: an older misfire does not run in its stead;
 //   - one at most the misfire threshold late runs, late, in order;
