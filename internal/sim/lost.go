@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -123,7 +122,7 @@ const (
 	outFrozen     = "its instances frozen within θ, for longer than θ's share for faults or until θ"
 	outElection   = "an election longer than θ's share for faults within θ"
 	outLink       = "the instances' commands (and elections) faulted beyond θ's share for faults within θ"
-	outBusy       = "waiting in order for the job's earlier runs, which could not end within θ (OverlapWait)"
+	outInOrder    = "the runs of its job's earlier firings, in order after it fell, with the instances' commands' faults, took more than θ's share for faults within θ"
 	outHolder     = "the instance whose claim of its job held it in order had its commands faulted beyond θ's share for faults within θ"
 	outPaused     = "fell before its job's pause, which was on from when an instance could first start it until θ"
 )
@@ -453,7 +452,7 @@ func (o *oracle) pausedOnceFree(l *Life, job string, t, a, b time.Duration) bool
 
 // stage is how far an instance got in covering a firing: the checks in
 // order, and why it failed the first it failed.
-var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink, outHolder, outPaused}
+var stages = []string{outNotStarted, outBehind, outStep, outDown, outFrozen, outElection, outLink, outInOrder, outHolder, outPaused}
 
 // jobMask selects, in sentCmd.Mentions, the commands that concern job's
 // firings: its own and the presence locks'.
@@ -467,19 +466,22 @@ func (o *oracle) faultShare() time.Duration {
 	return o.theta - o.w.TTL - 3*lock.DefaultTimings(o.w.TTL).RenewInterval
 }
 
-// covers reports whether some instance that registers job could run a
-// firing due at true time t by t+θ: it had started when it reached the
-// firing (reaches), was not frozen at t + θ, its clock did not step, and
-// in [when it reached it, t + θ] its commands' faults, elections, its
-// freezes (each with the renew interval after it) and the time after its
-// death or stop cost less than θ's share for them (faultShare), and
-// no pause of the job held it from when it could first start it until θ
-// (pausedOnceFree). In leader-only worlds, instances that never lead are
+// covers reports whether some instance that registers job could run
+// firing f (zero for a trigger), due at true time t, by t+θ: it had
+// started when it reached the firing (reaches), was not frozen at t + θ,
+// its clock did not step, and in [when it reached it, t + θ] its
+// commands' faults, elections, its freezes (each with the renew interval
+// after it) and the time after its death or stop cost less than θ's share
+// for them (faultShare), and still did with the runs of the job's earlier
+// firings begun after f fell added (runsAhead: in order, f starts after
+// them), and no pause of the job held it from when it could first start
+// it until θ (pausedOnceFree). In leader-only worlds, instances that never lead are
 // not counted. If none could, why names the stage the best of them failed
 // at.
-func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok bool) {
+func (o *oracle) covers(job string, f time.Time, t time.Duration) (who string, why string, ok bool) {
 	b := t + o.theta
 	best := -1
+	ahead := o.runsAhead(job, f, t, b)
 	for _, l := range o.h.lives {
 		if !l.SchedUp || !slices.Contains(l.Jobs, job) || o.w.LeaderOnly && o.w.Candidates != nil && o.w.Candidates[l.Slot].NeverLead {
 			// A leader-only job runs only on the leader, and an observer
@@ -530,13 +532,16 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 				}
 				return 6
 			}
-			if o.holderImpaired(job, t, b, budget) {
+			if o.impaired(l.Name, o.jobMask(job), a, b, append(gone, ahead...)...) > budget {
 				return 7
 			}
-			if o.pausedOnceFree(l, job, t, a, b) {
+			if o.holderImpaired(job, t, b, budget) {
 				return 8
 			}
-			return 9
+			if o.pausedOnceFree(l, job, t, a, b) {
+				return 9
+			}
+			return 10
 		}()
 		if stage == len(stages) {
 			return l.Name, "", true
@@ -547,6 +552,29 @@ func (o *oracle) covers(job string, t time.Duration) (who string, why string, ok
 		best = 0
 	}
 	return "", stages[best], false
+}
+
+// runsAhead are the spans of [t, b] in which runs of job's firings before
+// f, begun once f fell (t), went on (until their true end, or a TTL after
+// their instance died or froze): a claim's work runs its firings in order,
+// one at a time, so f starts after them. With OverlapWait and
+// OverlapCancel, also the run going on when f fell, which f waits for
+// (OverlapSkip skips f then: a record's to confirm). Nothing for a
+// trigger's run (f zero), which is its own claim.
+func (o *oracle) runsAhead(job string, f time.Time, t, b time.Duration) [][2]time.Duration {
+	if f.IsZero() {
+		return nil
+	}
+	waits := slices.ContainsFunc(o.w.Jobs, func(j JobSpec) bool { return j.Name == job && j.Overlap != scheduler.OverlapSkip })
+	var out [][2]time.Duration
+	for _, sp := range o.spans(job) {
+		if sp.key.triggered || sp.key.at >= f.UnixNano() || sp.began >= b ||
+			sp.began < t && !(waits && o.heldUntil(sp) > t) {
+			continue
+		}
+		out = append(out, [2]time.Duration{sp.began, min(o.heldUntil(sp), b)})
+	}
+	return out
 }
 
 // reaches is the true time l's Schedulers reach a firing due at true
@@ -663,38 +691,6 @@ func (o *oracle) spans(job string) []span {
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].began < out[k].began })
 	return out
-}
-
-// waitsPastTheta reports whether firing f of j, an OverlapWait job, due at
-// true time t, could not start within θ because, in order, it waits for
-// the runs of the job that come before it (those of earlier firings and
-// triggers) to end. When those could end at the earliest is computed from
-// ground truth alone, not from when the scheduler started them: each
-// starts once it is due and the one before ended, and holds the lock as
-// long as its run truly went on (until its true end, or until its lease
-// lapsed: a TTL after its instance died or froze). f waits past θ if the
-// last of them ends after t + θ less what taking the lock and starting
-// costs (θ's share for faults, faultShare, and a TTL).
-func (o *oracle) waitsPastTheta(j JobSpec, f time.Time, t time.Duration) bool {
-	if j.Overlap != scheduler.OverlapWait {
-		return false
-	}
-	var before []span
-	for _, sp := range o.spans(j.Name) {
-		if sp.key.at < f.UnixNano() {
-			before = append(before, sp)
-		}
-	}
-	slices.SortFunc(before, func(a, b span) int { return cmp.Compare(a.key.at, b.key.at) })
-	var free time.Duration // when the lock is free of the runs so far
-	for _, sp := range before {
-		held := o.heldUntil(sp)
-		if held == 1<<62 {
-			return true
-		}
-		free = max(o.due(time.Unix(0, sp.key.at)), free) + held - sp.began
-	}
-	return free > t+o.theta-o.faultShare()-o.w.TTL
 }
 
 // heldUntil is the true time sp's run stopped holding its job's lock: its
@@ -860,11 +856,7 @@ func (o *oracle) checkLost() []string {
 			o.cov.Fell++
 			t := o.due(f)
 			k := firingKey{job: j.Name, at: f.UnixNano()}
-			if o.waitsPastTheta(j, f, t) {
-				o.out(outBusy)
-				continue
-			}
-			who, why, ok := o.covers(j.Name, t)
+			who, why, ok := o.covers(j.Name, f, t)
 			if !ok {
 				o.out(why)
 				continue
@@ -933,7 +925,7 @@ func (o *oracle) checkOverRun() []string {
 			// time (covers), not for a firing claimed late, after an
 			// outage, once the previous run had ended, nor behind a run
 			// whose instance was frozen meanwhile (gone, by the promise).
-			if _, _, ok := o.covers(j.Name, t); ok && j.Overlap == scheduler.OverlapSkip {
+			if _, _, ok := o.covers(j.Name, f, t); ok && j.Overlap == scheduler.OverlapSkip {
 				for _, prev := range spans {
 					if prev.key != sp.key && prev.ended > 0 && prev.began < t-o.maxAhead-slack &&
 						prev.ended > t+o.maxBhind+j.Period/2+slack && prev.ended <= sp.began &&
@@ -1047,7 +1039,7 @@ func (o *oracle) checkTriggers() []string {
 			if near || o.mightBeSuspended(j.Name, op.Begin-o.theta, op.At+o.theta) {
 				continue
 			}
-			if _, _, ok := o.covers(j.Name, op.At); !ok {
+			if _, _, ok := o.covers(j.Name, time.Time{}, op.At); !ok {
 				continue
 			}
 			o.cov.TriggersJudged++
