@@ -648,16 +648,21 @@ func (s *Scheduler) readClaims(docs []jobDoc, retaken map[string]bool) (byKeeper
 		switch {
 		case d.Pending && d.By == s.claimant:
 			// Left undone here (a write that settled it failed): resumed
-			// once no firing of the job is in progress here and the claim
-			// is old, so that this read cannot be older than the firing
-			// that just settled it.
+			// once no firing of the job works on a claim here and the
+			// claim is old, so that this read cannot be older than the
+			// firing that just settled it. A firing still claiming
+			// another one does not hold it back: its claim loses to this
+			// one, and the polls of a job whose firings fall in their
+			// milliseconds would never resume it (sim seed 1000). One
+			// claiming this one (its reply late) works on it.
 			// Through admission, as firings are: under a load the server
 			// cannot keep up with, many claims are left pending, and
 			// resuming them all at each poll would add to the load. One
 			// per poll goes ahead regardless, so that none waits for the
 			// load to drop (while pending here, its job's firings wait,
 			// and no other instance takes it over).
-			if j.inflight == 0 && stale && s.state == stateStarted && (s.admit() || resumed == 0) {
+			besides := j.inflight == len(j.claiming) && !slices.ContainsFunc(j.claiming, d.Last.Equal)
+			if besides && stale && s.state == stateStarted && (s.admit() || resumed == 0) {
 				s.dispatchResume(j, d.ClaimID)
 				resumed++
 			}

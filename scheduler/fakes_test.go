@@ -40,6 +40,9 @@ type fakeStore struct {
 	onFinish    func(r Run) error
 	histWrites  int
 	finishCalls int
+	// claimLatency and pollLatency delay each claim's and each poll's
+	// reply, as a round trip would.
+	claimLatency, pollLatency time.Duration
 }
 
 func newFakeStore(clk clockwork.Clock) *fakeStore {
@@ -88,6 +91,7 @@ func (s *fakeStore) register(_ context.Context, jobs []regReq, now time.Time) er
 }
 
 func (s *fakeStore) claim(_ context.Context, job, spec string, f time.Time, keeper string, catchUp bool) (*work, error) {
+	time.Sleep(s.claimLatency)
 	s.mu.Lock()
 	d, ok := s.docs[job]
 	switch {
@@ -145,6 +149,7 @@ func (s *fakeStore) resume(_ context.Context, job, keeper string, cid bson.Objec
 }
 
 func (s *fakeStore) poll(_ context.Context, jobs []claimReq) ([]jobDoc, error) {
+	time.Sleep(s.pollLatency)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []jobDoc

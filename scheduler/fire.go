@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -230,7 +231,7 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 		}
 		return
 	}
-	w, err := s.claim(fr, catchUp)
+	w, err := s.claiming(fr, catchUp)
 	switch {
 	case err != nil && s.ctx.Err() != nil:
 		s.emit(fr, skip(ReasonStopping, ErrStopped))
@@ -250,6 +251,22 @@ func (s *Scheduler) fire(j *job, f time.Time, catchUp bool) {
 	s.emit(fr, lock.Event{Kind: lock.FiringClaimed})
 	// 3-6, for each firing the claim covers (claims.go).
 	s.work(fr, w)
+}
+
+// claiming claims fr's firing, among its job's claiming meanwhile (a poll
+// resumes another claim of this instance's beside it: readClaims).
+func (s *Scheduler) claiming(fr *firing, catchUp bool) (*work, error) {
+	j := fr.job
+	s.mu.Lock()
+	j.claiming = append(j.claiming, fr.at)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		i := slices.Index(j.claiming, fr.at)
+		j.claiming = slices.Delete(j.claiming, i, i+1)
+		s.mu.Unlock()
+	}()
+	return s.claim(fr, catchUp)
 }
 
 // claim claims fr's firing. After an error (its outcome unknown, or the

@@ -2,12 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/mongolock/mongolock/lock"
+	"github.com/mongolock/mongolock/locktest"
 	"go.uber.org/goleak"
 )
 
@@ -338,6 +340,40 @@ func TestBacklogMisfiresAtItsTurn(t *testing.T) {
 			if got[f] != w {
 				t.Errorf("firing %v: %q, want %q (history %v)", f, got[f], w, got)
 			}
+		}
+		r.stop()
+	})
+}
+
+// TestOwnPendingClaimResumedBesideFirings: a claim this instance left
+// pending (the database failed its lock) is resumed once a poll interval
+// has seen it pending, even though every poll comes while the claim of
+// the job's next firing is in flight here: that claim loses to the
+// pending one and works on nothing, so it must not hold the resume back
+// (sim seed 1000: an @every 1s job's firings fell in the polls'
+// milliseconds; its claim stayed pending 6.5s, and the backlog misfired).
+func TestOwnPendingClaimResumedBesideFirings(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 3*time.Second, WithPollInterval(time.Second))
+		r.store.claimLatency, r.store.pollLatency = 50*time.Millisecond, 10*time.Millisecond
+		f1 := epoch.Add(5 * time.Second)
+		r.locks.BeforeCall(func(_ context.Context, c locktest.Call) error {
+			if now := time.Now(); c.Op == locktest.OpAcquire && jobCall(c) && !now.Before(f1) && now.Before(f1.Add(time.Second)) {
+				return errors.New("connection reset")
+			}
+			return nil
+		})
+		if err := r.s.AddJob("j", "@every 1s", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(f1.Add(4*time.Second + 500*time.Millisecond).Sub(time.Now()))
+		r.idle()
+		if got := historyOf(r.store, "j"); got[5*time.Second] != string(OutcomeSucceeded) {
+			t.Errorf("history %v: want the 5s firing, left pending when its lock failed, resumed and run", got)
 		}
 		r.stop()
 	})

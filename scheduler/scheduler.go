@@ -117,6 +117,9 @@ type job struct {
 	inflight int       // firings in progress on this instance
 	setups   int       // of which in their setup (admission.go): claim, lock, start
 	catchUps int       // of which catch-up claims (fire's catchUp)
+	// claiming are the firings of those still claiming (fire): each works
+	// on no claim yet, unless its own claim applied already.
+	claiming []time.Time
 	// owed is the latest firing dispatch skipped while the job was busy
 	// here (ReasonBusy under OverlapSkip, ReasonSetupPending), zero if
 	// none since: claimed as soon as the job is idle here (idle), not at
