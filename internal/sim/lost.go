@@ -809,7 +809,15 @@ func (o *oracle) confirmed(j JobSpec, f time.Time, t time.Duration, rec notRunRe
 	case strings.HasPrefix(r, scheduler.ReasonPaused), strings.HasPrefix(r, scheduler.ReasonRemoved):
 		return o.mightBeSuspended(j.Name, t-o.maxAhead-slack, max(rec.written, t)+slack)
 	case strings.HasPrefix(r, scheduler.ReasonRunGoing), strings.HasPrefix(r, scheduler.ReasonBusy), strings.HasPrefix(r, scheduler.ReasonLockHeld):
-		return o.overlapMaySkip(j, f, t, strings.HasPrefix(r, scheduler.ReasonLockHeld))
+		lockHeld := strings.HasPrefix(r, scheduler.ReasonLockHeld)
+		if !o.overlapMaySkip(j, f, t, lockHeld) {
+			// A late firing (a backlog's, or a taker's) tries the lock
+			// at its turn: held elsewhere then, if a live instance's
+			// write held it some time before the record was written.
+			return lockHeld && j.Overlap == scheduler.OverlapSkip &&
+				o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, t-o.maxAhead-slack, rec.written)
+		}
+		return true
 	}
 	return false
 }
