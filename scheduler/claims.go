@@ -651,10 +651,11 @@ func (s *Scheduler) readClaims(docs []jobDoc, retaken map[string]bool) (byKeeper
 			// once no firing of the job works on a claim here and the
 			// claim is old, so that this read cannot be older than the
 			// firing that just settled it. A firing still claiming
-			// another one does not hold it back: its claim loses to this
-			// one, and the polls of a job whose firings fall in their
-			// milliseconds would never resume it (sim seed 1000). One
-			// claiming this one (its reply late) works on it.
+			// another one does not hold it back: its claim loses while
+			// this one is pending (and, won once it settled, waits for the
+			// job's lock like any), and the polls of a job whose firings
+			// fall in their milliseconds would never resume it (sim seed
+			// 1000). One claiming this one (its reply late) works on it.
 			// Through admission, as firings are: under a load the server
 			// cannot keep up with, many claims are left pending, and
 			// resuming them all at each poll would add to the load. One

@@ -43,6 +43,7 @@ type fakeStore struct {
 	// claimLatency and pollLatency delay each claim's and each poll's
 	// reply, as a round trip would.
 	claimLatency, pollLatency time.Duration
+	onResume                  func(job string) // called by resume first
 }
 
 func newFakeStore(clk clockwork.Clock) *fakeStore {
@@ -138,6 +139,9 @@ func (s *fakeStore) takeOver(_ context.Context, jobs []string, from, keeper stri
 }
 
 func (s *fakeStore) resume(_ context.Context, job, keeper string, cid bson.ObjectID) (*work, error) {
+	if s.onResume != nil {
+		s.onResume(job)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.docs[job]

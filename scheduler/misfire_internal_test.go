@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -374,6 +375,41 @@ func TestOwnPendingClaimResumedBesideFirings(t *testing.T) {
 		r.idle()
 		if got := historyOf(r.store, "j"); got[5*time.Second] != string(OutcomeSucceeded) {
 			t.Errorf("history %v: want the 5s firing, left pending when its lock failed, resumed and run", got)
+		}
+		r.stop()
+	})
+}
+
+// TestLateClaimReplyNotResumed: a claim that applied, its reply late past
+// a poll interval, is pending, stale and this instance's; but the firing
+// still claiming it will work on it, so the poll must not resume it too
+// (the claimant would then find its claim's token changed, and report it
+// taken over).
+func TestLateClaimReplyNotResumed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 3*time.Second, WithPollInterval(time.Second))
+		f1 := epoch.Add(10 * time.Second)
+		r.store.onClaim = func(_ string, f time.Time) {
+			if f.Equal(f1) {
+				time.Sleep(2500 * time.Millisecond) // applied; its reply late
+			}
+		}
+		var resumes atomic.Int32
+		r.store.onResume = func(string) { resumes.Add(1) }
+		if err := r.s.AddJob("j", "@every 10s", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(f1.Add(5 * time.Second).Sub(time.Now()))
+		r.idle()
+		if n := resumes.Load(); n > 0 {
+			t.Errorf("%d resumes of a claim whose claimant's reply was merely late", n)
+		}
+		if got := historyOf(r.store, "j"); got[10*time.Second] != string(OutcomeSucceeded) {
+			t.Errorf("history %v: want the 10s firing run by its claimant", got)
 		}
 		r.stop()
 	})
