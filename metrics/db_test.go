@@ -503,8 +503,15 @@ func TestDBFailedRun(t *testing.T) {
 		t.Fatalf("second run: %q", second.Outcome)
 	}
 	snap := gather(t, m)
-	if n := jobFirings(snap, "j"); n != 2 {
-		t.Errorf("%v firings, want 2", n)
+	// The two runs, and any firing this instance did not try: under load
+	// the next firing can fall while the first run still goes on here
+	// ("previous run still going on this instance"), and is then claimed
+	// once the job is idle here, its run one of the two.
+	notTried := rec.count(func(e lock.Event) bool {
+		return e.Job == "j" && (e.Kind == lock.FiringSkipped || e.Kind == lock.FiringLost)
+	})
+	if n := jobFirings(snap, "j"); n != float64(2+notTried) {
+		t.Errorf("%v firings, want %d: the 2 runs and the %d firings skipped or lost here", n, 2+notTried, notTried)
 	}
 	// Twice the job's lock, and the scheduler's own (its presence lease).
 	jobLock := func(k lock.EventKind) func(lock.Event) bool {
