@@ -308,10 +308,10 @@
 // default timings. A server that cannot keep up delays claims; firings
 // then run late, never twice, and each instance tries at most one
 // firing per job at a time (two with OverlapWait and OverlapCancel; work
-// taken over, resumed or triggered aside), and limits how many firings it sets up
-// at once (admission: additive increase, multiplicative decrease on how
-// long a claim, lock and start take); those it does not try are reported
-// here (ReasonOverloaded) and run late by the claim after them.
+// taken over, resumed or triggered aside), and limits how many firings it
+// sets up at once (admission: additive increase, multiplicative decrease
+// on how long a claim, lock and start take); those it does not try are
+// reported here (ReasonOverloaded) and run late by the claim after them.
 //
 // # What is not promised
 //

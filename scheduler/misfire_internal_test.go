@@ -349,8 +349,8 @@ func TestBacklogMisfiresAtItsTurn(t *testing.T) {
 // TestOwnPendingClaimResumedBesideFirings: a claim this instance left
 // pending (the database failed its lock) is resumed once a poll interval
 // has seen it pending, even though every poll comes while the claim of
-// the job's next firing is in flight here: that claim loses to the
-// pending one and works on nothing, so it must not hold the resume back
+// the job's next firing is in flight here: that claim loses while the
+// pending one is pending, works on nothing, and must not hold it back
 // (sim seed 1000: an @every 1s job's firings fell in the polls'
 // milliseconds; its claim stayed pending 6.5s, and the backlog misfired).
 func TestOwnPendingClaimResumedBesideFirings(t *testing.T) {

@@ -475,9 +475,9 @@ func (o *oracle) faultShare() time.Duration {
 // for them (faultShare), and still did with the runs of the job's earlier
 // firings begun after f fell added (runsAhead: in order, f starts after
 // them), and no pause of the job held it from when it could first start
-// it until θ (pausedOnceFree). In leader-only worlds, instances that never lead are
-// not counted. If none could, why names the stage the best of them failed
-// at.
+// it until θ (pausedOnceFree). In leader-only worlds, instances that
+// never lead are not counted. If none could, why names the stage the best
+// of them failed at.
 func (o *oracle) covers(job string, f time.Time, t time.Duration) (who string, why string, ok bool) {
 	b := t + o.theta
 	best := -1
@@ -809,15 +809,7 @@ func (o *oracle) confirmed(j JobSpec, f time.Time, t time.Duration, rec notRunRe
 	case strings.HasPrefix(r, scheduler.ReasonPaused), strings.HasPrefix(r, scheduler.ReasonRemoved):
 		return o.mightBeSuspended(j.Name, t-o.maxAhead-slack, max(rec.written, t)+slack)
 	case strings.HasPrefix(r, scheduler.ReasonRunGoing), strings.HasPrefix(r, scheduler.ReasonBusy), strings.HasPrefix(r, scheduler.ReasonLockHeld):
-		lockHeld := strings.HasPrefix(r, scheduler.ReasonLockHeld)
-		if !o.overlapMaySkip(j, f, t, lockHeld) {
-			// A late firing (a backlog's, or a taker's) tries the lock
-			// at its turn: held elsewhere then, if a live instance's
-			// write held it some time before the record was written.
-			return lockHeld && j.Overlap == scheduler.OverlapSkip &&
-				o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, t-o.maxAhead-slack, rec.written)
-		}
-		return true
+		return o.overlapMaySkip(j, f, t, strings.HasPrefix(r, scheduler.ReasonLockHeld), rec.written)
 	}
 	return false
 }
@@ -826,11 +818,20 @@ func (o *oracle) confirmed(j JobSpec, f time.Time, t time.Duration, rec notRunRe
 // at true time t, because another run of j went on (or held its lock)
 // when it fell: every overlap policy skips the firings that fall while a
 // run goes on, but the one OverlapWait and OverlapCancel let wait; only
-// OverlapSkip gives up waiting for a lock held elsewhere (lockHeld).
-func (o *oracle) overlapMaySkip(j JobSpec, f time.Time, t time.Duration, lockHeld bool) bool {
+// OverlapSkip gives up waiting for a lock held elsewhere (lockHeld), and
+// a late firing (a backlog's, or a taker's) tries the lock at its turn:
+// held elsewhere then if a live instance's write held it some time
+// before its record was written (written).
+func (o *oracle) overlapMaySkip(j JobSpec, f time.Time, t time.Duration, lockHeld bool, written time.Duration) bool {
+	if lockHeld && j.Overlap != scheduler.OverlapSkip {
+		return false
+	}
 	from, to := t-o.maxAhead-slack, t+o.maxBhind+j.Period/2+slack
-	return (j.Overlap == scheduler.OverlapSkip || !lockHeld) &&
-		(o.otherRunGoing(j.Name, f, from, to) || o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, from, to))
+	held := to
+	if lockHeld {
+		held = max(to, written)
+	}
+	return o.otherRunGoing(j.Name, f, from, to) || o.lockHeldByLive(scheduler.DefaultLockPrefix+j.Name, from, held)
 }
 
 func (o *oracle) recordsOf(job string, f time.Time) []notRunRecord {
