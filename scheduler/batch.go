@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // maxBatch bounds the requests one command carries: a batch of claims for
@@ -14,15 +16,31 @@ import (
 // server's message size.
 const maxBatch = 1000
 
+// maxInFlight bounds the commands of one key in flight at once: one
+// normally, more only beside commands that stalled.
+const maxInFlight = 4
+
+// minStall is the least a command is out before it counts as stalled:
+// Linux's least TCP retransmission timeout (TCP_RTO_MIN).
+const minStall = 200 * time.Millisecond
+
 // batcher groups concurrent requests with the same key into one command,
 // as a database groups commits: a request waits only while a command for
 // its key is in flight, and then goes in the next one with every request
 // that came meanwhile. An idle batcher adds no delay, and jobs that fire
 // together (every "@every 1s" job at each second) share their commands.
 //
+// A command that stalls does not hold the others back: once every command
+// of a key in flight has been out longer than its replies usually take
+// (stall), the next goes beside them, up to maxInFlight. Otherwise one
+// slow reply (a lost packet, one slow document) would delay every job's
+// claims, locks or records on this instance by up to the op timeout,
+// which the job whose command it was has in its misfire threshold but the
+// others do not.
+//
 // Commands run on the goroutines of the requests: the request at the head
 // of the queue sends the next command and hands the queue on to the next
-// head when it returns. There is no goroutine to stop.
+// head when it returns or stalls. There is no goroutine to stop.
 type batcher[K comparable, Req, Res any] struct {
 	// do sends one command for reqs and returns a result per request, in
 	// order, or an error for them all.
@@ -32,15 +50,25 @@ type batcher[K comparable, Req, Res any] struct {
 	// has the least time left, nor end with it: only cancellation (the
 	// scheduler stopping) of that request's context cancels the command.
 	timeout time.Duration
+	clock   clockwork.Clock
+	// minStall is the least stall; tests raise it to keep one command in
+	// flight.
+	minStall time.Duration
 
 	mu sync.Mutex
 	// queues holds a queue for each key with a command in flight or a head
 	// about to send one, and only those.
 	queues map[K]*batchQueue[Req, Res]
+	// srtt and rttvar estimate how long a command's reply takes, as TCP
+	// estimates round trips (RFC 6298), from every command answered.
+	srtt, rttvar time.Duration
 }
 
 type batchQueue[Req, Res any] struct {
-	pending []*batchCall[Req, Res]
+	pending  []*batchCall[Req, Res]
+	inFlight int  // commands sent and not returned
+	fresh    int  // of those, the ones not stalled yet
+	heading  bool // pending[0] is the head, about to send a command
 }
 
 type batchCall[Req, Res any] struct {
@@ -52,8 +80,8 @@ type batchCall[Req, Res any] struct {
 	leading bool          // lead is closed; guarded by batcher.mu
 }
 
-func newBatcher[K comparable, Req, Res any](timeout time.Duration, do func(context.Context, K, []Req) ([]Res, error)) *batcher[K, Req, Res] {
-	return &batcher[K, Req, Res]{do: do, timeout: timeout, queues: make(map[K]*batchQueue[Req, Res])}
+func newBatcher[K comparable, Req, Res any](clock clockwork.Clock, timeout time.Duration, do func(context.Context, K, []Req) ([]Res, error)) *batcher[K, Req, Res] {
+	return &batcher[K, Req, Res]{do: do, timeout: timeout, clock: clock, minStall: minStall, queues: make(map[K]*batchQueue[Req, Res])}
 }
 
 // submit sends req with the others of key and returns its result. If ctx
@@ -64,13 +92,12 @@ func (b *batcher[K, Req, Res]) submit(ctx context.Context, key K, req Req) (Res,
 	c := &batchCall[Req, Res]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
 	q := b.queues[key]
-	if q == nil { // idle: c sends the next command now
+	if q == nil {
 		q = &batchQueue[Req, Res]{}
 		b.queues[key] = q
-		c.leading = true
-		close(c.lead)
 	}
 	q.pending = append(q.pending, c)
+	b.handOn(q) // idle, or every command in flight stalled: c sends the next now
 	b.mu.Unlock()
 
 	select {
@@ -98,12 +125,55 @@ func (b *batcher[K, Req, Res]) submit(ctx context.Context, key K, req Req) (Res,
 	return c.res, c.err
 }
 
+// handOn makes the first pending request of q the head if none is and
+// no command of q in flight is fresh. Called with b.mu held.
+func (b *batcher[K, Req, Res]) handOn(q *batchQueue[Req, Res]) {
+	if q.heading || len(q.pending) == 0 || q.fresh > 0 || q.inFlight >= maxInFlight {
+		return
+	}
+	next := q.pending[0]
+	q.heading = true
+	next.leading = true
+	close(next.lead)
+}
+
+// stall is how long a command is out before the next goes beside it:
+// TCP's retransmission timeout over the replies so far, at least
+// b.minStall.
+func (b *batcher[K, Req, Res]) stall() time.Duration {
+	return max(b.minStall, b.srtt+4*b.rttvar)
+}
+
+// took adds the time a command's reply took to the estimate. Called with
+// b.mu held.
+func (b *batcher[K, Req, Res]) took(d time.Duration) {
+	if b.srtt == 0 {
+		b.srtt, b.rttvar = d, d/2
+		return
+	}
+	b.rttvar += (max(b.srtt-d, d-b.srtt) - b.rttvar) / 4
+	b.srtt += (d - b.srtt) / 8
+}
+
 // send sends the pending requests of q (up to maxBatch) in one command and
-// hands q to the next head, if any.
+// hands q to the next head, if any, when it returns or stalls.
 func (b *batcher[K, Req, Res]) send(ctx context.Context, key K, q *batchQueue[Req, Res]) {
 	b.mu.Lock()
 	calls := q.pending[:min(len(q.pending), maxBatch)]
 	q.pending = slices.Clone(q.pending[len(calls):])
+	q.heading = false
+	q.inFlight++
+	q.fresh++
+	stalled := false
+	timer := b.clock.AfterFunc(b.stall(), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if !stalled {
+			stalled = true
+			q.fresh--
+			b.handOn(q)
+		}
+	})
 	b.mu.Unlock()
 
 	reqs := make([]Req, len(calls))
@@ -118,6 +188,7 @@ func (b *batcher[K, Req, Res]) send(ctx context.Context, key K, q *batchQueue[Re
 		}
 	})
 	defer stop()
+	began := b.clock.Now()
 	res, err := b.do(cmdCtx, key, reqs)
 	if err == nil && len(res) != len(reqs) {
 		err = fmt.Errorf("batch of %d requests: %d results", len(reqs), len(res))
@@ -131,13 +202,20 @@ func (b *batcher[K, Req, Res]) send(ctx context.Context, key K, q *batchQueue[Re
 		close(c.done)
 	}
 
+	timer.Stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(q.pending) == 0 {
+	if err == nil {
+		b.took(b.clock.Since(began))
+	}
+	q.inFlight--
+	if !stalled {
+		stalled = true
+		q.fresh--
+	}
+	if q.inFlight == 0 && !q.heading && len(q.pending) == 0 {
 		delete(b.queues, key)
 		return
 	}
-	next := q.pending[0]
-	next.leading = true
-	close(next.lead)
+	b.handOn(q)
 }

@@ -1,12 +1,15 @@
 package scheduler
 
 import (
+	"github.com/jonboulle/clockwork"
+
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -16,7 +19,7 @@ func TestBatcherGroupsConcurrentRequests(t *testing.T) {
 	var inFlight [2]atomic.Int32
 	var mu sync.Mutex
 	var sizes []int
-	b := newBatcher(time.Minute, func(_ context.Context, key int, reqs []int) ([]string, error) {
+	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(_ context.Context, key int, reqs []int) ([]string, error) {
 		if n := inFlight[key].Add(1); n != 1 {
 			t.Errorf("%d commands in flight for key %d", n, key)
 		}
@@ -31,6 +34,7 @@ func TestBatcherGroupsConcurrentRequests(t *testing.T) {
 		}
 		return out, nil
 	})
+	b.minStall = time.Hour // one command in flight at a time
 	var wg sync.WaitGroup
 	for i := range 400 {
 		wg.Go(func() {
@@ -65,7 +69,7 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var sent []int
-	b := newBatcher(time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		mu.Lock()
 		sent = append(sent, reqs...)
 		mu.Unlock()
@@ -74,6 +78,7 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 		}
 		return reqs, nil
 	})
+	b.minStall = time.Hour // one command in flight at a time
 	first := make(chan error, 1)
 	go func() {
 		_, err := b.submit(context.Background(), 0, 1)
@@ -131,7 +136,7 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 // error, not a panic.
 func TestBatcherErrors(t *testing.T) {
 	boom := errors.New("boom")
-	b := newBatcher(time.Minute, func(_ context.Context, key int, reqs []int) ([]int, error) {
+	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(_ context.Context, key int, reqs []int) ([]int, error) {
 		if key == 0 {
 			return nil, boom
 		}
@@ -150,7 +155,7 @@ func TestBatcherErrors(t *testing.T) {
 // cancelling that request's context (the scheduler stopping) cancels it.
 func TestBatcherCommandContext(t *testing.T) {
 	release := make(chan struct{})
-	b := newBatcher(time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
+	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
 		if reqs[0] == 0 {
 			<-release
 			return reqs, nil
@@ -162,6 +167,7 @@ func TestBatcherCommandContext(t *testing.T) {
 			return reqs, nil
 		}
 	})
+	b.minStall = time.Hour // one command in flight at a time
 	queued := func(n int) {
 		for {
 			b.mu.Lock()
@@ -215,7 +221,7 @@ func TestBatcherCommandContext(t *testing.T) {
 // A request whose context ends just as it is made head of the queue still
 // sends the next command: the queue is never left busy with nobody to send.
 func TestBatcherHeadCancelledAtHandover(t *testing.T) {
-	b := newBatcher(time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
+	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
 		if reqs[0] < 0 {
 			<-ctx.Done() // released below by cancelling
 		}
@@ -255,4 +261,60 @@ func TestBatcherHeadCancelledAtHandover(t *testing.T) {
 			t.Fatalf("iteration %d: a request waited forever on a queue with no head", i)
 		}
 	}
+}
+
+// A command that stalls does not hold back the requests after it: once it
+// has been out for the stall, the next goes beside it, and at most
+// maxInFlight commands of a key are out at once; a fresh command still
+// holds them.
+func TestBatcherStalledCommandDoesNotHoldOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var inFlight, most atomic.Int32
+		b := newBatcher(clockwork.NewRealClock(), time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if reqs[0] < 0 {
+				<-release // stalls
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+			return reqs, nil
+		})
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer close(release)
+		submit := func(req int) <-chan time.Duration {
+			took := make(chan time.Duration, 1)
+			began := time.Now()
+			wg.Go(func() {
+				if r, err := b.submit(context.Background(), 0, req); r != req || err != nil {
+					t.Errorf("request %d: %d, %v", req, r, err)
+				}
+				took <- time.Since(began)
+			})
+			return took
+		}
+		submit(-1)
+		time.Sleep(10 * time.Millisecond)
+		next := submit(1)
+		synctest.Wait()
+		if len(next) != 0 {
+			t.Fatal("a request went beside a command out for 10ms")
+		}
+		if d := <-next; d < b.minStall-10*time.Millisecond || d > b.minStall {
+			t.Errorf("the request beside a stalled command took %v, want the stall (%v) less the 10ms it came after", d, b.minStall)
+		}
+		for i := 2; i <= maxInFlight; i++ {
+			submit(-i)
+			time.Sleep(b.minStall + time.Millisecond)
+		}
+		last := submit(maxInFlight + 1)
+		time.Sleep(time.Hour)
+		if len(last) != 0 || most.Load() != maxInFlight {
+			t.Errorf("%d commands out at once, want at most %d", most.Load(), maxInFlight)
+		}
+	})
 }

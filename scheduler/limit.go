@@ -11,7 +11,8 @@ import (
 // batched (the writes that take over, resume, settle one job's
 // claim, and the reads that look at one job's lock holder) in flight at
 // once. The batched ones (claims, lock acquisitions and releases, starts,
-// ends, history) are one command at a time per batch already. A burst of
+// ends, history) are one command at a time per batch already, up to
+// maxInFlight beside stalled ones. A burst of
 // thousands of firings ending at once (a Stop) would otherwise take every
 // connection of the driver's pool, and the Session's keep-alive, which
 // every lease rests on, would wait for one.

@@ -163,7 +163,10 @@ func New(db *mongo.Database, session *lock.Session, opts ...Option) (*Scheduler,
 	if err != nil {
 		return nil, err
 	}
-	st := newMongoStore(db, cfg)
+	if session == nil {
+		return nil, fmt.Errorf("%w: New: nil session", ErrInvalidOption)
+	}
+	st := newMongoStore(db, cfg, session.Clock())
 	s, err := newScheduler(st, session, cfg)
 	if err != nil {
 		return nil, err
@@ -234,8 +237,8 @@ func newScheduler(st store, session *lock.Session, cfg config) (*Scheduler, erro
 	if err := lock.ValidateID("presence lock id (lock prefix, jobs collection and keeper id)", s.presenceID(s.claimant)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	s.acquires = newBatcher(cfg.opTimeout, s.acquireBatch)
-	s.releases = newBatcher(cfg.opTimeout, s.releaseBatch)
+	s.acquires = newBatcher(s.clock, cfg.opTimeout, s.acquireBatch)
+	s.releases = newBatcher(s.clock, cfg.opTimeout, s.releaseBatch)
 	session.AddComponent(s) // for those who watch the session: metrics, health
 	// Its place among the Session's Schedulers once it is one of them, so
 	// that two made at once differ too.

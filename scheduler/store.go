@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/jonboulle/clockwork"
+
 	"cmp"
 	"context"
 	"errors"
@@ -320,7 +322,7 @@ type startResult struct {
 	late  bool // refused for its deadline alone (startable)
 }
 
-func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
+func newMongoStore(db *mongo.Database, cfg config, clock clockwork.Clock) *mongoStore {
 	// Majority with journal: a claim acknowledged by a primary that then
 	// fails over must not be lost, or a firing could run twice. Reads from
 	// the primary: the read after a batch of claims or starts decides which
@@ -331,10 +333,10 @@ func newMongoStore(db *mongo.Database, cfg config) *mongoStore {
 		runs:        db.Collection(cfg.runsColl, opts),
 		keepHistory: cfg.retention > 0,
 	}
-	s.claims = newBatcher(cfg.opTimeout, s.claimBatch)
-	s.starts = newBatcher(cfg.opTimeout, s.startBatch)
-	s.finishes = newBatcher(cfg.opTimeout, s.finishBatch)
-	s.adds = newBatcher(cfg.opTimeout, s.historyBatch)
+	s.claims = newBatcher(clock, cfg.opTimeout, s.claimBatch)
+	s.starts = newBatcher(clock, cfg.opTimeout, s.startBatch)
+	s.finishes = newBatcher(clock, cfg.opTimeout, s.finishBatch)
+	s.adds = newBatcher(clock, cfg.opTimeout, s.historyBatch)
 	return s
 }
 

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/jonboulle/clockwork"
+
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +31,7 @@ func testClaimOncePerFiring(t *testing.T, be backend) {
 	stores := make([]*mongoStore, 3)
 	cfg := defaultConfig()
 	for i := range stores {
-		stores[i] = newMongoStore(be.otherClient(t, db), cfg)
+		stores[i] = newMongoStore(be.otherClient(t, db), cfg, clockwork.NewRealClock())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -292,7 +294,7 @@ func TestBatchedWrites(t *testing.T) {
 	counters := make([]*mongotest.Counter, 3)
 	for i := range stores {
 		client, counter := mongotest.CountingClient(t)
-		stores[i], counters[i] = newMongoStore(mongotest.Database(t, client, db.Name()), cfg), counter
+		stores[i], counters[i] = newMongoStore(mongotest.Database(t, client, db.Name()), cfg, clockwork.NewRealClock()), counter
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -542,7 +544,7 @@ func newTestStore(t *testing.T, db *mongo.Database) (*mongoStore, context.Contex
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	return newMongoStore(db, defaultConfig()), ctx
+	return newMongoStore(db, defaultConfig(), clockwork.NewRealClock()), ctx
 }
 
 // mustClaim claims firing f of job for keeper and fails the test unless
