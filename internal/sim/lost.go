@@ -333,10 +333,11 @@ func (o *oracle) electing(from, to time.Duration) bool {
 // gave up (the op timeout), a connection error until the driver's next
 // heartbeat; a run of faulty commands naming presence locks (renewals)
 // from the first's sending to the next clean one's; an election until
-// the driver finds the new primary; a storm (World.Storms), whole, unless
-// mask selects nothing; and also, spans the caller adds. A single faulty renewal or poll costs
-// nothing beyond its own delay: the next one, a third of a TTL later,
-// makes up for it.
+// the driver finds the new primary; and also, spans the caller adds. A
+// single faulty renewal or poll costs nothing beyond its own delay: the
+// next one, a third of a TTL later, makes up for it. A storm
+// (World.Storms) counts by its faulty commands, as any other time: counted
+// whole, it excused the 95 % of its firings that ran.
 func (o *oracle) impaired(link string, mask uint64, from, to time.Duration, also ...[2]time.Duration) time.Duration {
 	var sum time.Duration
 	for _, sp := range o.impairedSpans(link, mask, from, to, also...) {
@@ -396,13 +397,6 @@ func (o *oracle) impairedSpans(link string, mask uint64, from, to time.Duration,
 	for _, e := range o.w.Events {
 		if e.Kind == Failover {
 			add(e.At, e.At+e.D+500*time.Millisecond)
-		}
-	}
-	if mask != 0 {
-		// In a storm most commands' chains of a few (the server's
-		// clock, a lease, a claim, a start) fail somewhere.
-		for _, st := range o.w.Storms {
-			add(st.At, st.At+st.D)
 		}
 	}
 	slices.SortFunc(spans, func(x, y [2]time.Duration) int { return int(x[0] - y[0]) })
@@ -993,7 +987,7 @@ func (o *oracle) frozenDuring(instance string, from, to time.Duration) bool {
 }
 
 // leaseCut reports whether instance's renewals were cut off from the
-// server (faulty renewals, an election, a storm: impairedSpans) at some
+// server (faulty renewals, an election: impairedSpans) at some
 // time in [from, to] for long enough to lose its leases, as frozenDuring
 // for a freeze: a run it went on with may have lost its lock meanwhile,
 // which the promise counts gone.
