@@ -31,7 +31,7 @@ const minStall = 200 * time.Millisecond
 // together (every "@every 1s" job at each second) share their commands.
 //
 // A command that stalls does not hold the others back: once every command
-// of a key in flight has been out longer than its replies usually take
+// of a key in flight has been out longer than replies usually take
 // (stall), the next goes beside them, up to maxInFlight. Otherwise one
 // slow reply (a lost packet, one slow document) would delay every job's
 // claims, locks or records on this instance by up to the op timeout,
@@ -59,9 +59,10 @@ type batcher[K comparable, Req, Res any] struct {
 	// queues holds a queue for each key with a command in flight or a head
 	// about to send one, and only those.
 	queues map[K]*batchQueue[Req, Res]
-	// srtt and rttvar estimate how long a command's reply takes, as TCP
-	// estimates round trips (RFC 6298), from every command answered.
-	srtt, rttvar time.Duration
+	// replies are how long the last commands answered took, a ring
+	// filled in turn; sampled counts every reply ever added.
+	replies [replySamples]time.Duration
+	sampled int
 }
 
 type batchQueue[Req, Res any] struct {
@@ -137,22 +138,31 @@ func (b *batcher[K, Req, Res]) handOn(q *batchQueue[Req, Res]) {
 	close(next.lead)
 }
 
+// replySamples is how many of the last replies the stall is taken from.
+const replySamples = 16
+
 // stall is how long a command is out before the next goes beside it:
-// TCP's retransmission timeout over the replies so far, at least
-// b.minStall.
+// four times the median of the last replies, at least b.minStall. A
+// median, not a mean (TCP's smoothed round trip): the slow replies the
+// stall is for must not raise it, or the next slow one would hold the
+// others back again; a server whose replies are all slow raises it, so
+// that it gets no more commands than it can answer. Called with b.mu
+// held.
 func (b *batcher[K, Req, Res]) stall() time.Duration {
-	return max(b.minStall, b.srtt+4*b.rttvar)
+	n := min(b.sampled, replySamples)
+	if n == 0 {
+		return b.minStall
+	}
+	s := slices.Clone(b.replies[:n])
+	slices.Sort(s)
+	return max(b.minStall, 4*s[n/2])
 }
 
-// took adds the time a command's reply took to the estimate. Called with
+// took adds how long a command's reply took to the samples. Called with
 // b.mu held.
 func (b *batcher[K, Req, Res]) took(d time.Duration) {
-	if b.srtt == 0 {
-		b.srtt, b.rttvar = d, d/2
-		return
-	}
-	b.rttvar += (max(b.srtt-d, d-b.srtt) - b.rttvar) / 4
-	b.srtt += (d - b.srtt) / 8
+	b.replies[b.sampled%replySamples] = d
+	b.sampled++
 }
 
 // send sends the pending requests of q (up to maxBatch) in one command and
@@ -205,8 +215,8 @@ func (b *batcher[K, Req, Res]) send(ctx context.Context, key K, q *batchQueue[Re
 	timer.Stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err == nil {
-		b.took(b.clock.Since(began))
+	if err == nil && cmdCtx.Err() == nil {
+		b.took(b.clock.Since(began)) // an answer, not a timeout
 	}
 	q.inFlight--
 	if !stalled {

@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"github.com/jonboulle/clockwork"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // Concurrent requests share commands, one command per key at a time, and
@@ -278,8 +278,6 @@ func TestBatcherStalledCommandDoesNotHoldOthers(t *testing.T) {
 			}
 			if reqs[0] < 0 {
 				<-release // stalls
-			} else {
-				time.Sleep(time.Millisecond)
 			}
 			return reqs, nil
 		})
@@ -304,7 +302,7 @@ func TestBatcherStalledCommandDoesNotHoldOthers(t *testing.T) {
 		if len(next) != 0 {
 			t.Fatal("a request went beside a command out for 10ms")
 		}
-		if d := <-next; d < b.minStall-10*time.Millisecond || d > b.minStall {
+		if d := <-next; d != b.minStall-10*time.Millisecond {
 			t.Errorf("the request beside a stalled command took %v, want the stall (%v) less the 10ms it came after", d, b.minStall)
 		}
 		for i := 2; i <= maxInFlight; i++ {
@@ -315,6 +313,43 @@ func TestBatcherStalledCommandDoesNotHoldOthers(t *testing.T) {
 		time.Sleep(time.Hour)
 		if len(last) != 0 || most.Load() != maxInFlight {
 			t.Errorf("%d commands out at once, want at most %d", most.Load(), maxInFlight)
+		}
+	})
+}
+
+// The stall follows the typical reply, not the slow ones it is for: one
+// slow reply among fast ones leaves it at its least, so that the next slow
+// command holds nobody back either; a server whose replies are all slow
+// raises it. A command cut off by its timeout is no reply.
+func TestBatcherStallFollowsTypicalReply(t *testing.T) {
+	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(context.Context, int, []int) ([]int, error) { return nil, nil })
+	if got := b.stall(); got != minStall {
+		t.Errorf("no replies yet: stall %v, want %v", got, minStall)
+	}
+	for range 50 {
+		b.took(5 * time.Millisecond)
+	}
+	b.took(5 * time.Second)
+	if got := b.stall(); got != minStall {
+		t.Errorf("one 5s reply among 5ms ones: stall %v, want %v", got, minStall)
+	}
+	for range replySamples {
+		b.took(300 * time.Millisecond)
+	}
+	if got := b.stall(); got != 1200*time.Millisecond {
+		t.Errorf("replies of 300ms: stall %v, want four of them", got)
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		b := newBatcher(clockwork.NewRealClock(), time.Second, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
+			<-ctx.Done() // never answered
+			return reqs, nil
+		})
+		if _, err := b.submit(context.Background(), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if b.sampled != 0 {
+			t.Errorf("a command cut off by its timeout counted as a reply of %v", b.replies[0])
 		}
 	})
 }

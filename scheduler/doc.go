@@ -298,10 +298,10 @@
 // (TTL/3 by default), however many there are. Jobs that fire together
 // share commands, group-commit style: a write is sent at once if no
 // command of its kind is in flight, and otherwise goes in the next one
-// with every write that came meanwhile; a command that stalls (out longer
-// than TCP's retransmission timeout over the replies so far, 200ms at
-// least) holds none back, the next goes beside it (four at most), so one
-// slow reply delays no other job. So the first of the jobs due at
+// with every write that came meanwhile; a command that stalls (out four
+// times as long as the median of the last replies, 200ms at least) holds
+// none back, the next goes beside it (four at most), so one slow reply
+// delays no other job. So the first of the jobs due at
 // one time is usually claimed alone, and the others together in one update
 // and one read; locks and start records likewise (a bulk write and a read
 // each), and ends, history records and lock releases in one command per

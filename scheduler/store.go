@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"github.com/jonboulle/clockwork"
-
 	"cmp"
 	"context"
 	"errors"
@@ -13,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/mongolock/mongolock/internal/mongoutil"
 	"github.com/mongolock/mongolock/lock"
 
