@@ -429,14 +429,18 @@ func (s *Scheduler) lockGranted(fr *firing, lease *lock.Lease, attempt int, bega
 
 // lockGiveUp returns when fr gives up waiting for its job's lock: zero
 // (never) unless OverlapSkip, else the firing plus lockWait, or, for a
-// late firing (caught up, or taken over), a TTL from now: the lock of a
-// claimant that died may outlive its presence lease by a renew interval.
+// late firing (caught up, taken over, or owed: tried once its wait is
+// over), a TTL from now: the lock of a claimant that died may outlive its
+// presence lease by a renew interval. A firing tried just as its wait
+// ends is late too: it gave up at its first attempt, on the lock of this
+// instance's previous run whose release had not gone yet
+// (TestOwedFiringClaimedOnceIdle, 1 in 10 under the race detector).
 func (s *Scheduler) lockGiveUp(fr *firing) time.Time {
 	if fr.job.cfg.overlap != OverlapSkip {
 		return time.Time{}
 	}
 	giveUp := s.local(fr.at.Add(s.lockWait(fr.job, fr.at)))
-	if now := s.clock.Now(); now.After(giveUp) {
+	if now := s.clock.Now(); !now.Before(giveUp) {
 		return now.Add(s.ttl)
 	}
 	return giveUp
