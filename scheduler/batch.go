@@ -50,10 +50,7 @@ type batcher[K comparable, Req, Res any] struct {
 	// has the least time left, nor end with it: only cancellation (the
 	// scheduler stopping) of that request's context cancels the command.
 	timeout time.Duration
-	clock   clockwork.Clock
-	// minStall is the least stall; tests raise it to keep one command in
-	// flight.
-	minStall time.Duration
+	clock   clockwork.Clock // times the stalls
 
 	mu sync.Mutex
 	// queues holds a queue for each key with a command in flight or a head
@@ -82,7 +79,7 @@ type batchCall[Req, Res any] struct {
 }
 
 func newBatcher[K comparable, Req, Res any](clock clockwork.Clock, timeout time.Duration, do func(context.Context, K, []Req) ([]Res, error)) *batcher[K, Req, Res] {
-	return &batcher[K, Req, Res]{do: do, timeout: timeout, clock: clock, minStall: minStall, queues: make(map[K]*batchQueue[Req, Res])}
+	return &batcher[K, Req, Res]{do: do, timeout: timeout, clock: clock, queues: make(map[K]*batchQueue[Req, Res])}
 }
 
 // submit sends req with the others of key and returns its result. If ctx
@@ -142,7 +139,7 @@ func (b *batcher[K, Req, Res]) handOn(q *batchQueue[Req, Res]) {
 const replySamples = 16
 
 // stall is how long a command is out before the next goes beside it:
-// four times the median of the last replies, at least b.minStall. A
+// four times the median of the last replies, at least minStall. A
 // median, not a mean (TCP's smoothed round trip): the slow replies the
 // stall is for must not raise it, or the next slow one would hold the
 // others back again; a server whose replies are all slow raises it, so
@@ -151,11 +148,11 @@ const replySamples = 16
 func (b *batcher[K, Req, Res]) stall() time.Duration {
 	n := min(b.sampled, replySamples)
 	if n == 0 {
-		return b.minStall
+		return minStall
 	}
 	s := slices.Clone(b.replies[:n])
 	slices.Sort(s)
-	return max(b.minStall, 4*s[n/2])
+	return max(minStall, 4*s[n/2])
 }
 
 // took adds how long a command's reply took to the samples. Called with

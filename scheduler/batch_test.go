@@ -14,12 +14,13 @@ import (
 )
 
 // Concurrent requests share commands, one command per key at a time, and
-// each request gets its own result.
+// each request gets its own result. (On a fake clock, which never moves
+// here, no command ever stalls.)
 func TestBatcherGroupsConcurrentRequests(t *testing.T) {
 	var inFlight [2]atomic.Int32
 	var mu sync.Mutex
 	var sizes []int
-	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(_ context.Context, key int, reqs []int) ([]string, error) {
+	b := newBatcher(clockwork.NewFakeClock(), time.Minute, func(_ context.Context, key int, reqs []int) ([]string, error) {
 		if n := inFlight[key].Add(1); n != 1 {
 			t.Errorf("%d commands in flight for key %d", n, key)
 		}
@@ -34,7 +35,6 @@ func TestBatcherGroupsConcurrentRequests(t *testing.T) {
 		}
 		return out, nil
 	})
-	b.minStall = time.Hour // one command in flight at a time
 	var wg sync.WaitGroup
 	for i := range 400 {
 		wg.Go(func() {
@@ -69,7 +69,7 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var sent []int
-	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := newBatcher(clockwork.NewFakeClock(), time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		mu.Lock()
 		sent = append(sent, reqs...)
 		mu.Unlock()
@@ -78,7 +78,6 @@ func TestBatcherWithdrawsAbandonedRequests(t *testing.T) {
 		}
 		return reqs, nil
 	})
-	b.minStall = time.Hour // one command in flight at a time
 	first := make(chan error, 1)
 	go func() {
 		_, err := b.submit(context.Background(), 0, 1)
@@ -155,7 +154,7 @@ func TestBatcherErrors(t *testing.T) {
 // cancelling that request's context (the scheduler stopping) cancels it.
 func TestBatcherCommandContext(t *testing.T) {
 	release := make(chan struct{})
-	b := newBatcher(clockwork.NewRealClock(), time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
+	b := newBatcher(clockwork.NewFakeClock(), time.Minute, func(ctx context.Context, _ int, reqs []int) ([]int, error) {
 		if reqs[0] == 0 {
 			<-release
 			return reqs, nil
@@ -167,7 +166,6 @@ func TestBatcherCommandContext(t *testing.T) {
 			return reqs, nil
 		}
 	})
-	b.minStall = time.Hour // one command in flight at a time
 	queued := func(n int) {
 		for {
 			b.mu.Lock()
@@ -302,12 +300,12 @@ func TestBatcherStalledCommandDoesNotHoldOthers(t *testing.T) {
 		if len(next) != 0 {
 			t.Fatal("a request went beside a command out for 10ms")
 		}
-		if d := <-next; d != b.minStall-10*time.Millisecond {
-			t.Errorf("the request beside a stalled command took %v, want the stall (%v) less the 10ms it came after", d, b.minStall)
+		if d := <-next; d != minStall-10*time.Millisecond {
+			t.Errorf("the request beside a stalled command took %v, want the stall (%v) less the 10ms it came after", d, minStall)
 		}
 		for i := 2; i <= maxInFlight; i++ {
 			submit(-i)
-			time.Sleep(b.minStall + time.Millisecond)
+			time.Sleep(minStall + time.Millisecond)
 		}
 		last := submit(maxInFlight + 1)
 		time.Sleep(time.Hour)

@@ -341,7 +341,7 @@
 // and an operator's controls, and every promise checked over the whole
 // history of each run, by the simulation's ground truth. At most once is
 // held in every run. The misfire promise is checked and its violations
-// reported, not yet failing: in about one run in twenty (54 of the 1000
+// reported, not yet failing: in about one run in twenty (50 to 54 of the 1000
 // default seeds) some firing that the check judges could have started
 // within the threshold did not run (issue 27).
 //
