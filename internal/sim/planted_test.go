@@ -36,9 +36,9 @@ var plantedFlag = flag.String("sim.planted", "", "plant only the bugs whose name
 // first, and the default seeds in order only if the hint no longer
 // catches it. The promise is the same: a default seed catches each bug.
 var catchHints = map[planted.Bug]uint64{
-	planted.RunMisfire:         15,
-	planted.SpentUnstarted:     11,
-	planted.NoTakeOver:         11,
+	planted.RunMisfire:         22,
+	planted.SpentUnstarted:     8,
+	planted.NoTakeOver:         12,
 	planted.StepDownAtOnce:     20,
 	planted.TrustExpired:       2,
 	planted.ReleaseUnderTask:   5,
